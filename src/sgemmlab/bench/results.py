@@ -1,0 +1,143 @@
+"""Results files: one JSON schema for every run (ladder, bench, tune, ceilings).
+
+    {
+      "schema": "sgemmlab.results/1",
+      "kind": "ladder" | "bench" | "tune" | "ceilings",
+      "command": "sgemmlab ladder --size 4096",
+      "created": ISO-8601 UTC time,
+      "environment": {gpu, compute_capability, sm_count, l2_bytes, driver,
+                      sm_clock_mhz_before, sm_clock_mhz_after, versions{...},
+                      git_commit, git_dirty, source_digest},
+      "method": {launches_per_round, rounds, warmup, l2_flush_bytes},
+      "ceilings": {ffma_tflops, copy_tbps, source},
+      "records": [ {kernel, config, M, N, K, status, correct, error, error_bound,
+                    median_us, tflops, vs_cublas, vs_cublas_min, vs_cublas_max, rounds,
+                    round_ratios, times_us (per round, raw), cublas_times_us, ...}, ...]
+    }
+
+`source_digest` hashes every file of the installed package, so a result names the exact
+code that produced it even where no git metadata travelled with the tree.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "sgemmlab.results/1"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = PACKAGE_DIR.parent.parent
+
+#: The H200's measured ceilings (../shared/docs/H200-baseline.md), used until
+#: `sgemmlab ceilings` has measured the GPU at hand.
+H200_CEILINGS = {"ffma_tflops": 63.6, "copy_tbps": 4.22, "source": "H200-baseline.md"}
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def source_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(PACKAGE_DIR.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".json"):
+            h.update(str(p.relative_to(PACKAGE_DIR)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def git_state() -> dict[str, Any]:
+    commit = _run(["git", "rev-parse", "HEAD"], REPO_DIR) or os.environ.get(
+        "SGEMMLAB_GIT_COMMIT")
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], REPO_DIR)
+    return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
+
+
+def sm_clock_mhz() -> int | None:
+    out = _run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits",
+                "-i", "0"])
+    try:
+        return int(out.splitlines()[0]) if out else None
+    except ValueError:
+        return None
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("sgemmlab", "torch", "cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc",
+                 "numpy", "triton", "cupy-cuda13x"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    try:
+        from ..runtime.compiler import nvrtc_version
+
+        out["nvrtc"] = nvrtc_version()
+    except Exception:
+        out["nvrtc"] = None
+    return out
+
+
+def environment(gpu) -> dict[str, Any]:
+    """Everything that decides a number, except the SM clock after (added by `finish`)."""
+    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader",
+                   "-i", "0"])
+    return {
+        "gpu": gpu.name, "compute_capability": ".".join(map(str, gpu.compute_capability)),
+        "sm_count": gpu.sm_count, "l2_bytes": gpu.l2_bytes, "driver": driver,
+        "sm_clock_mhz_before": sm_clock_mhz(), "versions": versions(),
+        **git_state(), "source_digest": source_digest(), "host": platform.node(),
+    }
+
+
+def new_run(kind: str, gpu, method: dict, ceilings: dict | None = None) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA, "kind": kind, "command": " ".join(
+            ["sgemmlab", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(
+                ("sgemmlab", "__main__.py")) else sys.argv),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment(gpu), "method": method,
+        "ceilings": ceilings or H200_CEILINGS, "records": [],
+    }
+
+
+def results_root() -> Path:
+    """$SGEMMLAB_RESULTS_DIR, else results/ of the source checkout, else ./results."""
+    env = os.environ.get("SGEMMLAB_RESULTS_DIR")
+    if env:
+        return Path(env)
+    return REPO_DIR / "results" if (REPO_DIR / "pyproject.toml").is_file() else Path(
+        "results")
+
+
+def write(run: dict[str, Any], slug: str, name: str) -> Path:
+    """Write `run` to results/<gpu slug>/<name>.json, with the SM clock after the work."""
+    run["environment"]["sm_clock_mhz_after"] = sm_clock_mhz()
+    path = results_root() / slug / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run, indent=1) + "\n")
+    return path
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not an sgemmlab results file (schema {data.get('schema')!r})")
+    return data
+
+
+def stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -1,0 +1,32 @@
+// Rung 1 — naive: one thread per element of C, operands straight from global memory.
+//
+// What it does: thread (x, y) of the grid owns C[row][col] with row from x and col from y,
+// and walks row `row` of A and column `col` of B, one multiply-add per step of k.
+//
+// The bill: each FFMA loads one float of A and one of B from global memory: 8 bytes per
+// 2 FLOPs. Worse, threadIdx.x (the fastest-varying index inside a warp) picks the *row*:
+// the 32 lanes of a warp read A at 32 different rows (32 separate 32-byte sectors) and
+// B at one address (a broadcast), so a warp's step of k moves 32 sectors x 32 B = 1024 B
+// of A plus 32 B of B for 64 FLOPs, and its 32 stores to C land in 32 different rows.
+// Shared-memory loads per FFMA: 0 (it does not use shared memory).
+//
+// Prediction: bound by sectors moved through L1/L2, about 1 % of cuBLAS; the caches
+// absorb some of the waste, DRAM traffic is far below the bill.
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#include "common.cuh"
+
+SGEMM_KERNEL sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+                   const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+                   int ldc) {
+    const int row = blockIdx.x * BS + threadIdx.x;  // lanes of a warp: consecutive rows
+    const int col = blockIdx.y * BS + threadIdx.y;
+    if (row >= M || col >= N) return;
+
+    const float* a = row_ptr(A, row, lda);
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += a[k] * row_ptr(B, k, ldb)[col];
+    store_c(C, ldc, row, col, M, N, acc, alpha, beta);
+}

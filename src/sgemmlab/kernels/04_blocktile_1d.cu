@@ -1,0 +1,75 @@
+// Rung 4 — 1D blocktiling: each thread computes TM outputs of one column of C.
+//
+// What changed from rung 3: a thread owns TM consecutive rows of one column of the block's
+// BM x BN tile instead of a single element, so the block is one-dimensional (THREADS =
+// BM/TM*BN threads) and the tiles are rectangles: As is BM x BK, Bs is BK x BN. The copy
+// loops stride by THREADS, so no relation between the tile sizes and the thread count is
+// needed. In the inner loop one value of Bs, held in a register, serves TM multiply-adds.
+//
+// The bill: per step of k the block loads (BM + BN) * 4 bytes for 2 * BM * BN FLOPs:
+// 2 * (BM + BN) / (BM * BN) bytes per FLOP = 0.0625 B/FLOP for the seed's 64 x 64 tile,
+// half of rung 3's 0.125. Shared-memory loads per FFMA: (TM + 1) / TM = 9 loads for
+// 8 FFMA = 1.125 at TM = 8, down from 2.0. All 32 lanes of a warp share one row group (BN
+// >= 32), so their As reads are one broadcast address and their Bs reads 32 consecutive
+// words: no bank conflicts. The k loop is unrolled, so the compiler may fuse the As reads of
+// one row across k into wider loads; the bill above is the source's.
+//
+// Registers (seed BM=64 BN=64 BK=8 TM=8, 512 threads, sm_90): 38, no spills.
+//
+// Prediction: the shared-memory ceiling rises from an eighth of the FFMA peak to about
+// 1/1.125 LDS per FFMA against 4 FFMA per cycle, roughly a fifth of it; with the bigger block
+// tile halving global traffic as well, about 2x rung 3: 25-35 % of cuBLAS (~51 TFLOP/s at
+// 4096^3 on the H200, FFMA peak ~64).
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#include "common.cuh"
+
+static_assert(BM % TM == 0, "BM is a multiple of TM");
+static_assert(THREADS == BM / TM * BN, "THREADS is BM/TM*BN: one thread per TM x 1 strip");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert((BM * BK + BK * BN) * sizeof(float) <= 48 * 1024,
+              "static shared memory <= 49152 bytes");
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    __shared__ float As[BM][BK];
+    __shared__ float Bs[BK][BN];
+
+    const int tid = threadIdx.x;
+    const int tc = tid % BN;  // lanes of a warp: consecutive columns
+    const int tr = tid / BN;  // rows tr*TM .. tr*TM+TM-1 of the tile
+
+    // move to the block's tile once; below, rows and columns are local to it
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    A = row_ptr(A, row0, lda);
+    B += col0;
+    C = row_ptr(C, row0, ldc) + col0;
+    const int rows = M - row0, cols = N - col0;  // what is left of C from the tile's corner
+
+    float acc[TM] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int i = tid; i < BM * BK; i += THREADS) {
+            const int r = i / BK, c = i % BK;
+            As[r][c] = load_or_zero(row_ptr(A, r, lda), k0 + c, K, r < rows);
+        }
+        for (int i = tid; i < BK * BN; i += THREADS) {
+            const int r = i / BN, c = i % BN;
+            Bs[r][c] = load_or_zero(row_ptr(B, k0 + r, ldb), c, cols, k0 + r < K);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            const float b = Bs[k][tc];  // one load, reused TM times
+#pragma unroll
+            for (int i = 0; i < TM; ++i) acc[i] += As[tr * TM + i][k] * b;
+        }
+        __syncthreads();  // the next copy must not overwrite tiles still being read
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+        store_c(C, ldc, tr * TM + i, tc, rows, cols, acc[i], alpha, beta);
+}

@@ -1,0 +1,102 @@
+// Rung 6 — vectorized memory access: float4 global loads, A transposed in shared memory.
+//
+// What changed from rung 5: the copies move four floats per instruction. A is read as float4
+// along k and B as float4 along n (load4_or_zero: one 16-byte load when the launcher has
+// proven alignment and the four lie inside the matrix, scalar at an edge). A is stored
+// transposed, As[BK][BM], so a thread's column fragment As[k][tr*TM .. tr*TM+TM-1] is
+// contiguous and read as TM/4 explicit float4 loads, like the TN/4 of Bs. C is written as
+// float4 too (store4_c).
+//
+// The bill: global bytes per FLOP unchanged, 2 * (BM + BN) / (BM * BN) = 0.031 B/FLOP for
+// the seed's 128 x 128 tile, but the copy of one tile takes a quarter of the load
+// instructions: (BM + BN) * BK / 4 / THREADS = 2 LDG.128 per thread at the seed instead of 8
+// LDG. Shared-memory loads per FFMA: still (TM + TN) / (TM * TN) = 0.25 words, now issued as
+// (TM + TN) / 4 = 4 LDS.128 per k for TM * TN = 64 FFMA: 0.0625 LDS instructions per FFMA,
+// what the compiler had already made of rung 5's loops. The transposition costs scalar
+// stores: each float4 of A becomes four STS, BM*BK/THREADS = 4 per thread per tile at the
+// seed (and they conflict: rung 8). The Bs reads still conflict 2-way at TN = 8 (rung 7).
+//
+// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90, SGEMM_VEC4=1): 127, no
+// spills.
+//
+// Prediction: fewer load and address instructions leave more issue slots for FFMA: 10-25 %
+// over rung 5, about 60-65 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#include "common.cuh"
+
+static_assert(BM % TM == 0, "BM is a multiple of TM");
+static_assert(BN % TN == 0, "BN is a multiple of TN");
+static_assert(BK % 4 == 0, "BK is a multiple of 4 (float4 loads of A along k)");
+static_assert(BN % 4 == 0, "BN is a multiple of 4 (float4 loads of B)");
+static_assert(TM % 4 == 0 && TN % 4 == 0,
+              "TM and TN are multiples of 4 (float4 shared-memory reads)");
+static_assert(THREADS == (BM / TM) * (BN / TN), "THREADS is (BM/TM)*(BN/TN): one per patch");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert((BK * BM + BK * BN) * sizeof(float) <= 48 * 1024,
+              "static shared memory <= 49152 bytes");
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    __shared__ __align__(16) float As[BK][BM];  // transposed: k-major
+    __shared__ __align__(16) float Bs[BK][BN];
+
+    const int tid = threadIdx.x;
+    const int tc = tid % (BN / TN);
+    const int tr = tid / (BN / TN);
+
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    A = row_ptr(A, row0, lda);
+    B += col0;
+    C = row_ptr(C, row0, ldc) + col0;
+    const int rows = M - row0, cols = N - col0;
+
+    float acc[TM][TN] = {};
+    float regM[TM], regN[TN];
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int i = tid; i < BM * BK / 4; i += THREADS) {
+            const int r = i / (BK / 4), c = i % (BK / 4) * 4;
+            const float4 v = load4_or_zero(row_ptr(A, r, lda), k0 + c, K, r < rows);
+            // transpose A while storing it
+            As[c + 0][r] = v.x;
+            As[c + 1][r] = v.y;
+            As[c + 2][r] = v.z;
+            As[c + 3][r] = v.w;
+        }
+        for (int i = tid; i < BK * BN / 4; i += THREADS) {
+            const int r = i / (BN / 4), c = i % (BN / 4) * 4;
+            *reinterpret_cast<float4*>(&Bs[r][c]) =
+                load4_or_zero(row_ptr(B, k0 + r, ldb), c, cols, k0 + r < K);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) {
+                const float4 a = *reinterpret_cast<const float4*>(&As[k][tr * TM + i]);
+                regM[i] = a.x, regM[i + 1] = a.y, regM[i + 2] = a.z, regM[i + 3] = a.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) {
+                const float4 b = *reinterpret_cast<const float4*>(&Bs[k][tc * TN + j]);
+                regN[j] = b.x, regN[j + 1] = b.y, regN[j + 2] = b.z, regN[j + 3] = b.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += regM[i] * regN[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; j += 4)
+            store4_c(C, ldc, tr * TM + i, tc * TN + j, rows, cols,
+                     make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]),
+                     alpha, beta);
+}

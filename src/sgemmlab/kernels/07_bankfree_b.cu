@@ -1,0 +1,113 @@
+// Rung 7 — conflict-free B fragment reads: each thread's TN columns split into float4 groups.
+//
+// What changed from rung 6: only which columns of the tile a thread owns. In rung 6 thread tc
+// owned the TN adjacent columns tc*TN .. tc*TN+TN-1. Here it owns TN/4 groups of four,
+// spaced BN*4/TN columns apart: columns g*(BN*4/TN) + tc*4 + 0..3 for g = 0 .. TN/4-1. Its
+// reads of Bs and its stores to C follow that mapping; nothing else moves.
+//
+// Why: a 128-bit shared load is served in quarter-warp phases of 8 lanes, and a phase takes
+// one pass when its 8 lanes touch 32 distinct banks (or share addresses). In rung 6 with
+// TN = 8, lanes tc = 0..7 of a phase start their LDS.128 of Bs[k] at words 0, 8, ..., 56: the
+// lanes tc and tc+4 are 32 words apart, in the same four banks, so every B fragment read
+// needs two passes (2-way conflict). With the split mapping the 8 lanes of a phase read
+// words g*(BN*4/TN) + 0 .. 31 of one row: 128 contiguous bytes, 32 banks, one pass. At
+// TN = 4 there is one group and the mapping is rung 6's, which was conflict-free already.
+// The A fragment reads are untouched and need no fix: As[k][tr*TM ..] depends on tr only, and
+// the 8 lanes of a phase share tr whenever BN/TN >= 8 threads sit on one row of patches
+// (true for every configuration of this rung: BN >= 64, TN <= 8), so they are broadcasts.
+// The C stores gain too: 8 lanes write 128 contiguous bytes per STG.128.
+//
+// The bill: as rung 6. Global bytes per FLOP 2 * (BM + BN) / (BM * BN) = 0.031 B/FLOP for
+// the seed's 128 x 128 tile; 0.25 shared words per FFMA in (TM + TN) / 4 = 4 LDS.128 per k for
+// 64 FFMA (0.0625 LDS per FFMA); but at TN = 8 a warp's LDS.128 of Bs now takes 4 passes
+// (one per phase) instead of 8: half the shared-memory time spent on the B fragment.
+//
+// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90, SGEMM_VEC4=1): 127, no
+// spills.
+//
+// Prediction: a few % to 10 % over rung 6 at TN = 8 (the conflicts cost shared-memory
+// bandwidth, which is no longer the bottleneck since rung 5), identical at TN = 4: 62-70 % of
+// cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#include "common.cuh"
+
+static_assert(BM % TM == 0, "BM is a multiple of TM");
+static_assert(BN % TN == 0, "BN is a multiple of TN");
+static_assert(BK % 4 == 0, "BK is a multiple of 4 (float4 loads of A along k)");
+static_assert(BN % 4 == 0, "BN is a multiple of 4 (float4 loads of B)");
+static_assert(TM % 4 == 0 && TN % 4 == 0,
+              "TM and TN are multiples of 4 (float4 shared-memory reads)");
+static_assert(THREADS == (BM / TM) * (BN / TN), "THREADS is (BM/TM)*(BN/TN): one per patch");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert((BK * BM + BK * BN) * sizeof(float) <= 48 * 1024,
+              "static shared memory <= 49152 bytes");
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    __shared__ __align__(16) float As[BK][BM];  // transposed: k-major
+    __shared__ __align__(16) float Bs[BK][BN];
+
+    // a thread's columns: TN/4 float4 groups, GROUP_STRIDE apart, group g at
+    // g*GROUP_STRIDE + tc*4, so 8 lanes of a phase read 32 consecutive words of Bs
+    constexpr int GROUP_STRIDE = BN / (TN / 4);
+    const int tid = threadIdx.x;
+    const int tc = tid % (BN / TN);
+    const int tr = tid / (BN / TN);
+
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    A = row_ptr(A, row0, lda);
+    B += col0;
+    C = row_ptr(C, row0, ldc) + col0;
+    const int rows = M - row0, cols = N - col0;
+
+    float acc[TM][TN] = {};
+    float regM[TM], regN[TN];
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int i = tid; i < BM * BK / 4; i += THREADS) {
+            const int r = i / (BK / 4), c = i % (BK / 4) * 4;
+            const float4 v = load4_or_zero(row_ptr(A, r, lda), k0 + c, K, r < rows);
+            // transpose A while storing it
+            As[c + 0][r] = v.x;
+            As[c + 1][r] = v.y;
+            As[c + 2][r] = v.z;
+            As[c + 3][r] = v.w;
+        }
+        for (int i = tid; i < BK * BN / 4; i += THREADS) {
+            const int r = i / (BN / 4), c = i % (BN / 4) * 4;
+            *reinterpret_cast<float4*>(&Bs[r][c]) =
+                load4_or_zero(row_ptr(B, k0 + r, ldb), c, cols, k0 + r < K);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) {
+                const float4 a = *reinterpret_cast<const float4*>(&As[k][tr * TM + i]);
+                regM[i] = a.x, regM[i + 1] = a.y, regM[i + 2] = a.z, regM[i + 3] = a.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) {
+                const float4 b =
+                    *reinterpret_cast<const float4*>(&Bs[k][j / 4 * GROUP_STRIDE + tc * 4]);
+                regN[j] = b.x, regN[j + 1] = b.y, regN[j + 2] = b.z, regN[j + 3] = b.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += regM[i] * regN[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; j += 4)
+            store4_c(C, ldc, tr * TM + i, j / 4 * GROUP_STRIDE + tc * 4, rows, cols,
+                     make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]),
+                     alpha, beta);
+}

@@ -1,0 +1,326 @@
+"""The ladder's single source of truth: what every rung is and which configurations are legal.
+
+Each rung is described once, here: its source file, its configuration space (the compile-time
+constants it takes, with the values worth searching), the rules that make a configuration
+legal, and its launch geometry. The runner, the tests, the tuner and the CLI read this module;
+nothing else hard-codes a tile size.
+
+Glossary (used the same way in every kernel and every docstring):
+    M, N, K     C is M x N, the reduction runs over K.
+    BS          rungs 1-3: side of the square thread block / tile.
+    BM, BN, BK  the block tile: a thread block computes a BM x BN tile of C, walking K in
+                steps of BK.
+    TM, TN      the thread tile: each thread accumulates TM x TN outputs in registers.
+    WM, WN      the warp tile: each warp owns a WM x WN piece of the block tile (rung 10),
+                computed in WMITER x WNITER sub-tiles.
+    PAD         extra floats at the end of every row of the transposed A tile in shared memory.
+
+Legality is decided here, in Python, before anything compiles. The kernels repeat the
+structural rules as static_asserts, and the tests check both directions: every legal
+configuration compiles without spills, every illegal one is refused by the compiler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Callable, Iterator, Mapping
+
+Config = Mapping[str, int]
+
+#: Hard limits of every NVIDIA GPU since Volta, which the rules below rely on.
+MAX_THREADS_PER_BLOCK = 1024
+MAX_STATIC_SMEM = 48 * 1024
+MAX_REGISTERS_PER_THREAD = 255
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One legality rule: `text` says it in words, `holds` decides it for a configuration."""
+
+    text: str
+    holds: Callable[[Config], bool]
+
+
+@dataclass(frozen=True)
+class Rung:
+    number: int
+    name: str  # short slug used on the command line: "naive", "warptiling", ...
+    title: str
+    source: str  # file name under sgemmlab/kernels/
+    space: Mapping[str, tuple[int, ...]]  # constant name -> values worth searching
+    block: Callable[[Config], tuple[int, int, int]]  # thread-block dimensions
+    tile: Callable[[Config], tuple[int, int]]  # (rows, cols) of C one block computes
+    smem_bytes: Callable[[Config], int]  # static shared memory per block
+    seed: Config  # the configuration the original worklog used on its A6000
+    rules: tuple[Rule, ...] = ()
+    rows_on_x: bool = False  # rung 1 puts rows of C on blockIdx.x (that is its flaw)
+    vectorized: bool = False  # uses float4 global accesses when alignment allows
+    derived: Callable[[Config], Mapping[str, int]] = field(default=lambda cfg: {})
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:02d}_{self.name}"
+
+    # -- configurations ---------------------------------------------------------------
+    def threads(self, cfg: Config) -> int:
+        return math.prod(self.block(cfg))
+
+    def all_rules(self) -> tuple[Rule, ...]:
+        """The rung's own rules plus the ones every kernel shares."""
+        return self.rules + (
+            Rule(
+                f"threads per block <= {MAX_THREADS_PER_BLOCK}",
+                lambda c: self.threads(c) <= MAX_THREADS_PER_BLOCK,
+            ),
+            Rule("threads per block is a multiple of 32 (whole warps)",
+                 lambda c: self.threads(c) % 32 == 0),
+            Rule(
+                f"static shared memory <= {MAX_STATIC_SMEM} bytes",
+                lambda c: self.smem_bytes(c) <= MAX_STATIC_SMEM,
+            ),
+        )
+
+    def violations(self, cfg: Config) -> list[str]:
+        """The rules `cfg` breaks, in words; empty when it is legal."""
+        missing = set(self.space) - set(cfg)
+        extra = set(cfg) - set(self.space)
+        if missing or extra:
+            return [f"configuration must set exactly {sorted(self.space)}"
+                    f" (missing {sorted(missing)}, unknown {sorted(extra)})"]
+        return [r.text for r in self.all_rules() if not _holds(r, cfg)]
+
+    def is_legal(self, cfg: Config) -> bool:
+        return not self.violations(cfg)
+
+    def configs(self, legal: bool | None = True) -> Iterator[dict[str, int]]:
+        """Every configuration of the space (legal ones only by default; None: all)."""
+        names = list(self.space)
+        for values in itertools.product(*(self.space[n] for n in names)):
+            cfg = dict(zip(names, values))
+            if legal is None or self.is_legal(cfg) == legal:
+                yield cfg
+
+    def macros(self, cfg: Config) -> dict[str, int]:
+        """Compile-time constants handed to NVRTC: the configuration plus derived values."""
+        return {**cfg, **self.derived(cfg), "THREADS": self.threads(cfg)}
+
+    def grid(self, cfg: Config, M: int, N: int) -> tuple[int, int, int]:
+        rows, cols = self.tile(cfg)
+        gm, gn = -(-M // rows), -(-N // cols)
+        return (gm, gn, 1) if self.rows_on_x else (gn, gm, 1)
+
+    def default(self, gpu: str | None = None) -> dict[str, int]:
+        """The tuned configuration for `gpu` when one was measured, else the seed's."""
+        tuned = tuned_defaults().get(gpu or "", {}).get(self.label)
+        return dict(tuned if tuned is not None else self.seed)
+
+
+def _holds(rule: Rule, cfg: Config) -> bool:
+    """A rule whose arithmetic breaks (a zero tile count, say) is a broken rule."""
+    try:
+        return bool(rule.holds(cfg))
+    except ArithmeticError:
+        return False
+
+
+def config_key(cfg: Config) -> str:
+    """Canonical text form, e.g. 'BK=8,BM=128,BN=128,TM=8,TN=8'."""
+    return ",".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+
+
+def parse_config(text: str) -> dict[str, int]:
+    """Inverse of config_key; accepts 'BM=64, BN=64' with any spacing and order."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"malformed configuration item {part!r}: expected NAME=INTEGER")
+        out[name.strip().upper()] = int(value)
+    return out
+
+
+@cache
+def tuned_defaults() -> dict[str, dict[str, dict[str, int]]]:
+    """GPU name -> rung label -> configuration, from the search results shipped in data/."""
+    path = resources.files("sgemmlab").joinpath("data", "defaults.json")
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())["gpus"]
+
+
+# ---------------------------------------------------------------------------------------
+# The rungs. Shared-memory sizes below mirror the __shared__ arrays in each file.
+# ---------------------------------------------------------------------------------------
+_F = 4  # bytes per float
+
+
+def _square(cfg: Config) -> tuple[int, int]:
+    return cfg["BS"], cfg["BS"]
+
+
+def _block_tile(cfg: Config) -> tuple[int, int]:
+    return cfg["BM"], cfg["BN"]
+
+
+def _tiles_smem(cfg: Config) -> int:
+    return (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * _F
+
+
+def _padded_smem(cfg: Config) -> int:
+    return (cfg["BK"] * (cfg["BM"] + cfg["PAD"]) + cfg["BK"] * cfg["BN"]) * _F
+
+
+def _thread_tile_rules() -> tuple[Rule, ...]:
+    return (
+        Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),
+        Rule("BN is a multiple of TN", lambda c: c["BN"] % c["TN"] == 0),
+    )
+
+
+def _vector_rules() -> tuple[Rule, ...]:
+    return (
+        Rule("BK is a multiple of 4 (float4 loads of A along k)", lambda c: c["BK"] % 4 == 0),
+        Rule("BN is a multiple of 4 (float4 loads of B)", lambda c: c["BN"] % 4 == 0),
+        Rule("TM and TN are multiples of 4 (float4 shared-memory reads)",
+             lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0),
+    )
+
+
+def _grid2d_block(cfg: Config) -> tuple[int, int, int]:
+    return ((cfg["BM"] // cfg["TM"]) * (cfg["BN"] // cfg["TN"]), 1, 1)
+
+
+_SMALL_BS = {"BS": (8, 16, 32)}
+_TILES_2D = {"BM": (64, 128), "BN": (64, 128), "BK": (8, 16), "TM": (4, 8), "TN": (4, 8)}
+_SEED_2D = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}
+
+
+def _warp_derived(c: Config) -> dict[str, int]:
+    wmiter = (c["WM"] * c["WN"]) // (32 * c["TM"] * c["TN"] * c["WNITER"])
+    return {"WMITER": max(wmiter, 1)}
+
+
+def _warp_rules() -> tuple[Rule, ...]:
+    def wmiter(c: Config) -> int:
+        return _warp_derived(c)["WMITER"]
+
+    return (
+        Rule("BM is a multiple of WM and BN of WN",
+             lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0),
+        Rule("a warp's 32 lanes times TM x TN times WNITER divides the warp tile WM x WN "
+             "(WMITER = WM*WN / (32*TM*TN*WNITER) is a whole number >= 1)",
+             lambda c: (c["WM"] * c["WN"]) % (32 * c["TM"] * c["TN"] * c["WNITER"]) == 0
+             and c["WM"] * c["WN"] >= 32 * c["TM"] * c["TN"] * c["WNITER"]),
+        Rule("WM is a multiple of WMITER and WN of WNITER",
+             lambda c: c["WM"] % wmiter(c) == 0 and c["WN"] % c["WNITER"] == 0),
+        Rule("the warp sub-tile (WM/WMITER) x (WN/WNITER) is 32 lanes of TM x TN",
+             lambda c: (c["WM"] // wmiter(c)) % c["TM"] == 0
+             and (c["WN"] // c["WNITER"]) % c["TN"] == 0
+             and ((c["WM"] // wmiter(c)) // c["TM"]) * ((c["WN"] // c["WNITER"]) // c["TN"])
+             == 32),
+        Rule("BK is a multiple of 4 and BN, BM of 4 (float4 copies)",
+             lambda c: c["BK"] % 4 == 0 and c["BN"] % 4 == 0 and c["BM"] % 4 == 0),
+        Rule("TM and TN are multiples of 4 (float4 shared-memory reads)",
+             lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0),
+        Rule("PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)",
+             lambda c: c["PAD"] % 4 == 0),
+        Rule("4 or 8 warps per block (128 or 256 threads)",
+             lambda c: (c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) in (4, 8)),
+        Rule("at most 128 accumulators per thread (register budget: 255 registers)",
+             lambda c: c["BM"] * c["BN"] // ((c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32)
+             <= 128),
+    )
+
+
+RUNGS: tuple[Rung, ...] = (
+    Rung(
+        1, "naive", "naive: one thread per output, rows on threadIdx.x", "01_naive.cu",
+        space=_SMALL_BS, block=lambda c: (c["BS"], c["BS"], 1), tile=_square,
+        smem_bytes=lambda c: 0, seed={"BS": 32}, rows_on_x=True,
+    ),
+    Rung(
+        2, "coalesced", "global-memory coalescing", "02_coalesced.cu",
+        space=_SMALL_BS, block=lambda c: (c["BS"], c["BS"], 1), tile=_square,
+        smem_bytes=lambda c: 0, seed={"BS": 32},
+    ),
+    Rung(
+        3, "smem", "shared-memory cache blocking", "03_smem_tiling.cu",
+        space=_SMALL_BS, block=lambda c: (c["BS"], c["BS"], 1), tile=_square,
+        smem_bytes=lambda c: 2 * c["BS"] * c["BS"] * _F, seed={"BS": 32},
+    ),
+    Rung(
+        4, "blocktile1d", "1D blocktiling: TM outputs per thread", "04_blocktile_1d.cu",
+        space={"BM": (32, 64, 128), "BN": (32, 64, 128), "BK": (4, 8, 16), "TM": (4, 8, 16)},
+        block=lambda c: (c["BM"] // c["TM"] * c["BN"], 1, 1), tile=_block_tile,
+        smem_bytes=_tiles_smem, seed={"BM": 64, "BN": 64, "BK": 8, "TM": 8},
+        rules=(Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),),
+    ),
+    Rung(
+        5, "blocktile2d", "2D blocktiling: TM x TN outputs per thread", "05_blocktile_2d.cu",
+        space=_TILES_2D, block=_grid2d_block, tile=_block_tile, smem_bytes=_tiles_smem,
+        seed=_SEED_2D, rules=_thread_tile_rules(),
+    ),
+    Rung(
+        6, "vectorized", "float4 global loads, A transposed in shared memory",
+        "06_vectorized.cu",
+        space={**_TILES_2D, "BK": (8, 16, 32)}, block=_grid2d_block, tile=_block_tile,
+        smem_bytes=_tiles_smem, seed=_SEED_2D,
+        rules=_thread_tile_rules() + _vector_rules(), vectorized=True,
+    ),
+    Rung(
+        7, "bankfree_b", "conflict-free B fragment reads (split thread columns)",
+        "07_bankfree_b.cu",
+        space={**_TILES_2D, "BK": (8, 16, 32)}, block=_grid2d_block, tile=_block_tile,
+        smem_bytes=_tiles_smem, seed=_SEED_2D,
+        rules=_thread_tile_rules() + _vector_rules(), vectorized=True,
+    ),
+    Rung(
+        8, "bankfree_a", "padded transposed A tile (conflict-free transposing stores)",
+        "08_bankfree_a.cu",
+        space={**_TILES_2D, "BK": (8, 16, 32), "PAD": (0, 4)}, block=_grid2d_block,
+        tile=_block_tile, smem_bytes=_padded_smem, seed={**_SEED_2D, "PAD": 4},
+        rules=_thread_tile_rules() + _vector_rules()
+        + (Rule("PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)",
+                lambda c: c["PAD"] % 4 == 0),),
+        vectorized=True,
+    ),
+    Rung(
+        9, "autotuned", "rung 8 searched over a wide space on this GPU", "09_autotuned.cu",
+        space={"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16, 32), "TM": (4, 8),
+               "TN": (4, 8), "PAD": (4,)},
+        block=_grid2d_block, tile=_block_tile, smem_bytes=_padded_smem,
+        seed={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "PAD": 4},
+        rules=_thread_tile_rules() + _vector_rules()
+        + (Rule("at least 64 threads per block", lambda c: (c["BM"] // c["TM"])
+                * (c["BN"] // c["TN"]) >= 64),),
+        vectorized=True,
+    ),
+    Rung(
+        10, "warptiling", "warptiling: block, warp and thread tiles", "10_warptiling.cu",
+        space={"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128),
+               "WN": (32, 64, 128), "WNITER": (1, 2, 4), "TM": (4, 8), "TN": (4,),
+               "PAD": (4,)},
+        block=lambda c: ((c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32, 1, 1),
+        tile=_block_tile, smem_bytes=_padded_smem,
+        seed={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "WNITER": 4, "TM": 8,
+              "TN": 4, "PAD": 4},
+        rules=_warp_rules(), vectorized=True, derived=_warp_derived,
+    ),
+)
+
+_BY_NAME = {r.name: r for r in RUNGS} | {r.label: r for r in RUNGS} | {
+    str(r.number): r for r in RUNGS}
+
+
+def rung(key: str | int) -> Rung:
+    """Look a rung up by number (10), slug ('warptiling') or label ('10_warptiling')."""
+    try:
+        return _BY_NAME[str(key)]
+    except KeyError:
+        names = ", ".join(f"{r.number} ({r.name})" for r in RUNGS)
+        raise KeyError(f"unknown kernel {key!r}; known rungs: {names}") from None

@@ -1,0 +1,213 @@
+"""Run-time compilation: kernel source + compile-time constants -> cubin, through NVRTC.
+
+Compiling needs no GPU (only NVRTC), so every machine can build every rung and read its
+resource report. Cubins are cached on disk under a key made of everything that decides the
+machine code: the source text with its includes, the constants, the options, the NVRTC
+version and the architecture.
+
+Cache safety: an entry is written to a temporary file and renamed into place, so a reader
+sees a whole entry or none, and two processes compiling the same key at once each write a
+complete file (the last rename wins; both are identical). Every entry carries a SHA-256 of
+its contents; an entry that fails the check is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import struct
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Mapping
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+ENTRY = "sgemm"  # every rung's kernel is extern "C" sgemm
+_MAGIC = b"SGLCUBIN1"
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+class CompileError(RuntimeError):
+    """NVRTC refused the source; the message carries its log."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    smem_bytes: int
+    barriers: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+
+@dataclass(frozen=True)
+class Compiled:
+    key: str
+    cubin: bytes
+    log: str
+    resources: Resources
+    cached: bool  # True when read back from the disk cache
+
+
+def cache_dir() -> Path:
+    """$SGEMMLAB_CACHE_DIR, else $XDG_CACHE_HOME/sgemmlab, else ~/.cache/sgemmlab."""
+    env = os.environ.get("SGEMMLAB_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "sgemmlab"
+
+
+@cache
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"nvrtcVersion failed: {err}")
+    return f"{major}.{minor}"
+
+
+def source_with_includes(name: str) -> str:
+    """The text of kernels/`name` followed by every local file it includes, recursively.
+
+    This is what the cache key hashes, so a change in common.cuh rebuilds every rung.
+    """
+    seen: list[str] = []
+
+    def walk(n: str) -> None:
+        if n in seen:
+            return
+        seen.append(n)
+        for inc in _INCLUDE.findall((KERNEL_DIR / n).read_text()):
+            if (KERNEL_DIR / inc).is_file():
+                walk(inc)
+
+    walk(name)
+    return "".join(f"// ==> {n}\n{(KERNEL_DIR / n).read_text()}" for n in seen)
+
+
+def _options(arch: str, macros: Mapping[str, int]) -> dict:
+    return {
+        "arch": arch,
+        "std": "c++17",
+        "define_macro": tuple((k, str(v)) for k, v in sorted(macros.items())),
+        "ptxas_options": ("-v",),
+    }
+
+
+def cache_key(source: str, macros: Mapping[str, int], arch: str) -> str:
+    blob = json.dumps(
+        {"source": source_with_includes(source), "options": _options(arch, macros),
+         "nvrtc": nvrtc_version()},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+_PTXAS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "smem_bytes": re.compile(r"(\d+) bytes smem"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+}
+
+
+def parse_ptxas(log: str) -> Resources:
+    """Registers, spills, stack and shared memory from a `ptxas -v` report."""
+    values = {}
+    for name, pattern in _PTXAS.items():
+        m = pattern.search(log)
+        if m is None and name == "registers":
+            raise CompileError(f"no register count in the ptxas report:\n{log}")
+        values[name] = int(m.group(1)) if m else 0
+    return Resources(**values)
+
+
+# -- the disk cache ------------------------------------------------------------------------
+def _pack(meta: dict, cubin: bytes) -> bytes:
+    body = struct.pack("<I", len(m := json.dumps(meta).encode())) + m + cubin
+    return _MAGIC + hashlib.sha256(body).digest() + body
+
+
+def _unpack(blob: bytes) -> tuple[dict, bytes] | None:
+    """(meta, cubin) from a cache file, or None when it is not a whole, intact entry."""
+    head = len(_MAGIC) + 32
+    if len(blob) < head + 4 or not blob.startswith(_MAGIC):
+        return None
+    digest, body = blob[len(_MAGIC):head], blob[head:]
+    if hashlib.sha256(body).digest() != digest:
+        return None
+    (n,) = struct.unpack_from("<I", body)
+    try:
+        meta = json.loads(body[4:4 + n])
+    except ValueError:
+        return None
+    return meta, body[4 + n:]
+
+
+def _read_entry(path: Path) -> tuple[dict, bytes] | None:
+    try:
+        return _unpack(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _write_entry(path: Path, meta: dict, cubin: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_pack(meta, cubin))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: readers see the old entry, or this whole one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, str]:
+    from cuda.core import Program, ProgramOptions
+
+    opts = _options(arch, macros)
+    options = ProgramOptions(
+        name=source, include_path=[str(KERNEL_DIR)], arch=opts["arch"], std=opts["std"],
+        define_macro=list(opts["define_macro"]), ptxas_options=list(opts["ptxas_options"]),
+    )
+    log = io.StringIO()
+    try:
+        code = Program((KERNEL_DIR / source).read_text(), "c++", options).compile(
+            "cubin", logs=log)
+    except Exception as exc:  # NVRTCError carries the compiler's log in its message
+        raise CompileError(f"{source} with {dict(macros)} did not compile:\n{exc}") from None
+    return bytes(code.code), log.getvalue().replace("\x00", "")
+
+
+def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
+                   *, use_cache: bool = True) -> Compiled:
+    """Compile kernels/`source` with `macros` as -D constants for `arch` (e.g. 'sm_90')."""
+    key = cache_key(source, macros, arch)
+    path = cache_dir() / "cubins" / f"{key}.bin"
+    if use_cache and (entry := _read_entry(path)) is not None:
+        meta, cubin = entry
+        return Compiled(key, cubin, meta["log"], Resources(**meta["resources"]), cached=True)
+    cubin, log = _nvrtc(source, macros, arch)
+    res = parse_ptxas(log)
+    if use_cache:
+        _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
+                            "macros": dict(macros), "arch": arch}, cubin)
+    return Compiled(key, cubin, log, res, cached=False)

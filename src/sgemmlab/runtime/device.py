@@ -1,0 +1,71 @@
+"""The GPU at hand: whether there is one, what it is, and the cuda.core objects for it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+
+class NoGPUError(RuntimeError):
+    """No usable NVIDIA GPU (no driver, or no device)."""
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    max_smem_per_block_optin: int
+
+    @property
+    def arch(self) -> str:
+        """NVRTC target for this GPU, e.g. 'sm_90'."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    @property
+    def slug(self) -> str:
+        """File-system name: 'NVIDIA H200' -> 'nvidia-h200'."""
+        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")
+
+
+@cache
+def device(index: int = 0):
+    """The cuda.core Device, made current. Raises NoGPUError in one plain sentence."""
+    try:
+        from cuda.core import Device
+
+        dev = Device(index)
+        dev.set_current()
+    except Exception as exc:  # no libcuda, no device, driver too old: all mean "no GPU"
+        raise NoGPUError(
+            f"No usable NVIDIA GPU was found ({str(exc).splitlines()[0]}); "
+            "sgemmlab needs one to run kernels."
+        ) from None
+    return dev
+
+
+@cache
+def gpu_info(index: int = 0) -> GPUInfo:
+    dev = device(index)
+    props = dev.properties
+    cc = dev.compute_capability
+    return GPUInfo(
+        index=index,
+        name=dev.name,
+        compute_capability=(cc.major, cc.minor),
+        sm_count=props.multiprocessor_count,
+        l2_bytes=props.l2_cache_size,
+        max_smem_per_block_optin=props.max_shared_memory_per_block_optin,
+    )
+
+
+def has_gpu() -> bool:
+    try:
+        device(0)
+    except NoGPUError:
+        return False
+    return True
