@@ -145,6 +145,18 @@ def info():
                    f"[{sum(1 for _ in r.configs())} legal configurations]")
 
 
+def _register_more() -> None:
+    """Commands that live beside the code they drive (bench, ceilings, report)."""
+    try:
+        from .bench.commands import register
+    except ImportError:  # not written yet in this checkout
+        return
+    register(app)
+
+
+_register_more()
+
+
 def main() -> None:
     try:
         app()
