@@ -5,7 +5,10 @@ from __future__ import annotations
 
 def _fmt(rec: dict, key: str, spec: str, scale: float = 1.0) -> str:
     v = rec.get(key)
-    return format(v * scale, spec) if isinstance(v, (int, float)) else "-"
+    if not isinstance(v, (int, float)):
+        return "-"
+    v = v * scale
+    return format(round(v) if spec.endswith("d") else v, spec)
 
 
 SCOREBOARD = (  # (header, key, format, scale)
