@@ -127,6 +127,67 @@ def build(kernel: KernelOpt = None,
 
 
 @app.command()
+def run(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung number or name")] = "warptiling",
+        size: SizeOpt = None, shape: ShapeOpt = None,
+        config: Annotated[Optional[str], typer.Option(help="e.g. 'BM=128,BN=128,...' (default: tuned)")] = None,
+        alpha: float = 1.0, beta: float = 0.0,
+        repeat: Annotated[int, typer.Option(help="launches after the checked one")] = 0):
+    """Run one rung once and check it against float64: the thing to put under ncu or
+    compute-sanitizer (e.g. `ncu -k sgemm sgemmlab run -k 6 --size 4096`)."""
+    from . import api, registry
+    from .bench.check import check_gemm
+
+    r = rungs_from([kernel])[0]
+    gpu = require_gpu()
+    try:
+        cfg = registry.parse_config(config) if config else r.default(gpu.name)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if problems := r.violations(cfg):
+        fail(f"illegal configuration for {r.label}: " + "; ".join(problems), 2)
+
+    def gemm(A, B, C, a, b):
+        for _ in range(1 + repeat):
+            api.sgemm(A, B, C, alpha=a, beta=b, out=C, kernel=r.label, config=cfg)
+
+    for M, N, K in shapes_from(size, shape, [(1024, 1024, 1024)]):
+        res = check_gemm(gemm, M, N, K, alpha=alpha, beta=beta) if repeat == 0 else None
+        if res is None:  # repeated in-place updates with beta != 0 change C: just run
+            import torch
+
+            A, B = torch.rand(M, K, device="cuda"), torch.rand(K, N, device="cuda")
+            C = torch.rand(M, N, device="cuda")
+            gemm(A, B, C, alpha, beta)
+            torch.cuda.synchronize()
+            typer.echo(f"{r.label} {registry.config_key(cfg)} {M}x{N}x{K}: ran {1 + repeat}x")
+            continue
+        verdict = "ok" if res.ok else f"FAILED: {res.reason}"
+        typer.echo(f"{r.label} {registry.config_key(cfg)} {M}x{N}x{K}: error {res.error:.2e} "
+                   f"(bound {res.bound:.1e}) {verdict}")
+        if not res.ok:
+            raise typer.Exit(3)
+
+
+@app.command()
+def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON files")],
+           file: Annotated[str, typer.Option(help="the Markdown file to update")] = "README.md",
+           headers: Annotated[bool, typer.Option(help="also fill each rung header's <measured> block")] = True):
+    """Regenerate the scoreboard block of README.md (and the rung headers) from results."""
+    from pathlib import Path
+
+    from .bench.readme import update, update_headers
+
+    files = [Path(p) for p in paths]
+    try:
+        update(Path(file), files)
+        if headers:
+            typer.echo(f"rung headers updated: {', '.join(update_headers(files)) or 'none'}")
+    except (OSError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    typer.echo(f"updated {file}")
+
+
+@app.command()
 def info():
     """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
     from . import registry
