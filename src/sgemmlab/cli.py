@@ -68,15 +68,20 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
     from .bench import ladder as ladder_mod
     from .bench.measure import CONFIRM, QUICK
     from .bench.plots import ladder_chart
+    from .bench.runner import BaselineError
     from .bench.tables import print_scoreboard
 
     todo = shapes_from(size, shape, [(4096, 4096, 4096)])
     rungs = rungs_from(kernel)
     gpu = require_gpu()
-    run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet)
-    for M, N, K in todo:
-        recs = [r for r in run["records"] if (r["M"], r["N"], r["K"]) == (M, N, K)]
-        print_scoreboard(recs, f"{gpu.name}  {M}×{N}×{K}  (cuBLAS FP32, TF32 off)")
+    try:
+        run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet)
+    except BaselineError as exc:
+        fail(str(exc), 4)
+    if quiet:
+        for M, N, K in todo:
+            recs = [r for r in run["records"] if (r["M"], r["N"], r["K"]) == (M, N, K)]
+            print_scoreboard(recs, f"{gpu.name}  {M}×{N}×{K}  (cuBLAS FP32, TF32 off)")
     typer.echo(f"results: {path}")
     if plot:
         typer.echo(f"chart:   {ladder_chart(run, path.with_suffix('.png'))}")
@@ -208,10 +213,8 @@ def info():
 
 def _register_more() -> None:
     """Commands that live beside the code they drive (bench, ceilings, report)."""
-    try:
-        from .bench.commands import register
-    except ImportError:  # not written yet in this checkout
-        return
+    from .bench.commands import register
+
     register(app)
 
 

@@ -36,6 +36,7 @@ Config = Mapping[str, int]
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
+MAX_REGISTERS_PER_BLOCK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -175,10 +176,24 @@ def _padded_smem(cfg: Config) -> int:
     return (cfg["BK"] * (cfg["BM"] + cfg["PAD"]) + cfg["BK"] * cfg["BN"]) * _F
 
 
+def _register_rule(live: Callable[[Config], int], what: str,
+                   threads: Callable[[Config], int]) -> Rule:
+    """The registers a thread keeps live fit the share __launch_bounds__(THREADS) gives it."""
+    return Rule(
+        f"{what} fit a thread's registers: min({MAX_REGISTERS_PER_THREAD}, "
+        f"{MAX_REGISTERS_PER_BLOCK} / threads per block)",
+        lambda c: live(c) <= min(MAX_REGISTERS_PER_THREAD,
+                                 MAX_REGISTERS_PER_BLOCK // threads(c)),
+    )
+
+
 def _thread_tile_rules() -> tuple[Rule, ...]:
     return (
         Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),
         Rule("BN is a multiple of TN", lambda c: c["BN"] % c["TN"] == 0),
+        _register_rule(lambda c: c["TM"] * c["TN"] + c["TM"] + c["TN"] + 16,
+                       "TM*TN accumulators, TM+TN fragment values and 16 for indices",
+                       lambda c: _grid2d_block(c)[0]),
     )
 
 
@@ -258,7 +273,10 @@ RUNGS: tuple[Rung, ...] = (
         space={"BM": (32, 64, 128), "BN": (32, 64, 128), "BK": (4, 8, 16), "TM": (4, 8, 16)},
         block=lambda c: (c["BM"] // c["TM"] * c["BN"], 1, 1), tile=_block_tile,
         smem_bytes=_tiles_smem, seed={"BM": 64, "BN": 64, "BK": 8, "TM": 8},
-        rules=(Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),),
+        rules=(Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),
+               _register_rule(lambda c: 5 * c["TM"] + 16,
+                              "TM accumulators, 4*TM values of A (read four k at a time) "
+                              "and 16 for indices", lambda c: c["BM"] // c["TM"] * c["BN"])),
     ),
     Rung(
         5, "blocktile2d", "2D blocktiling: TM x TN outputs per thread", "05_blocktile_2d.cu",

@@ -1,8 +1,23 @@
-"""What sgemmlab is measured against. cuBLAS FP32 through torch, with TF32 switched off."""
+"""What sgemmlab is measured against.
+
+    cublas        cuBLAS SGEMM through torch, TF32 off: every ratio is against this one;
+    cublas_tf32   cuBLAS on TF32 tensor cores: NOT FP32 (10-bit mantissa), shown for scale;
+    triton        a tiled Triton matmul with IEEE FP32 dots, autotuned (triton_matmul.py).
+
+A baseline whose package is missing is skipped with a note, never an error.
+"""
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from typing import Callable
+
+#: Extra baselines by command-line name -> the name their records carry.
+RECORD_NAMES = {"tf32": "cublas_tf32", "triton": "triton"}
+
+
+class BaselineUnavailable(RuntimeError):
+    """A baseline cannot run here (its package is missing); the message says why."""
 
 
 def fp32_only() -> None:
@@ -14,6 +29,27 @@ def fp32_only() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+@contextmanager
+def tf32_matmul():
+    """TF32 for torch's matmul inside the block only. The flag is process-wide, so it is
+    switched back off on the way out, even on error: the FP32 baseline timed next must
+    never run on tensor cores."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        fp32_only()
+
+
+def tf32_is_on() -> bool:
+    """Whether torch's matmul may use TF32 right now (it must not, outside tf32_matmul)."""
+    import torch
+
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def cublas_fp32(A, B, C) -> Callable[[], None]:
     """A launch of cuBLAS SGEMM (torch.matmul, TF32 off) writing C = A @ B."""
     import torch
@@ -22,13 +58,48 @@ def cublas_fp32(A, B, C) -> Callable[[], None]:
     return lambda: torch.matmul(A, B, out=C)
 
 
-def cublas_gemm(A, B, C, alpha: float, beta: float) -> None:
-    """cuBLAS with BLAS semantics, for the correctness gate (torch.addmm, TF32 off)."""
+def cublas_tf32(A, B, C) -> Callable[[], None]:
+    """A launch of cuBLAS on TF32 tensor cores writing C = A @ B (flag set and reset around
+    each call)."""
+    import torch
+
+    def launch() -> None:
+        with tf32_matmul():
+            torch.matmul(A, B, out=C)
+
+    return launch
+
+
+def cublas_gemm(A, B, C, alpha: float, beta: float, tf32: bool = False) -> None:
+    """cuBLAS with BLAS semantics, for the correctness gate (torch.addmm; TF32 off unless
+    asked for)."""
     import torch
 
     fp32_only()
-    if beta == 0:
-        torch.matmul(A, B, out=C)
-        C.mul_(alpha)
-    else:
-        C.copy_(torch.addmm(C, A, B, beta=beta, alpha=alpha))
+    with tf32_matmul() if tf32 else nullcontext():
+        if beta == 0:
+            torch.matmul(A, B, out=C)
+            C.mul_(alpha)
+        else:
+            C.copy_(torch.addmm(C, A, B, beta=beta, alpha=alpha))
+
+
+def candidate(name: str):
+    """The runner.Candidate for an extra baseline ('tf32' or 'triton').
+    Raises BaselineUnavailable when its package is not installed."""
+    from .runner import Candidate
+
+    if name == "tf32":
+        return Candidate(RECORD_NAMES[name],
+                         lambda A, B, C, alpha, beta: cublas_gemm(A, B, C, alpha, beta,
+                                                                  tf32=True),
+                         cublas_tf32, fp32=False,
+                         info={"note": "TF32 tensor cores: NOT FP32, never gated"})
+    if name == "triton":
+        try:
+            from . import triton_matmul
+        except ImportError as exc:
+            raise BaselineUnavailable(f"triton baseline skipped: {exc}") from None
+        return Candidate(RECORD_NAMES[name], triton_matmul.gemm, triton_matmul.bind,
+                         info={"note": "tl.dot(input_precision='ieee'), autotuned"})
+    raise KeyError(f"unknown baseline {name!r}")

@@ -34,3 +34,116 @@ def ladder_chart(run: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# -- the report's charts: each written as PNG (for a quick look) and SVG (for the docs) ----
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_both(fig, stem: Path) -> list[Path]:
+    """Write `fig` to stem.png and stem.svg, close it, return both paths."""
+    plt = _pyplot()
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.parent / f"{stem.name}.{ext}" for ext in ("png", "svg")]
+    for p in paths:
+        fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def kernel_color(kernel: str) -> str:
+    """The same colour for a kernel in every chart: rungs along one colour map by number."""
+    from matplotlib import cm, colors
+
+    fixed = {"cublas": "#444444", "triton": "#2ca02c", "cublas_tf32": "#d62728"}
+    if kernel in fixed:
+        return fixed[kernel]
+    number = kernel.split("_", 1)[0]
+    return colors.to_hex(cm.plasma(int(number) / 12)) if number.isdigit() else "#1f77b4"
+
+
+def _cublas_line(ax, vertical: bool) -> None:
+    (ax.axvline if vertical else ax.axhline)(100, color="#444444", lw=1, ls="--",
+                                             label="cuBLAS FP32")
+
+
+def pct_of_cublas_chart(summary: list[dict], stem: Path, title: str) -> list[Path]:
+    """One bar per kernel: its geometric-mean % of cuBLAS over the shapes measured."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(summary) + 1.5))
+    names = [s["kernel"] for s in summary]
+    pct = [100 * s["geomean"] for s in summary]
+    ax.barh(names, pct, color=[kernel_color(n) for n in names])
+    for y, s in enumerate(summary):
+        ax.text(pct[y], y, f" {pct[y]:.0f}%  ({100 * s['lo']:.0f}–{100 * s['hi']:.0f})",
+                va="center", fontsize=8)
+    _cublas_line(ax, vertical=True)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(pct + [100]) * 1.3)
+    ax.set_xlabel("% of cuBLAS FP32 (geometric mean over shapes; lowest–highest shape)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return save_both(fig, stem)
+
+
+def ratio_by_shape_chart(records: list[dict], stem: Path, title: str) -> list[Path]:
+    """Bars of % of cuBLAS per shape, one per kernel, whiskers from the rounds' min to max."""
+    plt = _pyplot()
+    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in records))
+    kernels = list(dict.fromkeys(r["kernel"] for r in records))
+    width = 0.8 / len(kernels)
+    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(shapes) * max(1, len(kernels) / 2)), 4.5))
+    for i, kernel in enumerate(kernels):
+        xs, mid, lo, hi = [], [], [], []
+        for x, shape in enumerate(shapes):
+            for r in records:
+                if r["kernel"] == kernel and (r["M"], r["N"], r["K"]) == shape:
+                    xs.append(x - 0.4 + width * (i + 0.5))
+                    mid.append(100 * r["vs_cublas"])
+                    lo.append(100 * (r["vs_cublas"] - r["vs_cublas_min"]))
+                    hi.append(100 * (r["vs_cublas_max"] - r["vs_cublas"]))
+        ax.bar(xs, mid, width, yerr=[lo, hi], capsize=2, label=kernel,
+               color=kernel_color(kernel))
+    _cublas_line(ax, vertical=False)
+    ax.set_xticks(range(len(shapes)), [f"{M}×{N}×{K}" for M, N, K in shapes], rotation=30,
+                  ha="right", fontsize=8)
+    ax.set_ylabel("% of cuBLAS FP32 (median round; whiskers: min–max)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return save_both(fig, stem)
+
+
+def roofline_chart(points: list[tuple[str, float, float]], ffma_tflops: float,
+                   copy_tbps: float, stem: Path, title: str) -> list[Path]:
+    """The roofline: attainable TFLOP/s = min(FFMA peak, bandwidth x intensity), and each
+    (kernel, FLOP/byte, TFLOP/s) point under it."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs = [p[1] for p in points]
+    x = np.geomspace(min(xs + [0.1]) / 2, max(xs + [100]) * 2, 200)
+    ax.loglog(x, np.minimum(ffma_tflops, copy_tbps * x), color="black", lw=1.5)
+    ridge = ffma_tflops / copy_tbps
+    ax.annotate(f"FFMA peak {ffma_tflops:.1f} TFLOP/s", (x[-1], ffma_tflops), ha="right",
+                va="bottom", fontsize=8)
+    ax.annotate(f"copy {copy_tbps:.2f} TB/s (ridge {ridge:.1f} FLOP/B)",
+                (x[0] * 1.5, copy_tbps * x[0] * 1.5), rotation=25, fontsize=8)
+    for kernel in dict.fromkeys(p[0] for p in points):
+        mine = [p for p in points if p[0] == kernel]
+        ax.scatter([p[1] for p in mine], [p[2] for p in mine], label=kernel, s=22,
+                   color=kernel_color(kernel),
+                   marker="s" if kernel in ("cublas", "triton") else "o")
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte, from the tiling bill)")
+    ax.set_ylabel("TFLOP/s (FP32)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return save_both(fig, stem)

@@ -10,6 +10,7 @@
                       git_commit, git_dirty, source_digest},
       "method": {launches_per_round, rounds, warmup, l2_flush_bytes},
       "ceilings": {ffma_tflops, copy_tbps, source},
+      "notes": [what was skipped and why, ...],
       "records": [ {kernel, config, M, N, K, status, correct, error, error_bound,
                     median_us, tflops, vs_cublas, vs_cublas_min, vs_cublas_max, rounds,
                     round_ratios, times_us (per round, raw), cublas_times_us, ...}, ...]
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -37,7 +39,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = PACKAGE_DIR.parent.parent
 
 #: The H200's measured ceilings (../shared/docs/H200-baseline.md), used until
-#: `sgemmlab ceilings` has measured the GPU at hand.
+#: `sgemmlab ceilings` has measured the GPU at hand (see `ceilings_for`).
 H200_CEILINGS = {"ffma_tflops": 63.6, "copy_tbps": 4.22, "source": "H200-baseline.md"}
 
 
@@ -103,14 +105,20 @@ def environment(gpu) -> dict[str, Any]:
     }
 
 
+def command_line() -> str:
+    """The command as typed, quoted so it can be pasted back into a shell."""
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("sgemmlab", "__main__.py")):
+        argv[0] = "sgemmlab"
+    return shlex.join(argv)
+
+
 def new_run(kind: str, gpu, method: dict, ceilings: dict | None = None) -> dict[str, Any]:
     return {
-        "schema": SCHEMA, "kind": kind, "command": " ".join(
-            ["sgemmlab", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(
-                ("sgemmlab", "__main__.py")) else sys.argv),
+        "schema": SCHEMA, "kind": kind, "command": command_line(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment(gpu), "method": method,
-        "ceilings": ceilings or H200_CEILINGS, "records": [],
+        "ceilings": ceilings or ceilings_for(gpu.slug), "notes": [], "records": [],
     }
 
 
@@ -137,6 +145,25 @@ def load(path: str | Path) -> dict[str, Any]:
     if data.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not an sgemmlab results file (schema {data.get('schema')!r})")
     return data
+
+
+def latest_ceilings(directory: Path) -> dict[str, Any] | None:
+    """The ceilings of the newest `sgemmlab ceilings` file in `directory`, or None."""
+    found = []
+    for p in directory.glob("ceilings-*.json"):
+        try:
+            data = load(p)
+        except (OSError, ValueError):  # a stray or half-written file is not a measurement
+            continue
+        c = data.get("ceilings") or {}
+        if data.get("kind") == "ceilings" and c.get("ffma_tflops") and c.get("copy_tbps"):
+            found.append((data.get("created", ""), p.name, {**c, "source": str(p)}))
+    return max(found)[2] if found else None
+
+
+def ceilings_for(slug: str) -> dict[str, Any]:
+    """The roofs for a GPU: its newest measured ceilings, else the H200's from the docs."""
+    return latest_ceilings(results_root() / slug) or dict(H200_CEILINGS)
 
 
 def stamp() -> str:

@@ -1,16 +1,19 @@
 """One loop for every measurement: check each candidate, then time it paired with cuBLAS.
 
 `sgemmlab ladder`, `sgemmlab bench` and the tuner all call `measure_shape`; they differ only
-in which candidates they pass and what they print.
+in which candidates they pass and what they print. `run` measures a list of shapes and
+writes the results file (`sgemmlab bench` uses it).
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
-from .baselines import cublas_fp32, cublas_gemm
+from . import results
+from .baselines import cublas_fp32, cublas_gemm, tf32_is_on
 from .check import CheckResult, GemmFn, check_gemm
 from .measure import L2Flusher, Method, median, paired, tflops
 
@@ -119,12 +122,60 @@ def rung_candidate(rung, config: dict) -> Candidate:
     return Candidate(rung.label, gemm, bind, dict(config), info)
 
 
-def progress_bar(enabled: bool = True):
-    """A rich progress display (a no-op context when disabled)."""
-    if not enabled:
-        return nullcontext(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-        TimeElapsedColumn
+def new_progress():
+    """A rich Progress with one bar per (candidate, shape): check, then each round."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), transient=False)
+
+
+def progress_bar(enabled: bool = True):
+    """A rich progress display (a no-op context when disabled)."""
+    return new_progress() if enabled else nullcontext(None)
+
+
+class BaselineError(RuntimeError):
+    """cuBLAS FP32 is not FP32 (it failed the bound, or TF32 was left on): every ratio of
+    the run would compare against the wrong thing."""
+
+
+def fp32_baseline_problem(records: list[dict]) -> str | None:
+    """Why the cuBLAS FP32 baseline of one shape's records cannot be trusted, or None."""
+    for rec in records:
+        if rec["kernel"] == "cublas" and not rec.get("correct"):
+            return (f"cuBLAS FP32 fails the FP32 bound at {rec['M']}×{rec['N']}×{rec['K']}: "
+                    f"error {rec['error']:.2e} > bound {rec['error_bound']:.2e} "
+                    f"({rec.get('check_note') or 'is TF32 on?'})")
+    if tf32_is_on():
+        return "torch's TF32 flag was left on after the measurement: cuBLAS was not FP32"
+    return None
+
+
+def run(kind: str, tag: str, shapes: list[tuple[int, int, int]],
+        candidates: list[Candidate], method: Method, notes: Sequence[str] = (),
+        board=None) -> tuple[dict, Path]:
+    """Measure `candidates` at every shape and write results/<gpu>/<kind>-<tag>-<time>.json.
+
+    `board` (tables.LiveBoard) draws progress and the records so far. Stops with a
+    BaselineError, after writing what it has, the moment cuBLAS FP32 is not FP32.
+    """
+    from ..runtime.device import gpu_info
+
+    gpu = gpu_info()
+    flush = L2Flusher(gpu.l2_bytes)
+    out = results.new_run(kind, gpu, {**method.as_dict(), "l2_flush_bytes": flush.nbytes})
+    out["notes"] += list(notes)
+    peak = out["ceilings"]["ffma_tflops"]
+    name = f"{kind}-{tag}-{results.stamp()}"
+    for M, N, K in shapes:
+        recs = measure_shape(M, N, K, candidates, method, flush, peak,
+                             board.progress if board else None)
+        out["records"] += recs
+        if board:
+            board.show(out["records"])
+        if problem := fp32_baseline_problem(recs):
+            path = results.write(out, gpu.slug, name)
+            raise BaselineError(f"{problem}. Nothing measured against it is valid "
+                                f"(results so far: {path})")
+    return out, results.write(out, gpu.slug, name)

@@ -11,15 +11,18 @@
 // half of rung 3's 0.125. Shared-memory loads per FFMA: (TM + 1) / TM = 9 loads for
 // 8 FFMA = 1.125 at TM = 8, down from 2.0. All 32 lanes of a warp share one row group (BN
 // >= 32), so their As reads are one broadcast address and their Bs reads 32 consecutive
-// words: no bank conflicts. The k loop is unrolled, so the compiler may fuse the As reads of
-// one row across k into wider loads; the bill above is the source's.
+// words: no bank conflicts. That is the source's count; the machine code does better. The k
+// loop is unrolled and a row of As is contiguous along k, so the compiler fuses four steps
+// of k into one LDS.128: the seed issues 16 LDS.128 of As and 8 LDS of Bs per tile of
+// BK = 8, 24 load instructions for 64 FFMA (0.375 per FFMA), at the price of holding 4*TM
+// values of A in registers (see the register rule in the registry).
 //
-// Registers (seed BM=64 BN=64 BK=8 TM=8, 512 threads, sm_90): 38, no spills.
+// Registers (seed BM=64 BN=64 BK=8 TM=8, 512 threads, sm_90): 44, no spills.
 //
-// Prediction: the shared-memory ceiling rises from an eighth of the FFMA peak to about
-// 1/1.125 LDS per FFMA against 4 FFMA per cycle, roughly a fifth of it; with the bigger block
-// tile halving global traffic as well, about 2x rung 3: 25-35 % of cuBLAS (~51 TFLOP/s at
-// 4096^3 on the H200, FFMA peak ~64).
+// Prediction: at 1.125 shared loads per FFMA the shared-memory ceiling would sit near a fifth
+// of the FFMA peak (32 words per cycle for 128 FFMA lanes); the fused loads lift it, so issue
+// and latency decide. With the block tile's global traffic halved as well: about 2x rung 3,
+// 30-35 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
@@ -28,6 +31,10 @@
 
 static_assert(BM % TM == 0, "BM is a multiple of TM");
 static_assert(THREADS == BM / TM * BN, "THREADS is BM/TM*BN: one thread per TM x 1 strip");
+// __launch_bounds__(THREADS) leaves a thread min(255, 65536 / THREADS) registers
+static_assert(5 * TM + 16 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "TM accumulators, 4*TM values of A (read four k at a time) and 16 for indices "
+              "fit a thread's registers: min(255, 65536 / threads per block)");
 static_assert(THREADS <= 1024, "threads per block <= 1024");
 static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
 static_assert((BM * BK + BK * BN) * sizeof(float) <= 48 * 1024,
@@ -40,6 +47,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     __shared__ float Bs[BK][BN];
 
     const int tid = threadIdx.x;
+    __builtin_assume(tid < THREADS);  // lets the compiler count the copy loops' trips
     const int tc = tid % BN;  // lanes of a warp: consecutive columns
     const int tr = tid / BN;  // rows tr*TM .. tr*TM+TM-1 of the tile
 

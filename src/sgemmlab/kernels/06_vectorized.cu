@@ -16,8 +16,9 @@
 // stores: each float4 of A becomes four STS, BM*BK/THREADS = 4 per thread per tile at the
 // seed (and they conflict: rung 8). The Bs reads still conflict 2-way at TN = 8 (rung 7).
 //
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90, SGEMM_VEC4=1): 127, no
-// spills.
+// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90): 109 with SGEMM_VEC4=1,
+// 119 with the scalar fallback; no spills. Rung 5 needed 172: a fragment of the transposed As
+// is TM values of one step of k, no longer four steps' worth, so two blocks fit per SM.
 //
 // Prediction: fewer load and address instructions leave more issue slots for FFMA: 10-25 %
 // over rung 5, about 60-65 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
@@ -34,6 +35,10 @@ static_assert(BN % 4 == 0, "BN is a multiple of 4 (float4 loads of B)");
 static_assert(TM % 4 == 0 && TN % 4 == 0,
               "TM and TN are multiples of 4 (float4 shared-memory reads)");
 static_assert(THREADS == (BM / TM) * (BN / TN), "THREADS is (BM/TM)*(BN/TN): one per patch");
+// __launch_bounds__(THREADS) leaves a thread min(255, 65536 / THREADS) registers
+static_assert(TM * TN + TM + TN + 16 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "TM*TN accumulators, TM+TN fragment values and 16 for indices fit a thread's "
+              "registers: min(255, 65536 / threads per block)");
 static_assert(THREADS <= 1024, "threads per block <= 1024");
 static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
 static_assert((BK * BM + BK * BN) * sizeof(float) <= 48 * 1024,
@@ -46,6 +51,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     __shared__ __align__(16) float Bs[BK][BN];
 
     const int tid = threadIdx.x;
+    __builtin_assume(tid < THREADS);  // lets the compiler count the copy loops' trips
     const int tc = tid % (BN / TN);
     const int tr = tid / (BN / TN);
 

@@ -22,12 +22,12 @@
 // 64 FFMA (0.0625 LDS per FFMA); but at TN = 8 a warp's LDS.128 of Bs now takes 4 passes
 // (one per phase) instead of 8: half the shared-memory time spent on the B fragment.
 //
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90, SGEMM_VEC4=1): 127, no
-// spills.
+// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90): 109 with SGEMM_VEC4=1,
+// 119 with the scalar fallback; no spills.
 //
-// Prediction: a few % to 10 % over rung 6 at TN = 8 (the conflicts cost shared-memory
-// bandwidth, which is no longer the bottleneck since rung 5), identical at TN = 4: 62-70 % of
-// cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+// Prediction: a few % to 10 % over rung 6 at TN = 8 (the conflicts add passes and latency to
+// every B fragment read, but shared memory is no longer the main limit), identical at
+// TN = 4: 62-70 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
@@ -41,6 +41,10 @@ static_assert(BN % 4 == 0, "BN is a multiple of 4 (float4 loads of B)");
 static_assert(TM % 4 == 0 && TN % 4 == 0,
               "TM and TN are multiples of 4 (float4 shared-memory reads)");
 static_assert(THREADS == (BM / TM) * (BN / TN), "THREADS is (BM/TM)*(BN/TN): one per patch");
+// __launch_bounds__(THREADS) leaves a thread min(255, 65536 / THREADS) registers
+static_assert(TM * TN + TM + TN + 16 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "TM*TN accumulators, TM+TN fragment values and 16 for indices fit a thread's "
+              "registers: min(255, 65536 / threads per block)");
 static_assert(THREADS <= 1024, "threads per block <= 1024");
 static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
 static_assert((BK * BM + BK * BN) * sizeof(float) <= 48 * 1024,
@@ -56,6 +60,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     // g*GROUP_STRIDE + tc*4, so 8 lanes of a phase read 32 consecutive words of Bs
     constexpr int GROUP_STRIDE = BN / (TN / 4);
     const int tid = threadIdx.x;
+    __builtin_assume(tid < THREADS);  // lets the compiler count the copy loops' trips
     const int tc = tid % (BN / TN);
     const int tr = tid / (BN / TN);
 

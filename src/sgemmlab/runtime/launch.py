@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -59,6 +59,16 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0):
     with _lock:
         _loaded.setdefault(key, (kernel, compiled))
         return _loaded[key]
+
+
+def load_kernel(source: str, entry: str, macros: Mapping[str, int], device_id: int = 0):
+    """(cuda.core Kernel, Compiled) for any kernel file that is not a rung (the ceilings):
+    kernels/`source` compiled for this device, `entry` being its extern "C" name."""
+    from cuda.core import ObjectCode
+
+    device(device_id)
+    compiled = compile_kernel(source, macros, gpu_info(device_id).arch)
+    return ObjectCode.from_cubin(compiled.cubin).get_kernel(entry), compiled
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""What `sgemmlab bench` measures: named suites of shapes, and which kernels and baselines.
+
+Each suite asks one question of a kernel:
+    square  the classic cubes, from launch-bound (1024) to compute-bound (8192);
+    ragged  sizes no tile divides: edge handling must be correct and must not cost much;
+    skinny  one dimension small or large: too few blocks to fill 132 SMs, or a long K;
+    small   sizes where launch overhead and wave quantisation dominate.
+"""
+
+from __future__ import annotations
+
+from .. import registry
+
+Shape = tuple[int, int, int]  # (M, N, K)
+
+
+def _cubes(*sizes: int) -> list[Shape]:
+    return [(s, s, s) for s in sizes]
+
+
+SUITES: dict[str, list[Shape]] = {
+    "square": _cubes(1024, 2048, 4096, 8192),
+    "ragged": [(4092, 4092, 4092), (1000, 1000, 1000), (3001, 2000, 999), (4097, 1023, 515)],
+    "skinny": [(1024, 1024, 8192), (8192, 8192, 512), (256, 4096, 4096), (4096, 4096, 256)],
+    "small": _cubes(64, 128, 256, 512),
+}
+DEFAULT_SUITE = "square"
+
+#: Comparisons beyond cuBLAS FP32 (always measured: it is what every ratio is against).
+BASELINES = ("triton", "tf32")
+DEFAULT_BASELINES = BASELINES
+
+
+def suite(name: str) -> list[Shape]:
+    try:
+        return list(SUITES[name])
+    except KeyError:
+        raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}") from None
+
+
+def shapes_for(suites: list[str], shapes: list[Shape]) -> list[Shape]:
+    """The suites' shapes then the explicit ones, each once, in order; the default suite
+    when neither is given."""
+    todo = [s for name in suites for s in suite(name)] + list(shapes)
+    return list(dict.fromkeys(todo)) or suite(DEFAULT_SUITE)
+
+
+def best_rung() -> registry.Rung:
+    """The rung `--kernel best` means: for now the highest-numbered rung of the ladder.
+    (A later dispatcher that picks per shape replaces this one function.)"""
+    return max(registry.RUNGS, key=lambda r: r.number)
+
+
+def rungs_for(kernels: list[str]) -> list[registry.Rung]:
+    """Rungs named by number, slug, label, 'all' or 'best', each once; 'best' by default.
+    Raises KeyError (with the known names) for an unknown kernel."""
+    out: list[registry.Rung] = []
+    for k in kernels or ["best"]:
+        if k == "all":
+            out += registry.RUNGS
+        elif k == "best":
+            out.append(best_rung())
+        else:
+            out.append(registry.rung(k))
+    return list({r.number: r for r in out}.values())  # Rung is not hashable (dict fields)
+
+
+def baselines_for(names: list[str]) -> list[str]:
+    """The extra baselines: default both; 'none' alone means cuBLAS FP32 only."""
+    if not names:
+        return list(DEFAULT_BASELINES)
+    if "none" in names:
+        if len(names) > 1:
+            raise ValueError("--baseline none cannot be combined with other baselines")
+        return []
+    for n in names:
+        if n not in BASELINES:
+            raise ValueError(f"unknown baseline {n!r}; choose from "
+                             f"{', '.join(BASELINES)} or none")
+    return list(dict.fromkeys(names))

@@ -1,0 +1,43 @@
+"""The results schema's helpers: which ceilings a run uses, and the recorded command."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from sgemmlab.bench import results
+
+
+def _ceilings_file(folder, name, ffma, created, kind="ceilings"):
+    run = {"schema": results.SCHEMA, "kind": kind, "created": created, "records": [],
+           "ceilings": {"ffma_tflops": ffma, "copy_tbps": 4.0, "source": "x"}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(run))
+
+
+def test_the_newest_measured_ceilings_are_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
+    gpu = tmp_path / "nvidia-h200"
+    _ceilings_file(gpu, "ceilings-20261101T000000Z.json", 60.0, "2026-11-01T00:00:00+00:00")
+    _ceilings_file(gpu, "ceilings-20261120T000000Z.json", 62.0, "2026-11-20T00:00:00+00:00")
+    _ceilings_file(gpu, "ceilings-20261125T000000Z.json", 99.0, "2026-11-25T00:00:00+00:00",
+                   kind="bench")  # misnamed: not a ceilings run
+    (gpu / "ceilings-20261130T000000Z.json").write_text("{half a file")
+    got = results.ceilings_for("nvidia-h200")
+    assert got["ffma_tflops"] == 62.0
+    assert got["source"].endswith("ceilings-20261120T000000Z.json")
+
+
+def test_without_a_measurement_the_documented_h200_ceilings(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
+    assert results.ceilings_for("nvidia-h200") == results.H200_CEILINGS
+    assert results.ceilings_for("nvidia-h200") is not results.H200_CEILINGS  # a copy
+
+
+def test_command_line_is_recorded_whole_and_quoted(monkeypatch):
+    argv = ["/venv/bin/sgemmlab", "bench", "--shape", "4096 4096 4096", "-k", "all"]
+    monkeypatch.setattr(sys, "argv", argv)
+    cmd = results.command_line()
+    assert cmd.startswith("sgemmlab bench")
+    assert shlex.split(cmd)[1:] == argv[1:]  # pasting it back gives the same arguments

@@ -1,0 +1,472 @@
+"""Compiling needs no GPU: every rung builds for sm_90 with NVRTC on any machine.
+
+(a) every configuration the registry calls legal compiles with no spills and no stack frame,
+    and ptxas agrees with the registry about shared memory;
+(b) the registry's rules agree with the kernels' static_asserts, in both directions;
+(c) the ptxas report is read correctly;
+(d) the disk cache: what the key covers, hits, corrupt entries, concurrent writers.
+
+Cost: (a) compiles every legal configuration once (a few minutes cold on two cores, seconds
+with a warm cache); it uses the default cache directory so later runs are warm. The tests of
+(d) use a private cache directory each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import multiprocessing
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sgemmlab import registry
+from sgemmlab.registry import Rung, config_key
+from sgemmlab.runtime import compiler
+from sgemmlab.runtime.compiler import (KERNEL_DIR, CompileError, Resources, cache_dir,
+                                       cache_key, compile_kernel, parse_ptxas)
+from sgemmlab.tune.search import compile_many
+
+ARCH = "sm_90"
+JOBS = 2
+ILLEGAL_SAMPLE = 40  # illegal configurations compiled per rung, at most
+SCALAR_SAMPLE = 6  # configurations per vectorized rung compiled without SGEMM_VEC4
+#: SGEMMLAB_TEST_FULL=1 compiles the scalar variant of every legal configuration too.
+FULL = os.environ.get("SGEMMLAB_TEST_FULL") == "1"
+REGISTERS_PER_SM_BLOCK = 64 * 1024
+_STATIC_ASSERT = re.compile(r'static assertion failed with "((?:[^"\\]|\\.)*)"')
+
+
+def _written(r: Rung) -> bool:
+    return (KERNEL_DIR / r.source).is_file()
+
+
+RUNG_PARAMS = [
+    pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
+        not _written(r), reason=f"{r.source} is not written yet"))
+    for r in registry.RUNGS
+]
+VECTOR_PARAMS = [p for p in RUNG_PARAMS if p.values[0].vectorized]
+
+
+def _scalar(r: Rung) -> Rung:
+    """The same rung compiled without SGEMM_VEC4: the variant unaligned operands run."""
+    return dataclasses.replace(r, vectorized=False)
+
+
+def _asserts_fired(error: BaseException) -> list[str]:
+    """The messages of the static_asserts that failed, from NVRTC's log."""
+    return _STATIC_ASSERT.findall(str(error))
+
+
+def _resource_problems(results) -> list[str]:
+    """One line per configuration that failed to compile, spilled, used a stack frame, or
+    disagrees with the registry about shared memory or the register file."""
+    problems = []
+    for (r, cfg), res in results:
+        key = config_key(cfg)
+        if isinstance(res, BaseException):
+            problems.append(f"{key}: did not compile: {_first_error(res)}")
+            continue
+        if res.spills:
+            problems.append(f"{key}: spills {res.spill_stores} B stored, {res.spill_loads} B "
+                            f"loaded ({res.registers} registers)")
+        if res.stack_bytes:
+            problems.append(f"{key}: {res.stack_bytes} B stack frame")
+        if res.smem_bytes != r.smem_bytes(cfg):
+            problems.append(f"{key}: ptxas reports {res.smem_bytes} B of shared memory, the "
+                            f"registry says {r.smem_bytes(cfg)} B")
+        # registers are allocated per warp in units of 256, i.e. 8 per thread
+        if -(-res.registers // 8) * 8 * r.threads(cfg) > REGISTERS_PER_SM_BLOCK:
+            problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
+                            "do not fit one SM's register file: the launch would fail")
+    return problems
+
+
+def _first_error(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    errors = [ln for ln in lines if "error" in ln]
+    return (errors or lines or [type(exc).__name__])[0]
+
+
+# -- (a) every legal configuration compiles cleanly -------------------------------------
+
+
+@pytest.mark.parametrize("rung", RUNG_PARAMS)
+def test_every_legal_config_compiles_without_spills(rung):
+    configs = list(rung.configs())
+    assert configs, f"{rung.label} has no legal configuration"
+    problems = _resource_problems(compile_many([(rung, c) for c in configs], ARCH, JOBS))
+    variant = " (SGEMM_VEC4=1)" if rung.vectorized else ""
+    assert not problems, (
+        f"{len(problems)} of {len(configs)} legal configurations of {rung.label}{variant} "
+        f"fail for {ARCH}:\n  " + "\n  ".join(problems))
+
+
+def _heaviest(r: Rung, k: int) -> list[dict]:
+    """The seed and the configurations with the most outputs per thread (the register
+    pressure that makes a kernel spill), deterministically."""
+    def outputs_per_thread(c):
+        rows, cols = r.tile(c)
+        return rows * cols // r.threads(c)
+
+    configs = sorted(r.configs(),
+                     key=lambda c: (-outputs_per_thread(c), -r.threads(c), config_key(c)))
+    picked = [dict(r.seed)] + [c for c in configs if c != r.seed]
+    return picked if FULL else picked[:k]
+
+
+@pytest.mark.parametrize("rung", VECTOR_PARAMS)
+def test_scalar_variant_compiles_without_spills(rung):
+    """Unaligned operands run the rung without SGEMM_VEC4; that build must not spill either."""
+    configs = _heaviest(rung, SCALAR_SAMPLE)
+    problems = _resource_problems(
+        compile_many([(_scalar(rung), c) for c in configs], ARCH, JOBS))
+    assert not problems, (
+        f"{len(problems)} of {len(configs)} configurations of {rung.label} (SGEMM_VEC4=0) "
+        f"fail for {ARCH}:\n  " + "\n  ".join(problems))
+
+
+# -- (b) the rules agree with the compiler ----------------------------------------------
+
+
+def _illegal_sample(r: Rung, limit: int = ILLEGAL_SAMPLE) -> list[dict]:
+    """All illegal configurations of a small space; of a big one, a deterministic sample
+    that breaks every rule that can be broken there, then evenly spread picks."""
+    illegal = list(r.configs(legal=False))
+    if len(illegal) <= limit:
+        return illegal
+    broken = {config_key(c): r.violations(c) for c in illegal}
+    picked: list[dict] = []
+    for rule in r.all_rules():  # the configuration breaking this rule and the fewest others
+        breaking = [c for c in illegal if rule.text in broken[config_key(c)]]
+        if breaking:
+            choice = min(breaking, key=lambda c: len(broken[config_key(c)]))
+            if choice not in picked:
+                picked.append(choice)
+    rest = [c for c in illegal if c not in picked]
+    need = limit - len(picked)
+    if need > 0:
+        picked += [rest[i * len(rest) // need] for i in range(need)]
+    return picked[:limit]
+
+
+def _refusals(r: Rung, configs: list[dict]) -> list[str]:
+    """One line per configuration that compiled, or was refused without a static_assert
+    naming one of the rules it breaks."""
+    wrong = []
+    for (_, cfg), res in compile_many([(r, c) for c in configs], ARCH, JOBS):
+        broken = r.violations(cfg)
+        if not isinstance(res, BaseException):
+            wrong.append(f"{config_key(cfg)} breaks {broken} but compiled "
+                         f"({res.registers} registers)")
+        elif not isinstance(res, CompileError):
+            wrong.append(f"{config_key(cfg)}: {type(res).__name__}: {res}")
+        elif not set(_asserts_fired(res)) & set(broken):
+            wrong.append(f"{config_key(cfg)} breaks {broken}; the compiler refused it with "
+                         f"{_asserts_fired(res) or _first_error(res)}")
+    return wrong
+
+
+@pytest.mark.parametrize("rung", RUNG_PARAMS)
+def test_illegal_configs_of_the_space_are_refused_by_the_compiler(rung):
+    configs = _illegal_sample(rung)
+    if not configs:
+        pytest.skip(f"every configuration in {rung.label}'s space is legal")
+    wrong = _refusals(rung, configs)
+    assert not wrong, (f"{len(wrong)} of {len(configs)} illegal configurations of "
+                       f"{rung.label} disagree with the compiler:\n  " + "\n  ".join(wrong))
+
+
+_PROBE_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 72, 96, 128, 192, 256, 512)
+
+
+def _probe(r: Rung, text: str) -> dict | None:
+    """A configuration near the seed (one or two constants changed) that breaks the rule
+    called `text` and as few others as possible; None if no such neighbour exists."""
+    best = None
+    for n in (1, 2):
+        for names in itertools.combinations(r.space, n):
+            for values in itertools.product(_PROBE_VALUES, repeat=n):
+                cfg = {**r.seed, **dict(zip(names, values))}
+                broken = r.violations(cfg)
+                if text in broken and (best is None or len(broken) < best[0]):
+                    best = (len(broken), cfg)
+        if best is not None and best[0] == 1:
+            break
+    return best and best[1]
+
+
+def _rule_params():
+    for p in RUNG_PARAMS:
+        r = p.values[0]
+        marks = list(p.marks)
+        if r.number <= 3:
+            marks.append(pytest.mark.xfail(strict=True, reason=(
+                "rungs 1-3 carry no static_asserts: a BS the registry refuses compiles "
+                "(see the test report)")))
+        yield pytest.param(r, id=p.id, marks=marks)
+
+
+@pytest.mark.parametrize("rung", list(_rule_params()))
+def test_every_rule_has_a_static_assert(rung):
+    """For each rule, a configuration just outside it (out of the search space if need be)
+    must be refused by a static_assert carrying the rule's text."""
+    probes = {}
+    for rule in rung.all_rules():
+        cfg = _probe(rung, rule.text)
+        if cfg is not None:  # else the rule cannot break near the seed (smem of rung 1)
+            probes[rule.text] = cfg
+    assert probes, f"no rule of {rung.label} can be broken near its seed"
+    results = dict(zip(probes, (res for _, res in compile_many(
+        [(rung, c) for c in probes.values()], ARCH, JOBS))))
+    missing = []
+    for text, res in results.items():
+        cfg = probes[text]
+        if not isinstance(res, BaseException):
+            missing.append(f"{text!r}: {config_key(cfg)} compiled")
+        elif text not in _asserts_fired(res):
+            missing.append(f"{text!r}: {config_key(cfg)} refused with "
+                           f"{_asserts_fired(res) or _first_error(res)}")
+    assert not missing, (f"{rung.label}: rules with no static_assert of the same text:\n  "
+                         + "\n  ".join(missing))
+
+
+# -- (c) the ptxas report -----------------------------------------------------------------
+
+SPILLING_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'sgemm' for 'sm_90'
+ptxas info    : Function properties for sgemm
+ptxas         .     880 bytes stack frame, 2680 bytes spill stores, 3000 bytes spill loads
+ptxas info    : Used 64 registers, used 1 barriers, 16512 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compile time = 812.345 ms
+"""
+
+CLEAN_LOG = """\
+ptxas info    : 1024 bytes gmem
+ptxas info    : Compiling entry function 'sgemm' for 'sm_90'
+ptxas info    : Function properties for sgemm
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : Compile time = 14.812 ms
+"""
+
+
+def test_parse_ptxas_reads_a_spilling_report():
+    res = parse_ptxas(SPILLING_LOG)
+    assert res == Resources(registers=64, spill_stores=2680, spill_loads=3000,
+                            stack_bytes=880, smem_bytes=16512, barriers=1)
+    assert res.spills
+
+
+def test_parse_ptxas_reads_a_clean_report():
+    res = parse_ptxas(CLEAN_LOG)  # 1024 bytes gmem is not shared memory
+    assert res == Resources(registers=32, spill_stores=0, spill_loads=0, stack_bytes=0,
+                            smem_bytes=0, barriers=0)
+    assert not res.spills
+
+
+def test_loads_alone_count_as_spills():
+    assert parse_ptxas(CLEAN_LOG.replace("0 bytes spill loads", "8 bytes spill loads")).spills
+
+
+def test_a_report_without_registers_is_an_error():
+    with pytest.raises(CompileError, match="no register count"):
+        parse_ptxas("ptxas info    : Compiling entry function 'sgemm' for 'sm_90'\n")
+
+
+def test_parse_ptxas_on_a_real_nvrtc_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    r = registry.rung(3)
+    out = compile_kernel(r.source, r.macros({"BS": 16}), ARCH)
+    assert "Used" in out.log and "registers" in out.log
+    assert out.resources == parse_ptxas(out.log)
+    assert 0 < out.resources.registers <= 255
+    assert out.resources.smem_bytes == 2 * 16 * 16 * 4
+    assert out.resources.barriers == 1
+
+
+# -- (d) the disk cache ---------------------------------------------------------------------
+
+SMALL = ("01_naive.cu", {"BS": 8, "THREADS": 64})  # the quickest kernel to compile
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _entry(cache: Path, key: str) -> Path:
+    return cache / "cubins" / f"{key}.bin"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("SGEMMLAB_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "sgemmlab"
+
+
+def test_cache_key_covers_macros_arch_and_nvrtc(monkeypatch):
+    source, macros = SMALL
+    key = cache_key(source, macros, ARCH)
+    assert re.fullmatch(r"[0-9a-f]{32}", key)
+    assert cache_key(source, dict(reversed(list(macros.items()))), ARCH) == key
+    assert cache_key(source, {**macros, "BS": 16}, ARCH) != key
+    assert cache_key(source, {**macros, "SGEMM_VEC4": 1}, ARCH) != key
+    assert cache_key(source, macros, "sm_80") != key
+    assert cache_key("02_coalesced.cu", macros, ARCH) != key
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: "99.9")
+    assert cache_key(source, macros, ARCH) != key
+
+
+def test_cache_key_covers_the_source_and_its_includes(tmp_path, monkeypatch):
+    source, macros = SMALL
+    original = cache_key(source, macros, ARCH)
+    copy = tmp_path / "kernels"
+    shutil.copytree(KERNEL_DIR, copy)
+    monkeypatch.setattr(compiler, "KERNEL_DIR", copy)
+    assert cache_key(source, macros, ARCH) == original  # the text decides, not the path
+
+    with open(copy / "02_coalesced.cu", "a") as f:
+        f.write("\n// another rung's edit\n")
+    assert cache_key(source, macros, ARCH) == original
+
+    with open(copy / "common.cuh", "a") as f:
+        f.write("\n// an edit to the shared header\n")
+    after_header = cache_key(source, macros, ARCH)
+    assert after_header != original
+
+    with open(copy / source, "a") as f:
+        f.write("\n// an edit to the rung itself\n")
+    assert cache_key(source, macros, ARCH) not in (original, after_header)
+
+
+def test_a_hit_returns_the_same_cubin(private_cache):
+    source, macros = SMALL
+    first = compile_kernel(source, macros, ARCH)
+    assert not first.cached
+    assert _entry(private_cache, first.key).is_file()
+    second = compile_kernel(source, macros, ARCH)
+    assert second.cached
+    assert (second.key, second.cubin, second.log, second.resources) == (
+        first.key, first.cubin, first.log, first.resources)
+
+
+def test_use_cache_false_neither_reads_nor_writes(private_cache):
+    source, macros = SMALL
+    compile_kernel(source, macros, ARCH)
+    before = sorted(p.name for p in (private_cache / "cubins").iterdir())
+    fresh = compile_kernel(source, {**macros, "BS": 16}, ARCH, use_cache=False)
+    again = compile_kernel(source, macros, ARCH, use_cache=False)
+    assert not fresh.cached and not again.cached
+    assert sorted(p.name for p in (private_cache / "cubins").iterdir()) == before
+
+
+def _flip(i):
+    def corrupt(blob: bytes) -> bytes:
+        b = bytearray(blob)
+        b[i] ^= 0xFF
+        return bytes(b)
+    return corrupt
+
+
+CORRUPTIONS = {
+    "flip-magic": _flip(0),
+    "flip-checksum": _flip(len(compiler._MAGIC) + 5),
+    "flip-metadata": _flip(len(compiler._MAGIC) + 32 + 10),
+    "flip-cubin": _flip(-1),
+    "truncate-half": lambda b: b[: len(b) // 2],
+    "truncate-header": lambda b: b[: len(compiler._MAGIC) + 3],
+    "empty": lambda b: b"",
+    "garbage": lambda b: os.urandom(len(b)),
+    "appended": lambda b: b + b"\0" * 16,
+}
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_corrupt_entry_is_rebuilt_not_trusted(private_cache, how):
+    source, macros = SMALL
+    good = compile_kernel(source, macros, ARCH)
+    path = _entry(private_cache, good.key)
+    bad = CORRUPTIONS[how](path.read_bytes())
+    path.write_bytes(bad)
+
+    rebuilt = compile_kernel(source, macros, ARCH)
+    assert not rebuilt.cached, f"a {how} entry was trusted"
+    assert rebuilt.cubin == good.cubin and rebuilt.resources == good.resources
+    assert path.read_bytes() != bad, "the corrupt entry was not replaced"
+    hit = compile_kernel(source, macros, ARCH)
+    assert hit.cached and hit.cubin == good.cubin
+
+
+def test_a_failed_write_leaves_no_temporary_file(private_cache, monkeypatch):
+    source, macros = SMALL
+
+    def no_rename(src, dst):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(compiler.os, "replace", no_rename)
+    try:
+        compile_kernel(source, macros, ARCH)
+    except OSError:
+        pass  # whether a failed cache write fails the compile is the compiler's choice
+    monkeypatch.undo()
+    leftovers = [p.name for p in private_cache.rglob("*") if p.is_file()]
+    assert leftovers == [], f"a failed write left {leftovers}"
+
+
+def _race(cache: str, configs: list[dict], barrier, results) -> None:
+    """One of several processes compiling the same keys at the same moment."""
+    os.environ["SGEMMLAB_CACHE_DIR"] = cache
+    out = []
+    try:
+        barrier.wait(timeout=60)
+        for macros in configs:
+            c = compile_kernel(SMALL[0], macros, ARCH)
+            out.append((c.key, _sha(c.cubin), c.cached))
+        results.put(("ok", out))
+    except BaseException as exc:  # reported to the parent, which fails the test
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def test_concurrent_compiles_of_one_key_all_succeed_and_leave_one_entry(tmp_path,
+                                                                       monkeypatch):
+    processes = 4
+    configs = [{"BS": bs, "THREADS": bs * bs} for bs in (8, 16, 32)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    workers = [ctx.Process(target=_race, args=(str(tmp_path), configs, barrier, results))
+               for _ in range(processes)]
+    for w in workers:
+        w.start()
+    reports = [results.get(timeout=240) for _ in workers]
+    for w in workers:
+        w.join(timeout=60)
+    assert [w.exitcode for w in workers] == [0] * processes
+    errors = [r for status, r in reports if status != "ok"]
+    assert not errors, f"concurrent compiles failed: {errors}"
+
+    per_config = list(zip(*(r for _, r in reports)))  # one tuple of results per config
+    for macros, seen in zip(configs, per_config):
+        assert len({(key, sha) for key, sha, _ in seen}) == 1, (
+            f"processes disagree about {macros}: {seen}")
+    keys = [seen[0][0] for seen in per_config]
+    files = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert files == sorted(f"{k}.bin" for k in keys), f"cache holds {files}"
+
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    for macros, (key, sha, _) in zip(configs, (seen[0] for seen in per_config)):
+        hit = compile_kernel(SMALL[0], macros, ARCH)
+        assert hit.cached and hit.key == key and _sha(hit.cubin) == sha

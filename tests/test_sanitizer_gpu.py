@@ -1,0 +1,77 @@
+"""compute-sanitizer memcheck over every rung at ragged shapes (GPU; skipped without one or
+without the sanitizer).
+
+Each rung runs in its own process under memcheck, once on the scalar path (67x45x33: no
+leading dimension is a multiple of 4) and once on the float4 path (67x44x36), beta != 0 so C
+is read as well as written. PyTorch's caching allocator is turned off in that process: with
+it on, every tensor would sit inside one larger allocation and an access past a matrix's
+end would land in memory the sanitizer considers valid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sgemmlab
+from sgemmlab import registry
+from sgemmlab.runtime.compiler import KERNEL_DIR
+
+
+def _find_sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/compute-sanitizer")
+    return str(default) if os.access(default, os.X_OK) else None
+
+
+SANITIZER = _find_sanitizer()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    SANITIZER is None, reason="compute-sanitizer is neither on PATH nor in /usr/local/cuda/bin")]
+
+DONE = "sgemmlab: all launches returned"
+SCRIPT = f"""
+import sys
+import torch
+import sgemmlab
+
+rung = int(sys.argv[1])
+for M, N, K in ((67, 45, 33), (67, 44, 36)):
+    a = torch.rand(M, K, device="cuda") * 2 - 1
+    b = torch.rand(K, N, device="cuda") * 2 - 1
+    c = torch.rand(M, N, device="cuda") * 2 - 1
+    sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung)
+    torch.cuda.synchronize()
+print({DONE!r}, flush=True)
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    src = str(Path(sgemmlab.__file__).resolve().parent.parent)  # this checkout, not another
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.mark.parametrize("rung", [
+    pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
+        not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
+    for r in registry.RUNGS
+])
+def test_memcheck_is_clean(rung):
+    # API errors are torch's business (it probes the driver at start-up); a failed launch of
+    # ours raises in the script, which then exits non-zero without printing DONE.
+    cmd = [SANITIZER, "--tool", "memcheck", "--error-exitcode", "1",
+           "--report-api-errors", "no", sys.executable, "-c", SCRIPT, str(rung.number)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    output = done.stdout + done.stderr
+    tail = output[-6000:]
+    assert done.returncode == 0, f"{rung.label}: exit {done.returncode} under memcheck:\n{tail}"
+    assert "ERROR SUMMARY: 0 errors" in output, f"{rung.label}:\n{tail}"
+    assert DONE in output, f"{rung.label}: the script did not finish:\n{tail}"
