@@ -32,19 +32,28 @@ def _compile_one(args) -> Resources | Exception:
 
 def compile_many(items: list[tuple[Rung, dict]], arch: str = "sm_90", jobs: int = 2
                  ) -> Iterator[tuple[tuple[Rung, dict], Resources | Exception]]:
-    """Compile (rung, config) pairs in parallel, both alignment variants of vector rungs
-    (the vectorized one is reported); yields ((rung, config), Resources or exception)."""
-    work = []
-    for r, cfg in items:
-        work.append((r.source, r.macros(cfg) | ({"SGEMM_VEC4": 1} if r.vectorized else {}),
-                     arch))
+    """Compile (rung, config) pairs in parallel; yields ((rung, config), Resources or the
+    exception). Vectorized rungs are built in both alignment variants (the launcher picks
+    one per call): the float4 variant's resources are reported, and a failure or a spill
+    in either variant is the configuration's."""
+    work, owner = [], []
+    for i, (r, cfg) in enumerate(items):
+        for vec4 in ((1, 0) if r.vectorized else (0,)):
+            work.append((r.source, r.macros(cfg) | ({"SGEMM_VEC4": 1} if vec4 else {}), arch))
+            owner.append(i)
+    per_item: list[list[Resources | Exception]] = [[] for _ in items]
     if jobs <= 1 or len(work) <= 1:
-        results: Iterable = map(_compile_one, work)
-        yield from zip(items, results)
-        return
-    ctx = multiprocessing.get_context("spawn")  # children never touch the CUDA driver
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        yield from zip(items, pool.map(_compile_one, work))
+        for i, res in zip(owner, map(_compile_one, work)):
+            per_item[i].append(res)
+    else:
+        ctx = multiprocessing.get_context("spawn")  # children never touch the CUDA driver
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            for i, res in zip(owner, pool.map(_compile_one, work)):
+                per_item[i].append(res)
+    for item, variants in zip(items, per_item):
+        errors = [v for v in variants if isinstance(v, Exception)]
+        spilled = [v for v in variants if not isinstance(v, Exception) and v.spills]
+        yield item, (errors or spilled or variants)[0]
 
 
 def _store_default(gpu_name: str, rung: Rung, cfg: dict, source: str) -> None:
