@@ -244,6 +244,7 @@ def _warp_rules() -> tuple[Rule, ...]:
              lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0),
         Rule("PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)",
              lambda c: c["PAD"] % 4 == 0),
+        Rule("PREFETCH is 0 or 1", lambda c: c["PREFETCH"] in (0, 1)),
         Rule("4 or 8 warps per block (128 or 256 threads)",
              lambda c: (c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) in (4, 8)),
         Rule("at most 128 accumulators per thread (register budget: 255 registers)",
@@ -320,13 +321,16 @@ RUNGS: tuple[Rung, ...] = (
     ),
     Rung(
         10, "warptiling", "warptiling: block, warp and thread tiles", "10_warptiling.cu",
-        space={"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128),
-               "WN": (32, 64, 128), "WNITER": (1, 2, 4), "TM": (4, 8), "TN": (4,),
-               "PAD": (4,)},
+        # The H200 search over the first space (BK 8/16, warp tiles up to 128) found the
+        # 128-wide warp tiles and BK = 8 always slower (results/nvidia-h200/tune-10_*), and
+        # the copy latency exposed: PREFETCH (fetch the next tile before the math) joined.
+        space={"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64),
+               "WN": (32, 64), "WNITER": (1, 2, 4), "TM": (4, 8), "TN": (4,),
+               "PAD": (4,), "PREFETCH": (0, 1)},
         block=lambda c: ((c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32, 1, 1),
         tile=_block_tile, smem_bytes=_padded_smem,
         seed={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "WNITER": 4, "TM": 8,
-              "TN": 4, "PAD": 4},
+              "TN": 4, "PAD": 4, "PREFETCH": 0},
         rules=_warp_rules(), vectorized=True, derived=_warp_derived,
     ),
 )

@@ -28,11 +28,24 @@
 // 0.047 LDS per FFMA (rung 8: 0.0625). Transposing stores: BM*BK/THREADS = 16 STS per thread
 // per tile, 2-way at BK = 16 with PAD = 4 (see rung 8).
 //
-// Registers (seed, 128 threads, sm_90): 175 with SGEMM_VEC4=1, 179 with the scalar fallback;
-// no spills: 128 accumulators + 8 + 16 fragment values + indices. Two blocks (8 warps) per SM.
+// Registers (seed, 128 threads, sm_90): 254, no spills: 128 accumulators + 8 + 16 fragment
+// values + 2 float4 of copy + indices. Two blocks (8 warps) per SM.
 //
-// Prediction: 10-20 % over rung 9 (the original ladder on the H200: +16 %), about 75-85 % of
-// cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64) once tuned.
+// PREFETCH, the H200 retune. The first search of this rung on the H200 (BK 8/16, warp tiles
+// up to 128, the copy inline as in rungs 3-9: results/nvidia-h200/tune-10_warptiling-*)
+// plateaued at 71 % of cuBLAS, like rungs 6-9 (69-73 %): the best configurations were the
+// small ones (32 outputs per thread, 64 registers, 4 blocks per SM) and the 128-output ones
+// fell to 37 %. What separates them is occupancy, and occupancy matters here only because
+// each block stops for a whole global-memory round trip (~1 us on a busy H200) every BK steps
+// of k, with nothing of its own to issue: the more other blocks an SM holds, the more of
+// that wait they fill. So the copy is split into fetch (global -> registers) and stash
+// (registers -> shared): PREFETCH = 1 fetches tile k+1 right after the barrier that publishes
+// tile k, so its loads fly while tile k's FFMAs issue; one set of copy registers (A_LOADS +
+// B_LOADS float4 per thread), one shared buffer, the same two barriers. PREFETCH = 0 keeps
+// the alternating copy and math of the rungs before.
+// Prediction for PREFETCH = 1: the exposed copy latency, about a quarter of the time at the
+// plateau, mostly hidden: +10-20 %, to 80-90 % of cuBLAS at 4096^3, with the larger
+// thread tiles (64 outputs, 2 blocks per SM) winning now that occupancy matters less.
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
@@ -55,6 +68,7 @@ static_assert(BK % 4 == 0 && BN % 4 == 0 && BM % 4 == 0,
 static_assert(TM % 4 == 0 && TN % 4 == 0,
               "TM and TN are multiples of 4 (float4 shared-memory reads)");
 static_assert(PAD % 4 == 0, "PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)");
+static_assert(PREFETCH == 0 || PREFETCH == 1, "PREFETCH is 0 or 1");
 static_assert((BM / WM) * (BN / WN) == 4 || (BM / WM) * (BN / WN) == 8,
               "4 or 8 warps per block (128 or 256 threads)");
 static_assert(THREADS == (BM / WM) * (BN / WN) * 32, "THREADS is 32 lanes per warp tile");
@@ -89,22 +103,51 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 
     float acc[WMITER * TM][WNITER * TN] = {};
     float regM[WMITER * TM], regN[WNITER * TN];
+
+    // The copy in two halves: fetch (global -> registers) and stash (registers -> shared,
+    // A transposed). PREFETCH only moves the fetch: after the math (0: the copy and the
+    // math of a block alternate, as in rungs 3-9) or before it (1: the next tile's loads
+    // are in flight while this tile's FFMAs issue).
+    constexpr int A_LOADS = ceil_div(BM * BK / 4, THREADS);  // float4 per thread per tile
+    constexpr int B_LOADS = ceil_div(BK * BN / 4, THREADS);
+    float4 ra[A_LOADS], rb[B_LOADS];
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int t = 0; t < A_LOADS; ++t) {
+            const int i = tid + t * THREADS, r = i / (BK / 4), c = i % (BK / 4) * 4;
+            if (i < BM * BK / 4)
+                ra[t] = load4_or_zero(row_ptr(A, r, lda), k0 + c, K, r < rows);
+        }
+#pragma unroll
+        for (int t = 0; t < B_LOADS; ++t) {
+            const int i = tid + t * THREADS, r = i / (BN / 4), c = i % (BN / 4) * 4;
+            if (i < BK * BN / 4)
+                rb[t] = load4_or_zero(row_ptr(B, k0 + r, ldb), c, cols, k0 + r < K);
+        }
+    };
+    auto stash = [&]() {
+#pragma unroll
+        for (int t = 0; t < A_LOADS; ++t) {
+            const int i = tid + t * THREADS, r = i / (BK / 4), c = i % (BK / 4) * 4;
+            if (i < BM * BK / 4) {  // transpose A while storing it
+                As[c + 0][r] = ra[t].x;
+                As[c + 1][r] = ra[t].y;
+                As[c + 2][r] = ra[t].z;
+                As[c + 3][r] = ra[t].w;
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < B_LOADS; ++t) {
+            const int i = tid + t * THREADS, r = i / (BN / 4), c = i % (BN / 4) * 4;
+            if (i < BK * BN / 4) *reinterpret_cast<float4*>(&Bs[r][c]) = rb[t];
+        }
+    };
+
+    fetch(0);
     for (int k0 = 0; k0 < K; k0 += BK) {
-        for (int i = tid; i < BM * BK / 4; i += THREADS) {
-            const int r = i / (BK / 4), c = i % (BK / 4) * 4;
-            const float4 v = load4_or_zero(row_ptr(A, r, lda), k0 + c, K, r < rows);
-            // transpose A while storing it
-            As[c + 0][r] = v.x;
-            As[c + 1][r] = v.y;
-            As[c + 2][r] = v.z;
-            As[c + 3][r] = v.w;
-        }
-        for (int i = tid; i < BK * BN / 4; i += THREADS) {
-            const int r = i / (BN / 4), c = i % (BN / 4) * 4;
-            *reinterpret_cast<float4*>(&Bs[r][c]) =
-                load4_or_zero(row_ptr(B, k0 + r, ldb), c, cols, k0 + r < K);
-        }
+        stash();
         __syncthreads();
+        if (PREFETCH && k0 + BK < K) fetch(k0 + BK);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             // the lane's column of A and row of B across all its sub-tiles
@@ -131,7 +174,8 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 #pragma unroll
                 for (int j = 0; j < WNITER * TN; ++j) acc[i][j] += regM[i] * regN[j];
         }
-        __syncthreads();
+        __syncthreads();  // the next stash must not overwrite tiles still being read
+        if (!PREFETCH && k0 + BK < K) fetch(k0 + BK);
     }
 #pragma unroll
     for (int wm = 0; wm < WMITER; ++wm)
