@@ -30,8 +30,8 @@ def _run(*args: str, cache: Path) -> subprocess.CompletedProcess:
     """`python -m sgemmlab ARGS` in a fresh process that imports this checkout."""
     env = dict(os.environ, SGEMMLAB_CACHE_DIR=str(cache), NO_COLOR="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "sgemmlab", *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "sgemmlab", *args], check=False,
+                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def _plain(text: str) -> str:

@@ -133,13 +133,14 @@ def test_violations_are_rule_texts_and_decide_legality(r):
      "PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)"),
     (9, {"BM": 64, "BN": 32, "BK": 8, "TM": 8, "TN": 8, "PAD": 4},
      "at least 64 threads per block"),
-    (10, {"BM": 128, "BN": 128, "BK": 16, "WM": 48, "WN": 64, "WNITER": 4, "TM": 8, "TN": 4,
-          "PAD": 4}, "BM is a multiple of WM and BN of WN"),
-    (10, {"BM": 128, "BN": 128, "BK": 16, "WM": 32, "WN": 32, "WNITER": 4, "TM": 8, "TN": 4,
-          "PAD": 4}, "4 or 8 warps per block (128 or 256 threads)"),
+    (10, {"BM": 128, "WM": 48}, "BM is a multiple of WM and BN of WN"),
+    (10, {"BM": 128, "BN": 128, "WM": 32, "WN": 32},
+     "4 or 8 warps per block (128 or 256 threads)"),
+    (10, {"TM": 6}, "TM and TN are multiples of 4 (float4 shared-memory reads)"),
 ])
 def test_violations_name_the_broken_rule(number, cfg, broken):
     r = registry.rung(number)
+    cfg = {**r.seed, **cfg}  # the seed with the constants that break the rule
     problems = r.violations(cfg)
     assert broken in problems, f"{r.label} {config_key(cfg)}: got {problems}"
     assert not r.is_legal(cfg)
@@ -162,8 +163,8 @@ def test_zero_or_negative_constants_are_illegal(r):
     called_legal = []
     for name in r.space:
         for value in (0, -4):
-            if name == "PAD" and value == 0:
-                continue  # no padding is a legitimate value
+            if value == 0 and 0 in r.space[name]:
+                continue  # PAD = 0, PREFETCH = 0: "none" is a legitimate value
             cfg = {**r.seed, name: value}
             if r.is_legal(cfg):
                 called_legal.append(config_key(cfg))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: conflicts tune tests ladder sanitize
+#   tools/h200.sh STAGE...      stages: conflicts tune ladder tests sanitize
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +20,15 @@ for stage in "$@"; do
         echo "--- rung $k"; ncu --clock-control none -k sgemm --metrics "$m" \
           python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "sgemm|l1tex|smsp|rung|error"
       done | tee results/nvidia-h200/ncu-bank-conflicts-4096.txt ;;
-    tune)
-      sg tune --size 4096 --write-defaults --jobs 16 || status=1 ;;
-    tests)
-      python3 -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
+    tune)  # TUNE="-k 10" to search one rung
+      sg tune ${TUNE:-} --size 4096 --write-defaults --jobs 16 || status=1 ;;
+    tests)  # every GPU test but the sanitizer's
+      python3 -m pytest -q -m gpu -p no:cacheprovider --ignore tests/test_sanitizer_gpu.py \
+        2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    sanitize)
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_sanitizer_gpu.py \
+        2>&1 | tee "$OUT/pytest-sanitizer.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     ladder)
       sg ladder --size 4096 --quiet || status=1

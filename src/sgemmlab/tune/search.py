@@ -134,7 +134,7 @@ def tune_rung(rung: Rung, shapes: list[tuple[int, int, int]], *, jobs: int = 8,
     best = _best(rung, run["records"], len(shapes))
     run["best"] = best
     tag = "_".join(f"{M}x{N}x{K}" for M, N, K in shapes)
-    path = results.write(run, gpu.slug, f"tune-{rung.label}-{tag}")
+    path = results.write(run, gpu.slug, f"tune-{rung.label}-{tag}-{results.stamp()}")
     if write_defaults and best is not None:
         _store_default(gpu.name, rung, best, str(path.relative_to(path.parents[2])))
     return path, best
