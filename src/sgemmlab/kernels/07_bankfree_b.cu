@@ -29,8 +29,23 @@
 // every B fragment read, but shared memory is no longer the main limit), identical at
 // TN = 4: 62-70 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
 //
+// What the H200 said. The conflict is real and this rung removes it: at the seed
+// configuration the hardware counts 268.9 M shared-load bank conflicts in rung 6 and 0.43 M
+// here (results/nvidia-h200/ncu-bank-conflicts-4096.txt). In the searches of rungs 6 and 7
+// (tune-06_* and tune-07_*, same configurations), rung 7 is faster at all 24 TN = 8
+// configurations, 1.03x to 1.46x, and within 0.5 % at every TN = 4 one. But the fastest
+// configuration of both rungs has TN = 4, where 8 lanes of a phase already read 128
+// contiguous bytes: the tuner side-stepped the conflict, so in the ladder (each rung at its
+// own best) rungs 6 and 7 tie. Not faster, because at their best there was nothing to fix.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 3856.4 us, 35639 GFLOP/s, 69.4 % of cuBLAS, 63 registers
+//   BK=32,BM=64,BN=128,TM=8,TN=4
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
+// NVIDIA H200 4092x4092x4092: 3883.6 us, 35286 GFLOP/s, 73.6 % of cuBLAS, 63 registers
+//   BK=32,BM=64,BN=128,TM=8,TN=4
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
 // </measured>
 #include "common.cuh"
 

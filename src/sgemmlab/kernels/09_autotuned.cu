@@ -25,8 +25,24 @@
 // 4096^3 on the H200, FFMA peak ~64); the winner will likely have BK = 16 (fewer barriers
 // per FLOP) and 8 x 8 thread tiles.
 //
+// What the H200 said (tune-09_autotuned-*.json): the winner is BM = BN = 128, BK = 32,
+// TM = 8, TN = 4, which is inside rung 8's own space, and rung 8's search found it too
+// (tune-08_bankfree_a-*.json). Every rung here is searched on the GPU, so rung 9 cannot beat
+// rung 8 unless its wider space holds a better tile, and on the H200 it does not: 256-wide
+// tiles and 8 x 8 thread tiles (64 registers of accumulators at 256 threads cap the blocks
+// per SM) all lose to 128 x 128 with 32 outputs per thread. In the ladder the two tie; the
+// lesson of this rung is the search itself, and that the A6000's seed was wrong for the H200:
+// in rung 8's search (paired ratios) the seed (BM = BN = 128, BK = 8, TM = TN = 8) reaches
+// 64 % of cuBLAS, the winner 72 %.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 3686.8 us, 37279 GFLOP/s, 72.6 % of cuBLAS, 63 registers
+//   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
+// NVIDIA H200 4092x4092x4092: 3692.0 us, 37117 GFLOP/s, 77.4 % of cuBLAS, 63 registers
+//   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
 // </measured>
 #include "08_bankfree_a.cu"
 

@@ -47,8 +47,25 @@
 // plateau, mostly hidden: +10-20 %, to 80-90 % of cuBLAS at 4096^3, with the larger
 // thread tiles (64 outputs, 2 blocks per SM) winning now that occupancy matters less.
 //
+// What the second search said (tune-10_warptiling-4096x4096x4096-20261129T121738Z.json; the
+// first: ...T120027Z.json; ratios to cuBLAS are paired within each run): the winner is a
+// 64-output tile (BM=64 BN=256 BK=16 WM=32 WN=64 TM=TN=4, 127 registers) at 86 % of cuBLAS
+// with PREFETCH = 1, as predicted. But most of the gain came before the prefetch: the same
+// configuration with PREFETCH = 0 reaches 82 %, where the first search's inline copy
+// gave it 65 %. Splitting the copy made each thread issue all its global loads of a tile
+// back to back before its first shared store (A_LOADS + B_LOADS loads in flight, not one),
+// so a block's copy costs about one memory round trip instead of several. Moving the fetch
+// in front of the math then added 4 % (paired, same run); over all 118 configuration pairs
+// PREFETCH = 1 is 0.87x to 1.45x PREFETCH = 0, 1.11x at the median.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 3109.5 us, 44199 GFLOP/s, 86.1 % of cuBLAS, 127 registers
+//   BK=16,BM=64,BN=256,PAD=4,PREFETCH=1,TM=4,TN=4,WM=32,WN=64,WNITER=1
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
+// NVIDIA H200 4092x4092x4092: 3149.5 us, 43511 GFLOP/s, 90.7 % of cuBLAS, 127 registers
+//   BK=16,BM=64,BN=256,PAD=4,PREFETCH=1,TM=4,TN=4,WM=32,WN=64,WNITER=1
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -62,8 +62,9 @@ def as_matrix(obj: Any, name: str) -> Matrix:
             raise OperandError(f"{name}: tensor is on {obj.device}, not on a CUDA GPU")
     from cuda.core.utils import StridedMemoryView
 
+    make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
     try:
-        view = StridedMemoryView(obj, stream_ptr=-1)
+        view = make(obj, stream_ptr=-1)
     except Exception as exc:
         raise OperandError(f"{name}: cannot be viewed as a GPU array ({exc})") from None
     if np.dtype(view.dtype) != np.float32:
