@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from sgemmlab.runtime import compiler as compiler_mod
+
 from sgemmlab import registry
 from sgemmlab.registry import Rung, config_key
 from sgemmlab.runtime import compiler
@@ -269,9 +271,15 @@ def test_loads_alone_count_as_spills():
     assert parse_ptxas(CLEAN_LOG.replace("0 bytes spill loads", "8 bytes spill loads")).spills
 
 
-def test_a_report_without_registers_is_an_error():
-    with pytest.raises(CompileError, match="no register count"):
-        parse_ptxas("ptxas info    : Compiling entry function 'sgemm' for 'sm_90'\n")
+def test_a_report_without_registers_is_unknown_and_not_cached(tmp_path, monkeypatch):
+    res = parse_ptxas("ptxas info    : Compiling entry function 'sgemm' for 'sm_90'\n")
+    assert res.registers == -1 and not res.known
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler_mod, "_nvrtc", lambda *a: (b"\x7fELF-not-a-real-cubin", ""))
+    r = registry.rung(3)
+    out = compile_kernel(r.source, r.macros({"BS": 16}), ARCH)
+    assert not out.resources.known
+    assert not list(tmp_path.rglob("*.bin")), "an entry without its report must not be cached"
 
 
 def test_parse_ptxas_on_a_real_nvrtc_log(tmp_path, monkeypatch):

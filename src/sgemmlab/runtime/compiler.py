@@ -47,6 +47,11 @@ class Resources:
     barriers: int
 
     @property
+    def known(self) -> bool:
+        """False when the compiler gave no report (registers = -1)."""
+        return self.registers >= 0
+
+    @property
     def spills(self) -> bool:
         return self.spill_stores > 0 or self.spill_loads > 0
 
@@ -127,13 +132,15 @@ _PTXAS = {
 
 
 def parse_ptxas(log: str) -> Resources:
-    """Registers, spills, stack and shared memory from a `ptxas -v` report."""
+    """Registers, spills, stack and shared memory from a `ptxas -v` report.
+
+    An empty report gives registers = -1 (unknown): the cubin is still good to launch. (Seen
+    once: NVRTC under compute-sanitizer returned rung 10's cubin with an empty log.)
+    """
     values = {}
     for name, pattern in _PTXAS.items():
         m = pattern.search(log)
-        if m is None and name == "registers":
-            raise CompileError(f"no register count in the ptxas report:\n{log}")
-        values[name] = int(m.group(1)) if m else 0
+        values[name] = int(m.group(1)) if m else (-1 if name == "registers" else 0)
     return Resources(**values)
 
 
@@ -207,7 +214,7 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
         return Compiled(key, cubin, meta["log"], Resources(**meta["resources"]), cached=True)
     cubin, log = _nvrtc(source, macros, arch)
     res = parse_ptxas(log)
-    if use_cache:
+    if use_cache and res.registers >= 0:  # an entry without its report is not kept
         _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
                             "macros": dict(macros), "arch": arch}, cubin)
     return Compiled(key, cubin, log, res, cached=False)

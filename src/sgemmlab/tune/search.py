@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 from .. import registry
 from ..registry import Rung, config_key
-from ..runtime.compiler import Resources, compile_kernel
+from ..runtime.compiler import CompileError, Resources, compile_kernel
 
 RAGGED_CHECK = (67, 45, 33)  # multiples of no tile: every edge path runs
 DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "data" / "defaults.json"
@@ -51,7 +51,9 @@ def compile_many(items: list[tuple[Rung, dict]], arch: str = "sm_90", jobs: int 
             for i, res in zip(owner, pool.map(_compile_one, work)):
                 per_item[i].append(res)
     for item, variants in zip(items, per_item):
-        errors = [v for v in variants if isinstance(v, Exception)]
+        errors = [v for v in variants if isinstance(v, Exception)] + [
+            CompileError("the compiler gave no resource report") for v in variants
+            if not isinstance(v, Exception) and not v.known]
         spilled = [v for v in variants if not isinstance(v, Exception) and v.spills]
         yield item, (errors or spilled or variants)[0]
 
