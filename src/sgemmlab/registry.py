@@ -37,6 +37,7 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
+MAY_BE_ZERO = frozenset({"PAD", "PREFETCH"})  # "none" is meaningful for these two
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,10 @@ class Rung:
 
     def all_rules(self) -> tuple[Rule, ...]:
         """The rung's own rules plus the ones every kernel shares."""
-        return self.rules + (
+        return (
+            Rule("every constant is positive (PAD and PREFETCH may be 0)",
+                 lambda c: all(v >= 0 if k in MAY_BE_ZERO else v > 0 for k, v in c.items())),
+        ) + self.rules + (
             Rule(
                 f"threads per block <= {MAX_THREADS_PER_BLOCK}",
                 lambda c: self.threads(c) <= MAX_THREADS_PER_BLOCK,
@@ -139,7 +143,7 @@ def parse_config(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = part.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
+        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
             raise ValueError(f"malformed configuration item {part!r}: expected NAME=INTEGER")
         out[name.strip().upper()] = int(value)
     return out

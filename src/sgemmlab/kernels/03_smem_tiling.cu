@@ -25,6 +25,11 @@
 // </measured>
 #include "common.cuh"
 
+static_assert(BS > 0, "every constant is positive (PAD and PREFETCH may be 0)");
+static_assert(BS * BS <= 1024, "threads per block <= 1024");
+static_assert(BS * BS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert(2 * BS * BS * sizeof(float) <= 48 * 1024, "static shared memory <= 49152 bytes");
+
 SGEMM_KERNEL sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                    const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
                    int ldc) {

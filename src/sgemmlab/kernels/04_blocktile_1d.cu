@@ -35,6 +35,9 @@
 // </measured>
 #include "common.cuh"
 
+static_assert(BM > 0 && BN > 0 && BK > 0 && TM > 0,
+              "every constant is positive (PAD and PREFETCH may be 0)");
+
 static_assert(BM % TM == 0, "BM is a multiple of TM");
 static_assert(THREADS == BM / TM * BN, "THREADS is BM/TM*BN: one thread per TM x 1 strip");
 // __launch_bounds__(THREADS) leaves a thread min(255, 65536 / THREADS) registers

@@ -36,6 +36,9 @@
 // </measured>
 #include "common.cuh"
 
+static_assert(BM > 0 && BN > 0 && BK > 0 && TM > 0 && TN > 0,
+              "every constant is positive (PAD and PREFETCH may be 0)");
+
 static_assert(BM % TM == 0, "BM is a multiple of TM");
 static_assert(BN % TN == 0, "BN is a multiple of TN");
 static_assert(THREADS == (BM / TM) * (BN / TN), "THREADS is (BM/TM)*(BN/TN): one per patch");

@@ -69,6 +69,10 @@
 // </measured>
 #include "common.cuh"
 
+static_assert(BM > 0 && BN > 0 && BK > 0 && WM > 0 && WN > 0 && WNITER > 0 && TM > 0 && TN > 0 &&
+              PAD >= 0 && PREFETCH >= 0,
+              "every constant is positive (PAD and PREFETCH may be 0)");
+
 static_assert(BM % WM == 0 && BN % WN == 0, "BM is a multiple of WM and BN of WN");
 static_assert((WM * WN) % (32 * TM * TN * WNITER) == 0 && WM * WN >= 32 * TM * TN * WNITER,
               "a warp's 32 lanes times TM x TN times WNITER divides the warp tile WM x WN "
