@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from sgemmlab.runtime import compiler as compiler_mod
-
 from sgemmlab import registry
 from sgemmlab.registry import Rung, config_key
 from sgemmlab.runtime import compiler
@@ -78,6 +76,9 @@ def _resource_problems(results) -> list[str]:
         key = config_key(cfg)
         if isinstance(res, BaseException):
             problems.append(f"{key}: did not compile: {_first_error(res)}")
+            continue
+        if not res.known:
+            problems.append(f"{key}: ptxas gave no resource report")
             continue
         if res.spills:
             problems.append(f"{key}: spills {res.spill_stores} B stored, {res.spill_loads} B "
@@ -275,7 +276,7 @@ def test_a_report_without_registers_is_unknown_and_not_cached(tmp_path, monkeypa
     res = parse_ptxas("ptxas info    : Compiling entry function 'sgemm' for 'sm_90'\n")
     assert res.registers == -1 and not res.known
     monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(compiler_mod, "_nvrtc", lambda *a: (b"\x7fELF-not-a-real-cubin", ""))
+    monkeypatch.setattr(compiler, "_nvrtc", lambda *a: (b"\x7fELF-not-a-real-cubin", ""))
     r = registry.rung(3)
     out = compile_kernel(r.source, r.macros({"BS": 16}), ARCH)
     assert not out.resources.known

@@ -73,7 +73,13 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
 
     todo = shapes_from(size, shape, [(4096, 4096, 4096)])
     rungs = rungs_from(kernel)
-    gpu = require_gpu()
+    from .runtime.device import NoGPUError, gpu_info
+
+    try:
+        gpu = gpu_info()
+    except NoGPUError as exc:
+        _predicted_ladder(todo, str(exc))
+        return
     try:
         run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet)
     except BaselineError as exc:
@@ -87,6 +93,19 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
         typer.echo(f"chart:   {ladder_chart(run, path.with_suffix('.png'))}")
     if any(r.get("status") == "failed" for r in run["records"]):
         fail("some rungs failed their correctness check (see the table)", 3)
+
+
+def _predicted_ladder(shapes: list[tuple[int, int, int]], why: str) -> None:
+    """No GPU: show the ladder `sgemmlab inspect --all` predicts for the H200 instead."""
+    from .inspect import occupancy, report
+
+    g = occupancy.gpu("h200")
+    typer.echo(f"No GPU here ({why.rstrip('.')}); showing the ladder PREDICTED for the "
+               f"{g.name}, not measured (no GPU here).\n")
+    for M, N, K in shapes:
+        items = report.ladder(g, (M, N, K), measured=report.find_measured(g, (M, N, K)))
+        typer.echo(report.ladder_text(
+            items, f"{g.name}, {M}x{N}x{K}: predicted, not measured (no GPU here)") + "\n")
 
 
 @app.command()
@@ -212,10 +231,12 @@ def info():
 
 
 def _register_more() -> None:
-    """Commands that live beside the code they drive (bench, ceilings, report)."""
+    """Commands that live beside the code they drive (bench, ceilings, report, inspect)."""
     from .bench.commands import register
+    from .inspect.commands import register as register_inspect
 
     register(app)
+    register_inspect(app)
 
 
 _register_more()

@@ -1,8 +1,9 @@
 """The bill of a kernel: how many FLOPs it performs per byte it moves, from its tiling alone.
 
-This is the x coordinate of a kernel on the roofline. It is a model, not a measurement: it
-counts the traffic of one block tile between DRAM and the SM and assumes nothing is reused
-across blocks through the L2 (which makes it a lower bound on the intensity a profiler sees).
+This is the x coordinate of a kernel on the roofline; the count itself lives in
+sgemmlab.inspect.bill (the whole bill of every rung), this module keeps the report's names.
+It is a model, not a measurement: it counts the traffic of one block tile between DRAM and
+the SM and assumes nothing is reused across blocks through the L2 (which makes it a lower bound on the intensity a profiler sees).
 
 A block computing a BM x BN tile of C walks K in steps of BK; each step reads a BM x BK
 slice of A and a BK x BN slice of B (4 bytes a float) and performs 2*BM*BN*BK FLOPs:
@@ -18,16 +19,14 @@ from __future__ import annotations
 from ..registry import Config, Rung
 
 BYTES_PER_FLOAT = 4
-UNTILED_INTENSITY = 2 / (2 * BYTES_PER_FLOAT)  # 2 FLOPs per 8 bytes loaded
 
 
 def block_tile_intensity(rung: Rung, config: Config) -> float:
-    """FLOP per DRAM byte of one block tile of `rung` at `config` (see the module doc)."""
-    if rung.number <= 2:
-        return UNTILED_INTENSITY
-    BM, BN = rung.tile(config)
-    BK = config.get("BK", config.get("BS"))  # rung 3 steps K by its square tile side
-    return 2 * BM * BN * BK / ((BM + BN) * BK * BYTES_PER_FLOAT)
+    """FLOP per DRAM byte of one block tile of `rung` at `config` (see the module doc).
+    Counted by sgemmlab.inspect.bill from the kernel's index arithmetic: one implementation."""
+    from ..inspect.bill import count
+
+    return count(rung, config).intensity
 
 
 def minimal_intensity(M: int, N: int, K: int) -> float:

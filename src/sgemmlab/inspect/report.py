@@ -1,0 +1,229 @@
+"""`sgemmlab inspect`: a rung's bill, resources, occupancy, SASS mix and predicted bound,
+gathered into one dict (the JSON output) and rendered as terminal text or Markdown.
+
+Everything here is computed: the bill from the registry's configuration (bill.py), the
+resources from ptxas's report of a fresh NVRTC compile, the instruction mix from the cubin.
+No GPU is needed; a measured time is read from a ladder results file when one exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import registry
+from ..bench import results
+from ..runtime.compiler import compile_kernel
+from . import bill as bill_mod
+from . import occupancy as occ_mod
+from . import predict as predict_mod
+from . import sass as sass_mod
+
+
+def compile_for(rung: registry.Rung, config: registry.Config, arch: str):
+    """As the launcher compiles it for aligned operands (float4 accesses where it can)."""
+    macros = rung.macros(config) | ({"SGEMM_VEC4": 1} if rung.vectorized else {})
+    return compile_kernel(rung.source, macros, arch)
+
+
+def find_measured(g: occ_mod.GPU, shape, root: Path | None = None) -> tuple[dict, str] | None:
+    """kernel label -> record from the newest ladder results file for this GPU and shape."""
+    folder = (root or results.results_root()) / _slug(g.name)
+    found = []
+    for p in folder.glob("ladder-*.json"):
+        try:
+            run = results.load(p)
+        except (OSError, ValueError):
+            continue
+        recs = {r["kernel"]: r for r in run.get("records", [])
+                if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}
+        if recs:
+            shown = p.relative_to(results.REPO_DIR) if p.is_relative_to(results.REPO_DIR) \
+                else p
+            found.append((run.get("created", ""), p.name, recs, str(shown)))
+    if not found:
+        return None
+    newest = max(found)
+    return newest[2], newest[3]
+
+
+def measured_from(path: Path, shape) -> tuple[dict, str]:
+    run = results.load(path)
+    return ({r["kernel"]: r for r in run.get("records", [])
+             if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}, str(path))
+
+
+def _slug(name: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def inspect_rung(rung: registry.Rung, config: registry.Config, shape, g: occ_mod.GPU,
+                 measured: tuple[dict, str] | None = None,
+                 occupancy_gpus: list[occ_mod.GPU] | None = None) -> dict:
+    """Everything `sgemmlab inspect` says about one rung at one configuration and shape."""
+    if problems := rung.violations(config):
+        raise ValueError(f"illegal configuration for {rung.label}: " + "; ".join(problems))
+    b = bill_mod.count(rung, config, shape)
+    compiled = compile_for(rung, config, g.arch)
+    res = compiled.resources
+    occupancy = {}
+    for other in occupancy_gpus or [g]:
+        r = res if other.arch == g.arch else compile_for(rung, config, other.arch).resources
+        occupancy[other.slug] = occ_mod.occupancy(other, rung.threads(config), r.registers,
+                                                  r.smem_bytes).to_dict()
+    try:
+        loop, whole = sass_mod.analyse(compiled.cubin)
+        sass = loop.to_dict() if loop else {"skipped": "no loop with FFMAs found"}
+        sass["local_memory_instructions"] = whole["local"]
+    except sass_mod.NoDisassembler as exc:
+        loop, sass = None, {"skipped": str(exc)}
+    pred = predict_mod.predict(b, g, loop)
+    out = {
+        "rung": rung.label, "title": rung.title, "gpu": g.slug, "arch": g.arch,
+        "shape": list(shape), "config": dict(config), "bill": b.to_dict(),
+        "resources": {"registers": res.registers, "spill_stores": res.spill_stores,
+                      "spill_loads": res.spill_loads, "stack_bytes": res.stack_bytes,
+                      "static_smem_bytes": res.smem_bytes, "dynamic_smem_bytes": 0},
+        "occupancy": occupancy, "sass": sass, "prediction": pred.to_dict(), "measured": None,
+    }
+    if measured and (rec := measured[0].get(rung.label)) and rec.get("median_us"):
+        out["measured"] = {"median_us": rec["median_us"], "config": rec.get("config"),
+                           "same_config": rec.get("config") == dict(config),
+                           "source": measured[1]}
+    return out
+
+
+def ladder(g: occ_mod.GPU, shape, seed: bool = False,
+           measured: tuple[dict, str] | None = None) -> list[dict]:
+    """Every rung at this GPU's default configuration (or the seed's), inspected."""
+    return [inspect_rung(r, dict(r.seed) if seed else r.default(g.name), shape, g, measured)
+            for r in registry.RUNGS]
+
+
+# -- rendering ---------------------------------------------------------------------------
+def _us(x: float | None) -> str:
+    return "—" if x is None else (f"{x / 1000:.2f} ms" if x >= 10000 else f"{x:.0f} µs")
+
+
+def ladder_rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
+    head = ["rung", "glob B/warp/k-step", "FLOP/B", "smem words/FFMA", "worst conflict",
+            "regs", "blocks/SM (limit)", "FFMA share", "overhead/FFMA", "predicted",
+            "limit", "measured", "pred/meas"]
+    rows = []
+    for it in items:
+        b, s, p, m = it["bill"], it["sass"], it["prediction"], it["measured"]
+        o = it["occupancy"][it["gpu"]]
+        ways = [v["conflict_ways"] for k, v in b["ops"].items() if v["ideal"]]
+        meas = m["median_us"] if m else None
+        rows.append([
+            it["rung"], f"{b['global_sector_bytes_per_warp']:.0f}", f"{b['intensity']:.2f}",
+            f"{b['smem_loads_per_ffma']:.3g}", f"{max(ways):.0f}-way" if ways else "—",
+            str(it["resources"]["registers"]),
+            f"{o['blocks']} ({', '.join(o['limits'])})",
+            f"{100 * s['ffma_share']:.0f} %" if "ffma" in s else "—",
+            f"{s['overhead_per_ffma']:.3f}" if "ffma" in s else "—",
+            _us(p["time_us"]), p["limit"], _us(meas) + ("" if not m or m["same_config"]
+                                                        else " *"),
+            f"{p['time_us'] / meas:.2f}" if meas else "—"])
+    return head, rows
+
+
+def _table_text(head, rows) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _table_md(head, rows) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                      *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+PREDICTED_LABEL = "PREDICTED, not measured"
+
+
+def ladder_text(items: list[dict], title: str) -> str:
+    head, rows = ladder_rows(items)
+    notes = [f"source of measured times: {items[0]['measured']['source']}"] if any(
+        i["measured"] for i in items) else ["no measured times for this GPU and shape"]
+    if any(i["measured"] and not i["measured"]["same_config"] for i in items):
+        notes.append("* measured at a different configuration")
+    if any("ffma" not in i["sass"] for i in items):
+        notes.append(f"SASS: {items[0]['sass'].get('skipped', 'skipped')}")
+    return "\n".join([title, "", _table_text(head, rows), "", *notes])
+
+
+def rung_text(it: dict) -> str:
+    b, r, s, p = it["bill"], it["resources"], it["sass"], it["prediction"]
+    M, N, K = it["shape"]
+    L = [f"{it['rung']} — {it['title']}", f"  config {registry.config_key(it['config'])}",
+         f"  shape {M}x{N}x{K} on {it['gpu']} ({it['arch']}); {PREDICTED_LABEL} except "
+         "where marked measured", "",
+         f"1. Bill (per warp per K step of {b['bk']} k; block of {b['threads']} threads)"]
+    for key, v in b["ops"].items():
+        if key.split(".")[0] in ("A", "B", "C"):
+            L.append(f"  {key:9s} {v['instructions']:6.2f} instr  {v['bytes_requested']:7.0f} B "
+                     f"requested  {v['sectors']:6.1f} sectors ({v['sector_bytes']:.0f} B)")
+        else:
+            L.append(f"  {key:9s} {v['instructions']:6.2f} instr  {v['words']:7.0f} words  "
+                     f"{v['wavefronts']:6.1f} wavefronts  {v['conflict_ways']:.2g}-way")
+    L += [f"  A+B global: {b['global_sector_bytes_per_warp']:.0f} B moved for "
+          f"{64 * b['ffma_per_warp']:.0f} FLOPs",
+          f"  shared loads per FFMA: {b['smem_loads_per_ffma']:.4g} words, "
+          f"{b['lds_per_ffma']:.4g} instructions (source level)",
+          f"  intensity {b['intensity']:.2f} FLOP/B; DRAM traffic (block-tile model) "
+          f"{b['dram_bytes'] / 1e9:.2f} GB, minimum {b['minimal_dram_bytes'] / 1e9:.3f} GB", "",
+          f"2. Resources: {r['registers']} registers, spills {r['spill_stores']}/"
+          f"{r['spill_loads']} B, stack {r['stack_bytes']} B, shared {r['static_smem_bytes']} B "
+          f"static + {r['dynamic_smem_bytes']} B dynamic"]
+    for slug, o in it["occupancy"].items():
+        by = ", ".join(f"{k} {v}" for k, v in o["by"].items())
+        L.append(f"  {slug:8s} {o['blocks']} block(s)/SM, {o['warps']}/{o['max_warps']} warps "
+                 f"= {100 * o['fraction']:.1f} % occupancy; limited by "
+                 f"{' and '.join(o['limits'])} ({by})")
+    L.append("")
+    if "ffma" in s:
+        L += [f"3. SASS hot loop [{s['start']:#06x}..{s['end']:#06x}]: {s['instructions']} "
+              f"instructions, {s['ffma']} FFMA ({100 * s['ffma_share']:.1f} %), overhead "
+              f"{s['overhead_per_ffma']:.3f} per FFMA",
+              f"  categories: {s['categories']}",
+              f"  LDS by width (bits): {s['lds_widths']}; LDG: {s['ldg_widths']}; local memory "
+              f"instructions in the kernel: {s['local_memory_instructions']}"]
+    else:
+        L.append(f"3. SASS: {s.get('skipped')}")
+    L += ["", "4. Predicted bound (" + ", ".join(f"{k} {_us(v)}" for k, v in
+                                                 p["times_us"].items())
+          + f"): {_us(p['time_us'])}, limited by {p['limit']}"]
+    m = it["measured"]
+    L.append(f"  measured: {_us(m['median_us'])}"
+             + ("" if m["same_config"] else f" at {registry.config_key(m['config'])}")
+             + f" ({m['source']})" if m else "  measured: none for this GPU and shape")
+    return "\n".join(L)
+
+
+MD_METHOD = """\
+Generated by `{command}` on a machine without a GPU: everything but the *measured* column
+is computed from the registry, the kernels' index arithmetic (replayed in Python for one
+block, `sgemmlab/inspect/bill.py`), ptxas's resource report and the SASS of a fresh NVRTC
+compile. *Predicted* is the slowest of five services (DRAM, L1 wavefronts, shared-memory
+wavefronts, instruction issue, FFMA lanes: `sgemmlab/inspect/predict.py`); it is a lower
+bound that leaves out latency, so *pred/meas* below 1 is the part of the time the model
+does not explain. The bill's columns are per warp per K step; *smem words/FFMA* is the
+articles' "shared loads per FFMA" at source level (the compiler fuses some, see the SASS
+columns)."""
+
+
+def ladder_markdown(items: list[dict], seed_items: list[dict], title: str, command: str) -> str:
+    head, rows = ladder_rows(items)
+    shead, srows = ladder_rows(seed_items)
+    keep = [0, 1, 2, 3, 4, 5, 6]
+    m = next((i["measured"] for i in items if i["measured"]), None)
+    return "\n".join([
+        f"# {title}", "", MD_METHOD.format(command=command), "",
+        f"Measured: `{m['source']}`." if m else "No measured times.", "",
+        "## The ladder: predicted and measured", "", _table_md(head, rows), "",
+        "## At the seed's configurations (the articles' A6000 tiles)", "",
+        "Bill only: these are the configurations the articles counted; compare 1056 and "
+        "160 bytes (rungs 1-2), 2.0 / 1.125 / 0.25 shared loads per FFMA (rungs 3-5).", "",
+        _table_md([shead[i] for i in keep], [[r[i] for i in keep] for r in srows]), ""])
