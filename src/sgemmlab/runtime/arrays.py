@@ -60,19 +60,12 @@ def as_matrix(obj: Any, name: str) -> Matrix:
             raise OperandError(f"{name}: dtype is {obj.dtype}, sgemmlab computes float32 only")
         if obj.device.type != "cuda":
             raise OperandError(f"{name}: tensor is on {obj.device}, not on a CUDA GPU")
-    from cuda.core.utils import StridedMemoryView
-
-    make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
-    try:
-        view = make(obj, stream_ptr=-1)
-    except Exception as exc:
-        raise OperandError(f"{name}: cannot be viewed as a GPU array ({exc})") from None
-    if np.dtype(view.dtype) != np.float32:
-        raise OperandError(f"{name}: dtype is {np.dtype(view.dtype)}, sgemmlab computes "
-                           "float32 only")
-    if not view.is_device_accessible:
+    view = _view(obj, name)
+    if view.dtype != np.float32:
+        raise OperandError(f"{name}: dtype is {view.dtype}, sgemmlab computes float32 only")
+    if not view.on_device:
         raise OperandError(f"{name}: array is in host memory, not on a CUDA GPU")
-    shape = tuple(view.shape)
+    shape = view.shape
     if len(shape) != 2:
         raise OperandError(f"{name}: expected a 2-D matrix, got shape {shape}")
     rows, cols = shape
@@ -83,7 +76,54 @@ def as_matrix(obj: Any, name: str) -> Matrix:
             f"column stride; make it contiguous first (e.g. .contiguous())"
         )
     ld = max(int(strides[0]), cols, 1)
-    return Matrix(obj, int(view.ptr), rows, cols, ld, int(view.device_id), lib)
+    return Matrix(obj, view.ptr, rows, cols, ld, view.device_id, lib)
+
+
+@dataclass(frozen=True)
+class _View:
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None  # elements; None: C-contiguous
+    dtype: np.dtype
+    device_id: int
+    on_device: bool
+
+
+def _view(obj: Any, name: str) -> _View:
+    """Pointer, shape, strides, dtype and device: cuda.core's StridedMemoryView (DLPack, or
+    __cuda_array_interface__ v3), else a v2 interface read here (torch still exports v2)."""
+    from cuda.core.utils import StridedMemoryView
+
+    make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
+    try:
+        v = make(obj, stream_ptr=-1)
+    except Exception as exc:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        if not isinstance(cai, dict) or cai.get("version", 0) >= 3:
+            raise OperandError(f"{name}: cannot be viewed as a GPU array ({exc})") from None
+        return _view_cai_v2(cai, name)
+    strides = tuple(v.strides) if v.strides is not None else None
+    return _View(int(v.ptr), tuple(v.shape), strides, np.dtype(v.dtype), int(v.device_id),
+                 bool(v.is_device_accessible))
+
+
+def _view_cai_v2(cai: dict, name: str) -> _View:
+    from cuda.bindings import driver
+
+    dtype = np.dtype(cai["typestr"])
+    ptr = int(cai["data"][0])
+    strides = cai.get("strides")
+    if strides is not None:
+        if any(s % dtype.itemsize for s in strides):
+            raise OperandError(f"{name}: byte strides {strides} are not whole elements")
+        strides = tuple(s // dtype.itemsize for s in strides)
+    device_id, on_device = 0, True
+    if ptr:
+        err, ordinal = driver.cuPointerGetAttribute(
+            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        on_device = err == driver.CUresult.CUDA_SUCCESS
+        device_id = int(ordinal) if on_device else 0
+    return _View(ptr, tuple(cai["shape"]), strides, dtype, device_id, on_device)
 
 
 class _StreamHandle:
