@@ -214,8 +214,9 @@ def test_thread_counts_follow_the_tiles():
     assert registry.rung(4).threads({"BM": 64, "BN": 64, "BK": 8, "TM": 8}) == 512
     assert registry.rung(5).threads(registry.rung(5).seed) == 256
     warp = registry.rung(10)
-    assert warp.threads(warp.seed) == (128 // 64) * (128 // 32) * 32
-    assert warp.threads({**warp.seed, "WN": 64}) == (128 // 64) * (128 // 64) * 32
+    tiles = {**warp.seed, "BM": 128, "BN": 128, "WM": 64, "WN": 32}
+    assert warp.threads(tiles) == (128 // 64) * (128 // 32) * 32
+    assert warp.threads({**tiles, "WN": 64}) == (128 // 64) * (128 // 64) * 32
 
 
 # -- compile-time constants ---------------------------------------------------------------
@@ -238,9 +239,14 @@ def test_rung_10_derives_wmiter():
         per_warp = 32 * cfg["TM"] * cfg["TN"] * cfg["WNITER"]
         assert (cfg["WM"] * cfg["WN"]) % per_warp == 0, config_key(cfg)
         assert r.macros(cfg)["WMITER"] == cfg["WM"] * cfg["WN"] // per_warp, config_key(cfg)
-    assert r.macros(r.seed)["WMITER"] == 1  # 64*32 / (32*8*4*2)
-    two = {**r.seed, "WNITER": 1}
+    base = {**r.seed, "BM": 128, "BN": 128, "WM": 64, "WN": 32, "TM": 8, "TN": 4}
+    assert r.macros({**base, "WNITER": 2})["WMITER"] == 1  # 64*32 / (32*8*4*2)
+    two = {**base, "WNITER": 1}
     assert r.is_legal(two) and r.macros(two)["WMITER"] == 2
+    # a warp tile too small for its lanes: WMITER is clamped to 1 and the rule says why
+    small = {**base, "WM": 32, "WN": 32, "WNITER": 4}
+    assert r.macros(small)["WMITER"] == 1
+    assert any(text.startswith("a warp's 32 lanes") for text in r.violations(small))
 
 
 # -- defaults -------------------------------------------------------------------------------
