@@ -147,6 +147,14 @@ def load(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _shown(p: Path) -> str:
+    """A path as results files record it: relative to the checkout when inside it."""
+    try:
+        return p.resolve().relative_to(REPO_DIR).as_posix()
+    except ValueError:
+        return str(p)
+
+
 def latest_ceilings(directory: Path) -> dict[str, Any] | None:
     """The ceilings of the newest `sgemmlab ceilings` file in `directory`, or None."""
     found = []
@@ -157,7 +165,7 @@ def latest_ceilings(directory: Path) -> dict[str, Any] | None:
             continue
         c = data.get("ceilings") or {}
         if data.get("kind") == "ceilings" and c.get("ffma_tflops") and c.get("copy_tbps"):
-            found.append((data.get("created", ""), p.name, {**c, "source": str(p)}))
+            found.append((data.get("created", ""), p.name, {**c, "source": _shown(p)}))
     return max(found)[2] if found else None
 
 

@@ -13,12 +13,12 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 21231.8 us, 6473 GFLOP/s, 12.6 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 21240.8 us, 6471 GFLOP/s, 12.6 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
-// NVIDIA H200 4092x4092x4092: 21271.0 us, 6442 GFLOP/s, 13.4 % of cuBLAS, 32 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+// NVIDIA H200 4092x4092x4092: 21272.9 us, 6442 GFLOP/s, 13.4 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
 // </measured>
 #include "common.cuh"
 

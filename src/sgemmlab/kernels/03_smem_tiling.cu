@@ -16,12 +16,12 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 15927.7 us, 8629 GFLOP/s, 16.8 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 15926.3 us, 8630 GFLOP/s, 16.8 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
-// NVIDIA H200 4092x4092x4092: 16032.6 us, 8547 GFLOP/s, 17.8 % of cuBLAS, 32 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+// NVIDIA H200 4092x4092x4092: 16032.2 us, 8548 GFLOP/s, 17.8 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
 // </measured>
 #include "common.cuh"
 

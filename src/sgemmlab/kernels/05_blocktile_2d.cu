@@ -27,12 +27,12 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 6151.4 us, 22343 GFLOP/s, 43.5 % of cuBLAS, 96 registers
+// NVIDIA H200 4096x4096x4096: 6148.2 us, 22354 GFLOP/s, 43.5 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
-// NVIDIA H200 4092x4092x4092: 6166.9 us, 22221 GFLOP/s, 46.4 % of cuBLAS, 96 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+// NVIDIA H200 4092x4092x4092: 6171.2 us, 22206 GFLOP/s, 46.3 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -32,12 +32,12 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3686.4 us, 37282 GFLOP/s, 72.6 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3684.7 us, 37300 GFLOP/s, 72.6 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T121742Z.json)
-// NVIDIA H200 4092x4092x4092: 3690.9 us, 37128 GFLOP/s, 77.5 % of cuBLAS, 63 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+// NVIDIA H200 4092x4092x4092: 3697.0 us, 37067 GFLOP/s, 77.3 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T121759Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
 // </measured>
 #include "common.cuh"
 
