@@ -462,3 +462,14 @@ def test_concurrent_compiles_of_one_key_all_succeed_and_leave_one_entry(tmp_path
     for macros, (key, sha, _) in zip(configs, (seen[0] for seen in per_config)):
         hit = compile_kernel(SMALL[0], macros, ARCH)
         assert hit.cached and hit.key == key and _sha(hit.cubin) == sha
+
+
+def test_the_generated_measured_block_is_not_part_of_the_cache_key(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiler, "KERNEL_DIR", tmp_path)
+    body = "// header\n// <measured>\n{}\n// </measured>\nextern \"C\" __global__ void sgemm() {{}}\n"
+    (tmp_path / "k.cu").write_text(body.format("// 1.0 us"))
+    before = compiler.cache_key("k.cu", {"BS": 8}, ARCH)
+    (tmp_path / "k.cu").write_text(body.format("// 2.0 us, a new measurement"))
+    assert compiler.cache_key("k.cu", {"BS": 8}, ARCH) == before
+    (tmp_path / "k.cu").write_text(body.format("// 2.0 us").replace("{}", "{ }"))
+    assert compiler.cache_key("k.cu", {"BS": 8}, ARCH) != before  # code outside: new key

@@ -29,6 +29,9 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 ENTRY = "sgemm"  # every rung's kernel is extern "C" sgemm
 _MAGIC = b"SGLCUBIN1"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+# The <measured> block of a rung header is regenerated from results files; it is a comment,
+# so it is left out of the cache key (rewriting it must not recompile every rung).
+_MEASURED = re.compile(r"// <measured>.*?// </measured>", re.DOTALL)
 
 
 class CompileError(RuntimeError):
@@ -87,7 +90,8 @@ def nvrtc_version() -> str:
 def source_with_includes(name: str) -> str:
     """The text of kernels/`name` followed by every local file it includes, recursively.
 
-    This is what the cache key hashes, so a change in common.cuh rebuilds every rung.
+    This is what the cache key hashes, so a change in common.cuh rebuilds every rung; the
+    generated <measured> comment block is left out.
     """
     seen: list[str] = []
 
@@ -100,7 +104,8 @@ def source_with_includes(name: str) -> str:
                 walk(inc)
 
     walk(name)
-    return "".join(f"// ==> {n}\n{(KERNEL_DIR / n).read_text()}" for n in seen)
+    text = "".join(f"// ==> {n}\n{(KERNEL_DIR / n).read_text()}" for n in seen)
+    return _MEASURED.sub("", text)
 
 
 def _options(arch: str, macros: Mapping[str, int]) -> dict:
@@ -215,6 +220,9 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
     cubin, log = _nvrtc(source, macros, arch)
     res = parse_ptxas(log)
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
-        _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
-                            "macros": dict(macros), "arch": arch}, cubin)
+        try:
+            _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
+                                "macros": dict(macros), "arch": arch}, cubin)
+        except OSError:  # a read-only or full cache costs the next compile, not this one
+            pass
     return Compiled(key, cubin, log, res, cached=False)

@@ -33,18 +33,26 @@ class GPUInfo:
 
 
 @cache
-def device(index: int = 0):
-    """The cuda.core Device, made current. Raises NoGPUError in one plain sentence."""
+def _device(index: int):
     try:
         from cuda.core import Device
 
-        dev = Device(index)
-        dev.set_current()
+        return Device(index)
     except Exception as exc:  # no libcuda, no device, driver too old: all mean "no GPU"
         raise NoGPUError(
             f"No usable NVIDIA GPU was found ({str(exc).splitlines()[0]}); "
             "sgemmlab needs one to run kernels."
         ) from None
+
+
+def device(index: int = 0):
+    """The cuda.core Device, made current on every call (a module loads into the current
+    context, so the last device used must not decide). Raises NoGPUError in one sentence."""
+    dev = _device(index)
+    try:
+        dev.set_current()
+    except Exception as exc:
+        raise NoGPUError(f"GPU {index} could not be made current ({exc})") from None
     return dev
 
 
