@@ -17,9 +17,6 @@ from .runtime.arrays import Matrix, OperandError, as_matrix, current_stream_hand
 from .runtime.device import gpu_info
 from .runtime.launch import Launcher
 
-#: The rung used when the caller names none (the tuner's dispatch replaces this choice).
-DEFAULT_RUNG = "warptiling"
-
 
 def _empty_like(m: Matrix, rows: int, cols: int):
     if m.library == "torch":
@@ -82,7 +79,7 @@ def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.
             C.obj[...] = C.obj * beta
         return target
 
-    rung = registry.rung(kernel if kernel is not None else DEFAULT_RUNG)
+    rung = registry.rung(kernel) if kernel is not None else registry.best()
     cfg = dict(config) if config is not None else rung.default(gpu_info(A.device_id).name)
     stream = stream_for(current_stream_handle(A), A.device_id)
     Launcher(rung, cfg, A.device_id)(M, N, K, alpha, A.ptr, A.ld, B.ptr, B.ld, beta,

@@ -35,14 +35,22 @@ def shapes_from(sizes: list[int] | None, shapes: list[str] | None,
 
 
 def rungs_from(kernels: list[str] | None):
-    from . import registry
+    """Rungs named on the command line (numbers, names, 'all', 'best'); all by default."""
+    from .bench.suites import rungs_for
 
-    if not kernels or kernels == ["all"]:
-        return list(registry.RUNGS)
     try:
-        return [registry.rung(k) for k in kernels]
+        return rungs_for(kernels or ["all"])
     except KeyError as exc:
         raise typer.BadParameter(exc.args[0]) from None
+
+
+def require_torch() -> None:
+    """Measuring needs torch (cuBLAS, CUDA events, the L2 flush): say so in one sentence."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        fail("this command needs torch (cuBLAS, CUDA events and the L2 flush go through "
+             "it): pip install 'sgemmlab[torch]'")
 
 
 def require_gpu():
@@ -80,6 +88,7 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
     except NoGPUError as exc:
         _predicted_ladder(todo, str(exc))
         return
+    require_torch()
     try:
         run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet)
     except BaselineError as exc:
@@ -119,6 +128,7 @@ def tune(kernel: KernelOpt = None, size: SizeOpt = None, shape: ShapeOpt = None,
     todo = shapes_from(size, shape, [(4096, 4096, 4096)])
     rungs = rungs_from(kernel)
     require_gpu()
+    require_torch()
     for r in rungs:
         path, best = search.tune_rung(r, todo, jobs=jobs, limit=limit,
                                       write_defaults=write_defaults)
@@ -163,6 +173,7 @@ def run(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung number 
 
     r = rungs_from([kernel])[0]
     gpu = require_gpu()
+    require_torch()
     try:
         cfg = registry.parse_config(config) if config else r.default(gpu.name)
     except ValueError as exc:

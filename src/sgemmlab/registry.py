@@ -342,6 +342,12 @@ RUNGS: tuple[Rung, ...] = (
     ),
 )
 
+def best() -> Rung:
+    """The rung used when nobody names one (`matmul`, `--kernel best`): for now the
+    highest-numbered rung; the per-shape dispatcher will replace this one function."""
+    return max(RUNGS, key=lambda r: r.number)
+
+
 _BY_NAME = {r.name: r for r in RUNGS} | {r.label: r for r in RUNGS} | {
     str(r.number): r for r in RUNGS}
 

@@ -28,16 +28,6 @@ def register(app: typer.Typer) -> None:
     app.command()(report)
 
 
-def _need_torch() -> None:
-    from ..cli import fail
-
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        fail("this command needs torch (cuBLAS, CUDA events and the L2 flush go through "
-             "it): pip install 'sgemmlab[torch]'")
-
-
 def _candidates(rungs, baselines: list[str], gpu_name: str) -> tuple[list, list[str]]:
     """Each rung at this GPU's default configuration, then the extra baselines; and notes
     for the baselines that cannot run here."""
@@ -67,7 +57,7 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
           quiet: Annotated[bool, typer.Option(help="no live display")] = False):
     """Check kernels and baselines, then time each against cuBLAS FP32 over suites of shapes."""
-    from ..cli import fail, parse_shape, require_gpu
+    from ..cli import fail, parse_shape, require_gpu, require_torch
     from . import runner, suites
     from .measure import CONFIRM, QUICK
     from .tables import LiveBoard, print_scoreboard
@@ -82,7 +72,7 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
     except (KeyError, ValueError) as exc:
         fail(exc.args[0])
     gpu = require_gpu()
-    _need_torch()
+    require_torch()
     candidates, notes = _candidates(rungs, extra, gpu.name)
     method = CONFIRM if confirm else QUICK
     tag = "-".join([*(suite or []), *(f"{M}x{N}x{K}" for M, N, K in explicit)])[:80] \
@@ -107,11 +97,11 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
 
 def ceilings(launches: Annotated[int, typer.Option(help="timed launches of each")] = 20):
     """Measure this GPU's roofs: FP32 FFMA peak and device-to-device copy bandwidth."""
-    from ..cli import fail, require_gpu
+    from ..cli import fail, require_gpu, require_torch
     from . import ceilings as ceilings_mod
 
     gpu = require_gpu()
-    _need_torch()
+    require_torch()
     try:
         run, path = ceilings_mod.run(launches)
     except ceilings_mod.CeilingError as exc:

@@ -46,9 +46,8 @@ def shapes_for(suites: list[str], shapes: list[Shape]) -> list[Shape]:
 
 
 def best_rung() -> registry.Rung:
-    """The rung `--kernel best` means: for now the highest-numbered rung of the ladder.
-    (A later dispatcher that picks per shape replaces this one function.)"""
-    return max(registry.RUNGS, key=lambda r: r.number)
+    """The rung `--kernel best` means (registry.best)."""
+    return registry.best()
 
 
 def rungs_for(kernels: list[str]) -> list[registry.Rung]:
