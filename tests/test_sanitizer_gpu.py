@@ -1,9 +1,11 @@
-"""compute-sanitizer memcheck over every rung at ragged shapes (GPU; skipped without one or
-without the sanitizer).
+"""compute-sanitizer memcheck and racecheck over every rung at ragged shapes (GPU; skipped
+without one or without the sanitizer).
 
-Each rung runs in its own process under memcheck, once on the scalar path (67x45x33: no
-leading dimension is a multiple of 4) and once on the float4 path (67x44x36), beta != 0 so C
-is read as well as written. PyTorch's caching allocator is turned off in that process: with
+Each rung runs in its own process under the tool, once on the scalar path (67x45x33: no
+leading dimension is a multiple of 4), once on the float4 path (67x44x36), and once at
+300x200x1000, where rung 14 splits tiles between blocks (fix-up through the workspace);
+beta != 0 so C is read as well as written. Racecheck covers the rungs with shared memory
+(3 on): a missing barrier between a stage's last reads and its next copy shows there. PyTorch's caching allocator is turned off in that process: with
 it on, every tensor would sit inside one larger allocation and an access past a matrix's
 end would land in memory the sanitizer considers valid.
 """
@@ -42,7 +44,7 @@ import torch
 import sgemmlab
 
 rung = int(sys.argv[1])
-for M, N, K in ((67, 45, 33), (67, 44, 36)):
+for M, N, K in ((67, 45, 33), (67, 44, 36), (300, 200, 1000)):
     a = torch.rand(M, K, device="cuda") * 2 - 1
     b = torch.rand(K, N, device="cuda") * 2 - 1
     c = torch.rand(M, N, device="cuda") * 2 - 1
@@ -59,12 +61,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("rung", [
-    pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
+def _rung_params(first: int = 1):
+    return [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
         not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
-    for r in registry.RUNGS
-])
-def test_memcheck_is_clean(rung):
+        for r in registry.RUNGS if r.number >= first]
+
+
+def _sanitize(rung, tool: str) -> None:
     # compile both variants out here so that the process under the sanitizer reads them from
     # the disk cache (NVRTC running under it once returned an empty ptxas report)
     from sgemmlab.runtime.device import gpu_info
@@ -75,12 +78,22 @@ def test_memcheck_is_clean(rung):
         assert compile_kernel(rung.source, macros, gpu_info().arch).resources.known
     # API errors are torch's business (it probes the driver at start-up); a failed launch of
     # ours raises in the script, which then exits non-zero without printing DONE.
-    cmd = [SANITIZER, "--tool", "memcheck", "--error-exitcode", "1",
+    cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
            "--report-api-errors", "no", sys.executable, "-c", SCRIPT, str(rung.number)]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_env(),
-                          timeout=300)
+                          timeout=600)
     output = done.stdout + done.stderr
     tail = output[-6000:]
-    assert done.returncode == 0, f"{rung.label}: exit {done.returncode} under memcheck:\n{tail}"
+    assert done.returncode == 0, f"{rung.label}: exit {done.returncode} under {tool}:\n{tail}"
     assert "ERROR SUMMARY: 0 errors" in output, f"{rung.label}:\n{tail}"
     assert DONE in output, f"{rung.label}: the script did not finish:\n{tail}"
+
+
+@pytest.mark.parametrize("rung", _rung_params())
+def test_memcheck_is_clean(rung):
+    _sanitize(rung, "memcheck")
+
+
+@pytest.mark.parametrize("rung", _rung_params(first=3))
+def test_racecheck_is_clean(rung):
+    _sanitize(rung, "racecheck")

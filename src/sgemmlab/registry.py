@@ -14,6 +14,11 @@ Glossary (used the same way in every kernel and every docstring):
     WM, WN      the warp tile: each warp owns a WM x WN piece of the block tile (rung 10),
                 computed in WMITER x WNITER sub-tiles.
     PAD         extra floats at the end of every row of the transposed A tile in shared memory.
+    STAGES      rungs 11-14: shared-memory buffers in the cp.async ring.
+    TRANSPOSE_A, REGPF  rung 12's switches: A stored [k][m] in shared memory; fragments
+                double-buffered in registers.
+    SPLIT, FIXUP  rung 14: the decomposition (0 Stream-K, 1 data-parallel, s >= 2 split-K in
+                s parts) and how partial sums meet (0 fixed order, 1 atomic).
 
 Legality is decided here, in Python, before anything compiles. The kernels repeat the
 structural rules as static_asserts, and the tests check both directions: every legal
@@ -37,7 +42,15 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
-MAY_BE_ZERO = frozenset({"PAD", "PREFETCH"})  # "none" is meaningful for these two
+MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT"})
+
+#: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
+#:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);
+#:   "batched"  one launch computes a batch of products (batch strides, blockIdx.z or the
+#:              tile stream), so the kernel takes three more arguments;
+#:   "streamk"  a persistent grid walks a stream of (tile, k-range) work and needs a
+#:              workspace for partial sums (runtime/streamk.py plans the launch).
+FEATURES = frozenset({"layouts", "batched", "streamk"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,8 @@ class Rung:
     rows_on_x: bool = False  # rung 1 puts rows of C on blockIdx.x (that is its flaw)
     vectorized: bool = False  # uses float4 global accesses when alignment allows
     derived: Callable[[Config], Mapping[str, int]] = field(default=lambda cfg: {})
+    features: frozenset[str] = frozenset()  # see FEATURES
+    host_only: frozenset[str] = frozenset()  # configuration keys the host reads, not NVRTC
 
     @property
     def label(self) -> str:
@@ -111,8 +126,19 @@ class Rung:
                 yield cfg
 
     def macros(self, cfg: Config) -> dict[str, int]:
-        """Compile-time constants handed to NVRTC: the configuration plus derived values."""
-        return {**cfg, **self.derived(cfg), "THREADS": self.threads(cfg)}
+        """Compile-time constants handed to NVRTC: the configuration plus derived values
+        (host-only keys, such as rung 14's SPLIT, stay out: they change no instruction)."""
+        kept = {k: v for k, v in cfg.items() if k not in self.host_only}
+        return {**kept, **self.derived(cfg), "THREADS": self.threads(cfg)}
+
+    def supports(self, feature: str) -> bool:
+        return feature in self.features
+
+    def deterministic(self, cfg: Config) -> bool:
+        """Bit-identical results run to run: every rung but rung 14 with atomic fix-up of
+        split tiles (atomics add in whatever order they arrive)."""
+        return not ("streamk" in self.features and cfg.get("FIXUP", 0) == 1
+                    and cfg.get("SPLIT", 0) != 1)
 
     def grid(self, cfg: Config, M: int, N: int) -> tuple[int, int, int]:
         rows, cols = self.tile(cfg)
@@ -224,7 +250,8 @@ def _warp_derived(c: Config) -> dict[str, int]:
     return {"WMITER": max(wmiter, 1)}
 
 
-def _warp_rules() -> tuple[Rule, ...]:
+def _warp_rules(copy: str = "float4 copies") -> tuple[Rule, ...]:
+    """Rungs 10-12: the warp tile, its sub-tiles and the lanes' TM x TN pieces."""
     def wmiter(c: Config) -> int:
         return _warp_derived(c)["WMITER"]
 
@@ -242,20 +269,99 @@ def _warp_rules() -> tuple[Rule, ...]:
              and (c["WN"] // c["WNITER"]) % c["TN"] == 0
              and ((c["WM"] // wmiter(c)) // c["TM"]) * ((c["WN"] // c["WNITER"]) // c["TN"])
              == 32),
-        Rule("BK is a multiple of 4 and BN, BM of 4 (float4 copies)",
+        Rule(f"BK is a multiple of 4 and BN, BM of 4 ({copy})",
              lambda c: c["BK"] % 4 == 0 and c["BN"] % 4 == 0 and c["BM"] % 4 == 0),
         Rule("TM and TN are multiples of 4 (float4 shared-memory reads)",
              lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0),
+        Rule("4 or 8 warps per block (128 or 256 threads)",
+             lambda c: (c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) in (4, 8)),
+    )
+
+
+def _accumulators(c: Config) -> int:
+    return c["BM"] * c["BN"] // ((c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32)
+
+
+def _warp_rules_10() -> tuple[Rule, ...]:
+    return _warp_rules() + (
         Rule("PAD is a multiple of 4 (keeps float4 reads of the A tile aligned)",
              lambda c: c["PAD"] % 4 == 0),
         Rule("PREFETCH is 0 or 1", lambda c: c["PREFETCH"] in (0, 1)),
+        Rule("at most 64 accumulators per thread (register budget: with the copy registers,"
+             " 128 outputs spill past 255 registers)", lambda c: _accumulators(c) <= 64),
+    )
+
+
+def _pipeline_smem(c: Config) -> int:
+    """Rungs 11-12: STAGES x (the A stage + the B stage); A is [BM][BK+PAD] or, transposed,
+    [BK][BM+PAD]."""
+    a = c["BK"] * (c["BM"] + c["PAD"]) if c.get("TRANSPOSE_A", 0) else c["BM"] * (c["BK"] + c["PAD"])
+    return c["STAGES"] * (a + c["BK"] * c["BN"]) * _F
+
+
+def _pipeline_rules() -> tuple[Rule, ...]:
+    return _warp_rules("16-byte copies") + (
+        Rule("PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)",
+             lambda c: c["PAD"] % 4 == 0),
+        Rule("2 to 8 stages", lambda c: 2 <= c["STAGES"] <= 8),
+        Rule("TRANSPOSE_A and REGPF are 0 or 1",
+             lambda c: c.get("TRANSPOSE_A", 0) in (0, 1) and c.get("REGPF", 0) in (0, 1)),
+        Rule("at most 64 accumulators per thread (rung 13 takes 128, with hoisted addressing)",
+             lambda c: _accumulators(c) <= 64),
+    )
+
+
+def _patch_smem(c: Config) -> int:
+    """Rungs 13-14: STAGES x (As [BK][BM+PAD] + Bs [BK][BN+PAD])."""
+    return c["STAGES"] * c["BK"] * (c["BM"] + c["BN"] + 2 * c["PAD"]) * _F
+
+
+def _patch_threads(c: Config) -> int:
+    return (c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32
+
+
+def _patch_rules() -> tuple[Rule, ...]:
+    """Rungs 13-14: a lane owns a TM x TN patch made of (TM/4) x (TN/4) pieces of 4 x 4."""
+    return (
+        Rule("BM is a multiple of WM and BN of WN",
+             lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0),
+        Rule("TM and TN are multiples of 4 (pieces of 4 x 4, float4 shared-memory reads)",
+             lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0),
+        Rule("the warp tile is 32 lanes of TM x TN: (WM/TM) x (WN/TN) == 32",
+             lambda c: c["WM"] % c["TM"] == 0 and c["WN"] % c["TN"] == 0
+             and (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32),
+        Rule("at most 128 accumulators per thread (TM * TN <= 128)",
+             lambda c: c["TM"] * c["TN"] <= 128),
+        Rule("BK is a multiple of 4 and at most 32, BM and BN multiples of 4",
+             lambda c: c["BK"] % 4 == 0 and c["BK"] <= 32 and c["BM"] % 4 == 0
+             and c["BN"] % 4 == 0),
         Rule("4 or 8 warps per block (128 or 256 threads)",
              lambda c: (c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) in (4, 8)),
-        Rule("at most 64 accumulators per thread (register budget: with the copy registers,"
-             " 128 outputs spill past 255 registers)",
-             lambda c: c["BM"] * c["BN"] // ((c["BM"] // c["WM"]) * (c["BN"] // c["WN"]) * 32)
-             <= 64),
+        Rule("PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)",
+             lambda c: c["PAD"] % 4 == 0),
+        Rule("2 to 8 stages", lambda c: 2 <= c["STAGES"] <= 8),
+        _register_rule(lambda c: c["TM"] * c["TN"] + 2 * (c["TM"] + c["TN"]) + 32,
+                       "TM*TN accumulators, two sets of TM+TN fragment values and 32 for "
+                       "pointers and indices", _patch_threads),
     )
+
+
+def _streamk_rules() -> tuple[Rule, ...]:
+    return _patch_rules() + (
+        Rule("FIXUP is 0 (fixed order) or 1 (atomic)", lambda c: c["FIXUP"] in (0, 1)),
+        Rule("SPLIT is 0 (Stream-K), 1 (data-parallel) or a split-K factor 2-16",
+             lambda c: 0 <= c["SPLIT"] <= 16),
+    )
+
+
+_PIPELINE_SPACE = {"BM": (64, 128), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64),
+                   "WN": (32, 64), "WNITER": (1, 2), "TM": (4, 8), "TN": (4,), "PAD": (4,),
+                   "STAGES": (2, 3, 4)}
+_PATCH_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128),
+                "WN": (32, 64, 128), "TM": (8, 16), "TN": (8, 16), "PAD": (4,),
+                "STAGES": (2, 3, 4)}
+_PATCH_SEED = {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "TM": 16, "TN": 8, "PAD": 4,
+               "STAGES": 3}
 
 
 RUNGS: tuple[Rung, ...] = (
@@ -338,7 +444,44 @@ RUNGS: tuple[Rung, ...] = (
         # thread) is outside this space; this is its 256-thread, 64-output neighbour
         seed={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2, "TM": 8,
               "TN": 4, "PAD": 4, "PREFETCH": 0},
-        rules=_warp_rules(), vectorized=True, derived=_warp_derived,
+        rules=_warp_rules_10(), vectorized=True, derived=_warp_derived,
+    ),
+    Rung(
+        11, "cp_async", "cp.async multistage pipeline", "11_cp_async.cu",
+        space=_PIPELINE_SPACE, block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
+        smem_bytes=_pipeline_smem,
+        seed={"BM": 128, "BN": 64, "BK": 16, "WM": 64, "WN": 32, "WNITER": 1, "TM": 8,
+              "TN": 4, "PAD": 4, "STAGES": 3},
+        rules=_pipeline_rules(), vectorized=True,
+        derived=lambda c: {**_warp_derived(c), "TRANSPOSE_A": 0, "REGPF": 0},
+    ),
+    Rung(
+        12, "regprefetch", "register prefetch with A transposed in shared memory",
+        "12_regprefetch.cu",
+        space={**_PIPELINE_SPACE, "TRANSPOSE_A": (0, 1), "REGPF": (0, 1)},
+        block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
+        smem_bytes=_pipeline_smem,
+        seed={"BM": 128, "BN": 64, "BK": 16, "WM": 64, "WN": 32, "WNITER": 1, "TM": 8,
+              "TN": 4, "PAD": 4, "STAGES": 3, "TRANSPOSE_A": 1, "REGPF": 1},
+        rules=_pipeline_rules(), vectorized=True, derived=_warp_derived,
+    ),
+    Rung(
+        13, "hoisted", "16x8 patches, hoisted addressing, any layout, batches",
+        "13_hoisted.cu",
+        space=_PATCH_SPACE, block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
+        smem_bytes=_patch_smem, seed=_PATCH_SEED, rules=_patch_rules(), vectorized=True,
+        features=frozenset({"layouts", "batched"}),
+    ),
+    Rung(
+        14, "streamk", "Stream-K: a persistent grid over (tile, k-range) work",
+        "14_streamk.cu",
+        space={**_PATCH_SPACE, "BM": (64, 128), "BN": (64, 128), "FIXUP": (0, 1),
+               "SPLIT": (0, 1, 2, 4)},
+        block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
+        smem_bytes=lambda c: _patch_smem(c) + 4,  # + the int that tells a block it is last
+        seed={**_PATCH_SEED, "FIXUP": 0, "SPLIT": 0}, rules=_streamk_rules(),
+        vectorized=True, features=frozenset({"layouts", "batched", "streamk"}),
+        host_only=frozenset({"SPLIT"}),
     ),
 )
 

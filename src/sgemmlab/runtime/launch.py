@@ -21,6 +21,7 @@ from .device import device, gpu_info
 INT32_MAX = 2**31 - 1
 
 _loaded: dict[tuple, tuple[object, Compiled]] = {}
+_occupancy: dict[tuple, int] = {}
 _lock = threading.Lock()
 
 
@@ -40,12 +41,27 @@ def check_index_range(M: int, N: int, K: int, lda: int, ldb: int, ldc: int) -> N
             raise OverflowError(f"{name} = {v} does not fit the kernels' 32-bit size arguments")
 
 
-def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0):
+def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False
+                   ) -> dict[str, int]:
+    """The macros that pick a compiled variant: float4 globals, column-major A or B."""
+    out = {"SGEMM_VEC4": 1} if rung.vectorized and vec4 else {}
+    if trans_a:
+        out["SGEMM_TA"] = 1
+    if trans_b:
+        out["SGEMM_TB"] = 1
+    return out
+
+
+def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
+         trans_b: bool = False):
     """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
                           + "; ".join(problems))
-    key = (rung.label, config_key(cfg), vec4, device_id)
+    if (trans_a or trans_b) and not rung.supports("layouts"):
+        raise ConfigError(f"rung {rung.label} reads row-major operands only; column-major "
+                          "A or B needs a rung with layouts (13, 14)")
+    key = (rung.label, config_key(rung.macros(cfg)), vec4, trans_a, trans_b, device_id)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -53,7 +69,7 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0):
     from cuda.core import ObjectCode
 
     device(device_id)  # makes the device's context current for the module load
-    macros = rung.macros(cfg) | ({"SGEMM_VEC4": 1} if rung.vectorized and vec4 else {})
+    macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b)
     compiled = compile_kernel(rung.source, macros, gpu_info(device_id).arch)
     kernel = ObjectCode.from_cubin(compiled.cubin).get_kernel(ENTRY)
     with _lock:
@@ -86,22 +102,65 @@ class Launcher:
     def compiled(self, vec4: bool = True) -> Compiled:
         return load(self.rung, self.config, vec4, self.device_id)[1]
 
+    def blocks_per_sm(self, kernel) -> int:
+        """Resident blocks per SM for this kernel (the persistent grid's size)."""
+        key = (self.rung.label, config_key(self.config), id(kernel), self.device_id)
+        with _lock:
+            hit = _occupancy.get(key)
+        if hit is None:
+            hit = max(1, kernel.occupancy.max_active_blocks_per_multiprocessor(
+                self.rung.threads(self.config), 0))
+            with _lock:
+                _occupancy[key] = hit
+        return hit
+
     def bind(self, M: int, N: int, K: int, alpha: float, a: int, lda: int, b: int, ldb: int,
-             beta: float, c: int, ldc: int, stream) -> Callable[[], None]:
+             beta: float, c: int, ldc: int, stream, *, trans_a: bool = False,
+             trans_b: bool = False, batch: int = 1, stride_a: int = 0, stride_b: int = 0,
+             stride_c: int = 0) -> Callable[[], None]:
         """Everything checked and converted once; the returned callable only launches.
-        (The benchmark times these, so host work stays out of the measured region.)"""
+        (The benchmark times these, so host work stays out of the measured region.)
+
+        Row-major C = alpha * A @ B + beta * C. trans_a: A is column-major (A(m, k) at
+        a + k*lda + m); trans_b likewise. batch > 1: product i uses a + i*stride_a, b +
+        i*stride_b, c + i*stride_c (elements; 0 repeats an operand)."""
         from cuda.core import LaunchConfig, launch
 
+        rung = self.rung
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1 (got {batch})")
+        if batch > 1 and not rung.supports("batched"):
+            raise ConfigError(f"rung {rung.label} computes one product per launch; batches "
+                              "need a rung with batches (13, 14)")
         check_index_range(M, N, K, lda, ldb, ldc)
-        vec4 = vec4_ok((a, b, c), (lda, ldb, ldc))
-        kernel, _ = load(self.rung, self.config, vec4, self.device_id)
-        grid = self.rung.grid(self.config, M, N)
-        if grid[1] > 65535:
-            raise OverflowError(f"M={M}, N={N} need {grid[1]} blocks along gridDim.y, "
-                                "which allows 65535")
+        vec4 = vec4_ok((a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
+        kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b)
+        args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
+                b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
+        if rung.supports("batched"):
+            args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
+        if rung.supports("streamk"):
+            from .streamk import plan
+            from .workspace import workspace
+
+            cfg = self.config
+            slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
+            p = plan(cfg["SPLIT"], cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K,
+                     batch, slots)
+            if p.grid > INT32_MAX:
+                raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
+            ws = workspace(self.device_id, stream, p.workspace_bytes)
+            args += [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
+                     np.int32(p.sk_tiles), np.int32(p.sk_blocks), ws, ws + p.flags_offset]
+            grid = (p.grid, 1, 1)
+        else:
+            gx, gy, _ = rung.grid(self.config, M, N)
+            if gy > 65535 or batch > 65535:
+                raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
+                                    "along gridDim.y and z, which allow 65535 each")
+            grid = (gx, gy, batch)
         config = LaunchConfig(grid=grid, block=self.block)
-        args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
-                b, np.int32(ldb), np.float32(beta), c, np.int32(ldc))
+        args = tuple(args)
         return lambda: launch(stream, config, kernel, *args)
 
     def __call__(self, *args, **kwargs) -> None:

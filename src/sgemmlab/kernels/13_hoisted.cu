@@ -1,0 +1,307 @@
+// Rung 13 — 16 x 8 patches with hoisted addressing (and any layout, and batches).
+//
+// What changed from rung 12: three things, all about doing less around the FFMAs.
+//
+// 1. Bigger patches. A lane owns TM x TN outputs, up to 128 (16 x 8 or 8 x 16), built of
+//    (TM/4) x (TN/4) pieces of 4 x 4 spaced WM/(TM/4) rows and WN/(TN/4) columns apart, so a
+//    lane's A values at one k are TM/4 float4 loads and its B values TN/4 float4 loads, and
+//    within each piece the lanes of a warp read consecutive 16-byte words of the B row (the
+//    8 lanes of a quarter-warp: 128 contiguous bytes, no bank conflict) and of the A row.
+//    A TM x TN patch needs TM + TN values for TM*TN FFMAs: 24 for 128 at 16 x 8, against 16
+//    for 64 at rung 12's 8 x 8 (0.1875 -> 0.25 shared words per FFMA... per value: 5.3 FFMAs
+//    per shared float instead of 4).
+// 2. Hoisted addressing. Rungs 11-12 recompute every copy's source address from (row, k0,
+//    lda) at every tile: an IMAD chain per copy, and the matrix sizes reloaded from the
+//    constant bank. Here each thread works out once, before the loop, where its copies come
+//    from (one 64-bit pointer per copy) and where they land (one shared offset, the others
+//    being compile-time distances from it); every tile then adds a fixed step to each
+//    pointer (BK along a row, or BK*ld down the rows) and the stage indices advance by
+//    add-and-wrap instead of t % STAGES. Edges cost nothing in the loop either: rows of A
+//    and columns of B past the edge are read from the last valid row (clamped once; they
+//    only feed outputs that are never stored) or zero-filled through the copy's byte count
+//    computed once; only the last, partial k-tile takes the checking path.
+// 3. Register prefetch across tiles: the fragments of the next tile's first k are loaded
+//    right after the barrier that publishes it, during the current tile's last k, so no
+//    k-step ever waits on its own shared loads.
+//
+// Layouts (SGEMM_TA, SGEMM_TB, compiled as variants by the launcher): shared memory always
+// holds As[k][m] and Bs[k][n]. An operand whose memory runs along k (row-major A,
+// column-major B) is scattered there by 4-byte copies, 4 consecutive k per thread; one that
+// runs along m or n (column-major A, row-major B) arrives in 16-byte copies. One TileCopy
+// type serves both operands in both layouts. Batches: blockIdx.z picks the batch, and the
+// three strides (elements, 64-bit, 0 to broadcast one operand) move A, B and C.
+//
+// The bill (BM=128 BN=128 BK=8 WM=WN=64 TM=16 TN=8, 128 threads, STAGES=3): per k per
+// thread 4 + 2 LDS.128 for 128 FFMA (0.047 per FFMA; rung 12's example 0.0625); per tile
+// per thread 8 cp.async.4 of A (2 rows x 4 k) and 2 cp.async.16 of B, whose addresses are
+// a register plus an immediate, and 4 pointer steps. Shared memory 3 x 8 x (132 + 132) x 4 =
+// 25 KB; 128 accumulators + 48 fragment values: ~230 registers, so 2 blocks of 128 threads
+// per SM (8 warps; 2 per scheduler).
+//
+// Prediction: overhead instructions per FFMA (everything that is not FFMA) fall from ~0.4 in
+// rung 12 to ~0.1 (the worklog: 0.170 -> 0.075; cuBLAS 0.131), and the larger patches halve
+// the shared loads per FFMA: at 4096^3 within 5 % of cuBLAS or better; at 1024^3 (64 tiles
+// of 128 x 128 on 132 SMs: half the machine idle) no better than ~60 %: that is rung 14's.
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#include "async_copy.cuh"
+#include "common.cuh"
+
+#ifndef SGEMM_TA
+#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
+#endif
+#ifndef SGEMM_TB
+#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
+#endif
+
+static_assert(BM > 0 && BN > 0 && BK > 0 && WM > 0 && WN > 0 && TM > 0 && TN > 0 && STAGES > 0 &&
+                  PAD >= 0,
+              "every constant is positive (PAD may be 0)");
+static_assert(BM % WM == 0 && BN % WN == 0, "BM is a multiple of WM and BN of WN");
+static_assert(TM % 4 == 0 && TN % 4 == 0,
+              "TM and TN are multiples of 4 (pieces of 4 x 4, float4 shared-memory reads)");
+static_assert(WM % TM == 0 && WN % TN == 0 && (WM / TM) * (WN / TN) == 32,
+              "the warp tile is 32 lanes of TM x TN: (WM/TM) x (WN/TN) == 32");
+static_assert(TM * TN <= 128, "at most 128 accumulators per thread (TM * TN <= 128)");
+static_assert(BK % 4 == 0 && BK <= 32 && BM % 4 == 0 && BN % 4 == 0,
+              "BK is a multiple of 4 and at most 32, BM and BN multiples of 4");
+static_assert((BM / WM) * (BN / WN) == 4 || (BM / WM) * (BN / WN) == 8,
+              "4 or 8 warps per block (128 or 256 threads)");
+static_assert(PAD % 4 == 0, "PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)");
+static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
+static_assert(TM * TN + 2 * (TM + TN) + 32 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "TM*TN accumulators, two sets of TM+TN fragment values and 32 for pointers and "
+              "indices fit a thread's registers: min(255, 65536 / threads per block)");
+static_assert(THREADS == (BM / WM) * (BN / WN) * 32, "THREADS is 32 lanes per warp tile");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert(STAGES * BK * (BM + BN + 2 * PAD) * sizeof(float) <= 48 * 1024,
+              "static shared memory <= 49152 bytes");
+
+constexpr int A_LD = BM + PAD, B_LD = BN + PAD;  // As[k][m], Bs[k][n], rows padded
+constexpr int A_STAGE = BK * A_LD, B_STAGE = BK * B_LD;
+constexpr int SMEM_FLOATS = STAGES * (A_STAGE + B_STAGE);
+
+// One operand's share of a k-tile, global -> shared [BK][EXT] (rows of LD floats), with its
+// addresses worked out once. K_MAJOR: the operand's memory runs along k (row-major A,
+// column-major B), so each granule is 4 consecutive k of one row, scattered by 4-byte copies
+// into a column of the tile; otherwise it runs along the tile's extent and a granule is 4
+// consecutive floats of one row of k, one 16-byte copy (4 of 4 bytes without alignment).
+template <int EXT, int LD, bool K_MAJOR>
+struct TileCopy {
+    static constexpr int PER_ROW = K_MAJOR ? BK / 4 : EXT / 4;  // granules per source row
+    static constexpr int GRANULES = EXT * BK / 4;
+    static constexpr int COPIES = ceil_div(GRANULES, THREADS);  // granules per thread
+    static constexpr int PASS = THREADS / PER_ROW;  // source rows one pass of the block covers
+    static constexpr bool EVEN = GRANULES % THREADS == 0;
+    // distance in shared memory from one of a thread's granules to the next (compile time)
+    static constexpr int DST_STEP = K_MAJOR ? PASS : PASS * LD;
+    static_assert(THREADS % PER_ROW == 0, "a pass of the block covers whole source rows");
+
+    const float* src[COPIES];  // the thread's granules in the next k-tile to copy
+    const float* origin;       // a valid, aligned address for copies of zero bytes
+    long long step;            // elements from one k-tile to the next
+    int dst;                   // shared offset of the thread's first granule
+    int lead;                  // K_MAJOR: k of the granule in the tile; else its row (k)
+    int fill;                  // !K_MAJOR: bytes of the granule inside the matrix (0-16)
+    bool live;                 // the thread's last granule exists (always, when EVEN)
+
+    // base: the operand at the tile's first row/column and k = 0; ext_valid: rows (K_MAJOR)
+    // or columns of the tile inside the matrix (>= 1); kt: the first k-tile to copy.
+    __device__ __forceinline__ void init(const float* base, int ld, int ext_valid, int kt,
+                                         int tid) {
+        const int row = tid / PER_ROW, q = tid % PER_ROW * 4;
+        origin = base;
+        live = EVEN || tid + (COPIES - 1) * THREADS < GRANULES;
+        if (K_MAJOR) {
+            step = BK;
+            dst = q * LD + row;
+            lead = q;
+            fill = 16;
+#pragma unroll
+            for (int t = 0; t < COPIES; ++t)  // rows past the edge read the last valid row
+                src[t] = row_ptr(base, min(row + t * PASS, ext_valid - 1), ld) + kt * BK + q;
+        } else {
+            step = static_cast<long long>(BK) * ld;
+            dst = row * LD + q;
+            lead = row;
+            fill = 4 * max(0, min(4, ext_valid - q));
+#pragma unroll
+            for (int t = 0; t < COPIES; ++t)
+                src[t] = row_ptr(base, kt * BK + row + t * PASS, ld) + q;
+        }
+    }
+
+    __device__ __forceinline__ void advance() {
+#pragma unroll
+        for (int t = 0; t < COPIES; ++t) src[t] += step;
+    }
+
+    // Copy the k-tile into `stage`; k_left < BK marks the last, partial k-tile.
+    template <bool EDGE>
+    __device__ __forceinline__ void copy(float* stage, int k_left) const {
+#pragma unroll
+        for (int t = 0; t < COPIES; ++t) {
+            if (t == COPIES - 1 && !live) break;
+            float* d = stage + dst + t * DST_STEP;
+            if (K_MAJOR) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const bool ok = !EDGE || lead + j < k_left;
+                    cp_async4(d + j * LD, ok ? src[t] + j : origin, ok ? 4 : 0);
+                }
+            } else {
+                const int bytes = !EDGE || lead + t * PASS < k_left ? fill : 0;
+                if (SGEMM_VEC4) {
+                    cp_async16(d, bytes ? src[t] : origin, bytes);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const bool ok = 4 * j < bytes;
+                        cp_async4(d + j, ok ? src[t] + j : origin, ok ? 4 : 0);
+                    }
+                }
+            }
+        }
+    }
+};
+
+using CopyA = TileCopy<BM, A_LD, !SGEMM_TA>;
+using CopyB = TileCopy<BN, B_LD, SGEMM_TB != 0>;
+
+// Where a lane's patch sits in the block tile: its first piece's row and column; the others
+// are WM/(TM/4) rows and WN/(TN/4) columns further.
+struct Patch {
+    int row, col;
+    __device__ __forceinline__ Patch(int tid) {
+        const int warp = tid / 32, lane = tid % 32;
+        const int wr = warp / (BN / WN), wc = warp % (BN / WN);
+        const int lr = lane / (WN / TN), lc = lane % (WN / TN);
+        row = wr * WM + lr * 4;
+        col = wc * WN + lc * 4;
+    }
+};
+constexpr int PIECE_ROWS = WM / (TM / 4), PIECE_COLS = WN / (TN / 4);
+
+// acc = A[row0 .., k-tiles kt_begin .. kt_end) @ B[.., col0 ..]: the pipelined main loop.
+// A and B are the (batch's) matrices at their origin.
+__device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, const float* A,
+                                             int lda, const float* B, int ldb, int M, int N,
+                                             int K, int row0, int col0, int kt_begin,
+                                             int kt_end, const Patch& p, int tid) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    __syncthreads();  // the ring is free: nobody still reads a previous tile's stages
+
+    float* As = smem;
+    float* Bs = smem + STAGES * A_STAGE;
+    CopyA ca;
+    CopyB cb;
+    ca.init(SGEMM_TA ? A + row0 : row_ptr(A, row0, lda), lda, M - row0, kt_begin, tid);
+    cb.init(SGEMM_TB ? row_ptr(B, col0, ldb) : B + col0, ldb, N - col0, kt_begin, tid);
+    const int tiles = kt_end - kt_begin;
+    int k_left = K - kt_begin * BK;  // k still to copy, from the next k-tile on
+
+    auto issue = [&](int stage) {
+        if (k_left >= BK) {
+            ca.copy<false>(As + stage * A_STAGE, BK);
+            cb.copy<false>(Bs + stage * B_STAGE, BK);
+        } else {
+            ca.copy<true>(As + stage * A_STAGE, k_left);
+            cb.copy<true>(Bs + stage * B_STAGE, k_left);
+        }
+        ca.advance();
+        cb.advance();
+        k_left -= BK;
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < tiles) issue(s);
+        cp_async_commit();  // empty past the end: the group count stays uniform
+    }
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+
+    float fa[2][TM], fb[2][TN];
+    auto load = [&](int set, const float* as, const float* bs, int k) {
+#pragma unroll
+        for (int i = 0; i < TM / 4; ++i) {
+            const float4 v =
+                *reinterpret_cast<const float4*>(as + k * A_LD + p.row + i * PIECE_ROWS);
+            fa[set][4 * i] = v.x, fa[set][4 * i + 1] = v.y, fa[set][4 * i + 2] = v.z,
+                         fa[set][4 * i + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+            const float4 v =
+                *reinterpret_cast<const float4*>(bs + k * B_LD + p.col + j * PIECE_COLS);
+            fb[set][4 * j] = v.x, fb[set][4 * j + 1] = v.y, fb[set][4 * j + 2] = v.z,
+                         fb[set][4 * j + 3] = v.w;
+        }
+    };
+
+    int read = 0, write = STAGES - 1;
+    const float* as = As;
+    const float* bs = Bs;
+    load(0, as, bs, 0);
+    for (int t = 0; t < tiles; ++t) {
+        if (t + STAGES - 1 < tiles) issue(write);  // the stage read in step t-1
+        cp_async_commit();
+        write = write + 1 == STAGES ? 0 : write + 1;
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            if (k == BK - 1) {  // publish the next tile, then prefetch its first k
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                read = read + 1 == STAGES ? 0 : read + 1;
+                as = As + read * A_STAGE;
+                bs = Bs + read * B_STAGE;
+            }
+            load((k + 1) % 2, as, bs, (k + 1) % BK);  // after the last tile: unused
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += fa[k % 2][i] * fb[k % 2][j];
+        }
+    }
+    cp_async_wait<0>();
+}
+
+// C[row0 .., col0 ..] = alpha * acc + beta * C, inside the matrix only.
+__device__ __forceinline__ void store_patch(const float (&acc)[TM][TN], float* C, int ldc,
+                                            int rows, int cols, float alpha, float beta,
+                                            const Patch& p) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; j += 4)
+            store4_c(C, ldc, p.row + i / 4 * PIECE_ROWS + i % 4, p.col + j / 4 * PIECE_COLS,
+                     rows, cols, make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2],
+                                             acc[i][j + 3]),
+                     alpha, beta);
+}
+
+#ifndef SGEMM_NO_ENTRY  // rung 14 reuses everything above with its own entry point
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+      long long stride_a, long long stride_b, long long stride_c) {
+    __shared__ __align__(16) float smem[SMEM_FLOATS];
+    const int tid = threadIdx.x;
+    __builtin_assume(tid < THREADS);
+    const long long z = blockIdx.z;
+    A += z * stride_a;
+    B += z * stride_b;
+    C += z * stride_c;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const Patch p(tid);
+    float acc[TM][TN];
+    tile_product(acc, smem, A, lda, B, ldb, M, N, K, row0, col0, 0, ceil_div(K, BK), p, tid);
+    store_patch(acc, row_ptr(C, row0, ldc) + col0, ldc, M - row0, N - col0, alpha, beta, p);
+}
+#endif

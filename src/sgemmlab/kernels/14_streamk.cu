@@ -1,0 +1,180 @@
+// Rung 14 — Stream-K: a persistent grid that shares out (tile, k-range) work evenly.
+//
+// What changed from rung 13: who computes what. Rung 13 launches one block per output tile,
+// and a shape with few tiles leaves SMs idle: 1024^3 in 128 x 128 tiles is 64 tiles for 132
+// SMs that hold two blocks each, so a quarter of the block slots work and each SM scheduler
+// has one warp or none. Here the grid is persistent (as many blocks as fit at once, or fewer)
+// and the work is a stream of k-tiles: tile 0's k-tiles, then tile 1's, ... Whole tiles go
+// first, in full waves (dp_tiles of them, one tile per block per wave, as in rung 13); the
+// k-tiles of the remaining sk_tiles tiles are cut into sk_blocks equal ranges, one per block,
+// so a block's range may start and end inside tiles. A tile computed by several blocks has
+// its partial sums combined by the last block to finish it (a counter per tile):
+//   FIXUP = 0: each block writes its partial tile to its own workspace slot; the last one
+//              adds the slots in the order of the blocks (bit-reproducible);
+//   FIXUP = 1: each block adds its partial tile into one workspace tile with vector atomics
+//              (red.global.add.v4.f32); the last one reads the sum (not bit-reproducible:
+//              the atomics land in any order) and zeroes the tile for the next launch.
+// The last block resets the tile's counter too, so the workspace is all zeros again after
+// every launch and needs no clearing pass. Split-K is the special case of sk_blocks =
+// tiles x s and no whole tiles (SPLIT = s); SPLIT = 1 is a persistent data-parallel kernel.
+// runtime/streamk.py plans the launch (dp_tiles, sk_tiles, sk_blocks, workspace).
+//
+// The bill: the FFMAs and shared traffic are rung 13's. Per split tile the fix-up moves
+// BM x BN floats per contributor into the workspace (an L2 round trip) and, in the last block,
+// back out: at 1024^3 with 128 x 128 tiles over 264 blocks (64 tiles, ~4 blocks each), 64 x 4
+// x 64 KB = 16 MB written and 12 MB read, against 12 MB of A and B: small next to the gain of
+// running all 264 blocks instead of 64.
+//
+// Prediction: at 1024^3 the grid goes from 64 busy blocks of 264 slots to 264: ~2x the warps
+// per scheduler, so the issue rate that rung 13 loses to dependency stalls comes back: from
+// ~60 % of cuBLAS to 105-115 %. At 4096^3 (512 tiles of 128 x 128 on 264 slots: 1.94 waves)
+// the last partial wave is shared out instead of running 248 tiles on 264 slots: +0-3 %.
+//
+// Measured: see the generated block at the end of this header.
+// <measured>
+// </measured>
+#define SGEMM_NO_ENTRY
+#include "13_hoisted.cu"
+
+static_assert(FIXUP == 0 || FIXUP == 1, "FIXUP is 0 (fixed order) or 1 (atomic)");
+
+// The stream of k-tiles of the split tiles, cut into `blocks` equal ranges: block b owns
+// [first(b), first(b + 1)); owner(x) is the block whose range holds k-tile x.
+struct Stream {
+    long long total;  // k-tiles in the stream
+    int blocks;
+    __device__ __forceinline__ long long first(int b) const { return total * b / blocks; }
+    __device__ __forceinline__ int owner(long long x) const {
+        return static_cast<int>(((x + 1) * blocks + total - 1) / total) - 1;
+    }
+};
+
+// One partial tile, in the workspace, laid out as the threads hold it: float4 number q of
+// thread tid at q * THREADS + tid (each warp's stores are contiguous).
+constexpr int QUADS = TM * TN / 4;
+constexpr long long SLOT = static_cast<long long>(BM) * BN;
+
+__device__ __forceinline__ float4 quad(const float (&acc)[TM][TN], int q) {
+    const int i = q / (TN / 4), j = q % (TN / 4) * 4;
+    return make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+}
+__device__ __forceinline__ void set_quad(float (&acc)[TM][TN], int q, float4 v) {
+    const int i = q / (TN / 4), j = q % (TN / 4) * 4;
+    acc[i][j] = v.x, acc[i][j + 1] = v.y, acc[i][j + 2] = v.z, acc[i][j + 3] = v.w;
+}
+
+// A block finished its part of split tile `t` (numbered within the stream): leave the
+// partial sum in the workspace; returns true in the one block that arrives last, with the
+// tile's whole sum in acc.
+__device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, int t, int KT,
+                                       float* __restrict__ ws, int* __restrict__ flags,
+                                       int tid) {
+    __shared__ int last;
+    const long long t0 = static_cast<long long>(t) * KT;
+    const int lo = s.owner(t0), hi = s.owner(t0 + KT - 1), me = blockIdx.x;
+    // the slot of block b's partial of this tile: b + t. No two (block, tile) pairs share
+    // one: if block b-1 reached tile t+1, block b starts after that and never sees tile t.
+    auto slot = [&](int b) { return ws + (static_cast<long long>(b) + t) * SLOT; };
+
+    float4* mine = reinterpret_cast<float4*>(FIXUP ? ws + t * SLOT : slot(me));
+#pragma unroll
+    for (int q = 0; q < QUADS; ++q) {
+        if (FIXUP)
+            atomicAdd(mine + q * THREADS + tid, quad(acc, q));
+        else
+            __stcg(mine + q * THREADS + tid, quad(acc, q));
+    }
+    __threadfence();  // the partial is visible GPU-wide before the counter says so
+    __syncthreads();
+    if (tid == 0) {
+        last = atomicAdd(&flags[t], 1) == hi - lo;
+        if (last) flags[t] = 0;  // every contributor has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return false;
+    __threadfence();
+
+    if (FIXUP) {
+#pragma unroll
+        for (int q = 0; q < QUADS; ++q) {
+            set_quad(acc, q, __ldcg(mine + q * THREADS + tid));
+            __stcg(mine + q * THREADS + tid, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+        }
+        return true;
+    }
+    // fixed order: block lo's partial, + block lo+1's, ... read back from the slots (this
+    // block's own too, so that who arrives last changes nothing), CHUNK float4 per thread in
+    // flight per pass (all QUADS at once would need 128 more registers and spill)
+    constexpr int CHUNK = QUADS < 8 ? QUADS : 8;
+#pragma unroll
+    for (int q0 = 0; q0 < QUADS; q0 += CHUNK) {
+#pragma unroll 1
+        for (int b = lo; b <= hi; ++b) {
+            const float4* part = reinterpret_cast<const float4*>(slot(b));
+#pragma unroll
+            for (int q = q0; q < q0 + CHUNK; ++q) {
+                const float4 v = __ldcg(part + q * THREADS + tid);
+                float4 u = b == lo ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : quad(acc, q);
+                if (b == lo) {
+                    u = v;
+                } else {
+                    u.x += v.x, u.y += v.y, u.z += v.z, u.w += v.w;
+                }
+                set_quad(acc, q, u);
+            }
+        }
+    }
+    return true;
+}
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+      long long stride_a, long long stride_b, long long stride_c, int tiles_n, int tiles_mn,
+      int dp_tiles, int sk_tiles, int sk_blocks, float* __restrict__ ws,
+      int* __restrict__ flags) {
+    __shared__ __align__(16) float smem[SMEM_FLOATS];
+    const int tid = threadIdx.x;
+    __builtin_assume(tid < THREADS);
+    const Patch p(tid);
+    const int KT = ceil_div(K, BK);
+    float acc[TM][TN];
+
+    // One call site for the tile body (two would inline it twice): whole tiles first, in
+    // full waves, then this block's equal range of the stream of k-tiles of the rest.
+    const Stream s{static_cast<long long>(sk_tiles) * KT, sk_blocks};
+    int tile = blockIdx.x;
+    long long x = 0, end = 0;  // the block's range of the stream, once it gets there
+    bool streaming = tile >= dp_tiles;
+    if (streaming && blockIdx.x < sk_blocks) x = s.first(blockIdx.x), end = s.first(blockIdx.x + 1);
+    for (;;) {
+        int kt_begin = 0, kt_end = KT, t = 0;
+        if (!streaming) {
+            // tile is a whole tile
+        } else {
+            if (x >= end) break;
+            t = static_cast<int>(x / KT);
+            kt_begin = static_cast<int>(x % KT);
+            kt_end = static_cast<int>(min(static_cast<long long>(KT), kt_begin + end - x));
+            tile = dp_tiles + t;
+            x += kt_end - kt_begin;
+        }
+        const int z = tile / tiles_mn, rest = tile % tiles_mn;
+        const int row0 = rest / tiles_n * BM, col0 = rest % tiles_n * BN;
+        const float* a = A + z * stride_a;
+        const float* b = B + z * stride_b;
+        float* c = C + z * stride_c;
+        tile_product(acc, smem, a, lda, b, ldb, M, N, K, row0, col0, kt_begin, kt_end, p, tid);
+        if ((kt_begin == 0 && kt_end == KT) || fix_up(acc, s, t, KT, ws, flags, tid))
+            store_patch(acc, row_ptr(c, row0, ldc) + col0, ldc, M - row0, N - col0, alpha,
+                        beta, p);
+        if (!streaming) {
+            tile += gridDim.x;
+            if (tile >= dp_tiles) {
+                streaming = true;
+                if (blockIdx.x < sk_blocks)
+                    x = s.first(blockIdx.x), end = s.first(blockIdx.x + 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+"""Plan a launch of rung 14 (Stream-K): how many blocks, which tiles whole, which streamed.
+
+The work of a product is T = batch x ceil(M/BM) x ceil(N/BN) output tiles of KT = ceil(K/BK)
+k-tiles each. With G block slots on the GPU (SMs x blocks per SM):
+
+SPLIT = 1  data-parallel: every tile whole, min(T, G) persistent blocks looping over them.
+SPLIT = s  split-K: every tile's k-tiles cut into min(s, KT) equal ranges, one block each
+           (T x s blocks; not persistent: the fix-up never waits, so any grid works).
+SPLIT = 0  Stream-K: when T is a whole number of waves (T % G == 0), all tiles whole. Else
+           all but the last one or two waves' worth of tiles stay whole (dp_tiles, a multiple
+           of G), and the k-tiles of the rest (G to 2G tiles, or all T when T < G) are cut
+           into equal ranges over the blocks, never shorter than MIN_KTILES k-tiles (a range
+           pays the pipeline's fill and a fix-up; shorter ones cost more than they share).
+
+Partial tiles meet in a workspace: FIXUP = 0 gives every (block, tile) pair of the stream
+its own slot (block + tile is unique, see kernels/14_streamk.cu), FIXUP = 1 one slot per
+streamed tile; plus one counter per streamed tile. The kernel leaves the workspace zeroed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+MIN_KTILES = 4  # shortest k-range worth giving a block of its own
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Plan:
+    grid: int  # blocks launched
+    tiles_n: int  # tiles across N
+    tiles_mn: int  # tiles per product of the batch
+    dp_tiles: int  # tiles computed whole, first, in full waves
+    sk_tiles: int  # tiles whose k-tiles are streamed
+    sk_blocks: int  # blocks sharing the stream
+    k_tiles: int  # KT
+    slots: int  # partial tiles the workspace holds
+    slot_floats: int  # BM x BN
+
+    @property
+    def flags_offset(self) -> int:
+        """Byte offset of the counters in the workspace (after the slots)."""
+        return self.slots * self.slot_floats * 4
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.flags_offset + 4 * max(self.sk_tiles, 1)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Each streaming block's [first, last) k-tiles of the stream (what the kernel's
+        Stream::first computes), for tests and `sgemmlab explain`."""
+        total = self.sk_tiles * self.k_tiles
+        return [(total * b // self.sk_blocks, total * (b + 1) // self.sk_blocks)
+                for b in range(self.sk_blocks)]
+
+    def describe(self) -> str:
+        if not self.sk_tiles:
+            return f"{self.dp_tiles} whole tiles on {self.grid} persistent blocks"
+        per = self.sk_tiles * self.k_tiles / self.sk_blocks
+        head = f"{self.dp_tiles} whole tiles, then " if self.dp_tiles else ""
+        return (f"{head}{self.sk_tiles} tiles x {self.k_tiles} k-tiles streamed over "
+                f"{self.sk_blocks} blocks ({per:.1f} k-tiles each), grid {self.grid}")
+
+
+@lru_cache(maxsize=4096)
+def plan(split: int, fixup: int, bm: int, bn: int, bk: int, M: int, N: int, K: int,
+         batch: int, slots_on_gpu: int) -> Plan:
+    """The launch of rung 14 for one problem; `slots_on_gpu` = SMs x resident blocks per SM."""
+    if min(M, N, K, batch, slots_on_gpu) < 1:
+        raise ValueError("plan needs M, N, K, batch and the GPU's block slots >= 1")
+    tiles_n = ceil_div(N, bn)
+    tiles_mn = ceil_div(M, bm) * tiles_n
+    T, KT, G = batch * tiles_mn, ceil_div(K, bk), slots_on_gpu
+    if split == 1:
+        dp, sk, sk_blocks, grid = T, 0, 0, min(T, G)
+    elif split >= 2:
+        dp, sk = 0, T
+        sk_blocks = grid = T * min(split, KT)
+    else:
+        waves, rest = divmod(T, G)
+        if rest == 0:
+            dp, sk, sk_blocks, grid = T, 0, 0, G
+        else:
+            dp = max(waves - 1, 0) * G
+            sk = T - dp
+            sk_blocks = max(1, min(G, sk * KT // MIN_KTILES))
+            grid = max(min(dp, G), sk_blocks)
+    slots = (sk_blocks + sk if fixup == 0 else sk) if sk else 0
+    return Plan(grid=grid, tiles_n=tiles_n, tiles_mn=tiles_mn, dp_tiles=dp, sk_tiles=sk,
+                sk_blocks=sk_blocks, k_tiles=KT, slots=slots, slot_floats=bm * bn)
