@@ -2,7 +2,11 @@
 
 (a) every configuration the registry calls legal compiles with no spills and no stack frame,
     in both variants of a vectorized rung (with and without SGEMM_VEC4), and ptxas agrees
-    with the registry about shared memory;
+    with the registry about shared memory. Spaces of more than FULL_SPACE distinct builds
+    (rungs 11-14: hundreds) are sampled: the seed, the tuned defaults, configurations that
+    together take every value of every constant, then evenly spread ones; `sgemmlab tune`
+    compiles the rest and drops whatever spills. The column-major variants of the rungs that
+    have them compile too;
 (b) the registry's rules agree with the kernels' static_asserts, in both directions;
 (c) the ptxas report is read correctly;
 (d) the disk cache: what the key covers, hits, corrupt entries, concurrent writers.
@@ -42,6 +46,8 @@ from sgemmlab.tune.search import compile_many
 ARCH = "sm_90"
 JOBS = 2
 ILLEGAL_SAMPLE = 40  # illegal configurations compiled per rung, at most
+FULL_SPACE = 240  # distinct builds of a space compiled in full; bigger spaces are sampled
+SAMPLE = 24
 REGISTERS_PER_SM_BLOCK = 64 * 1024
 _STATIC_ASSERT = re.compile(r'static assertion failed with "((?:[^"\\]|\\.)*)"')
 
@@ -56,6 +62,37 @@ RUNG_PARAMS = [
     for r in registry.RUNGS
 ]
 VECTOR_PARAMS = [p for p in RUNG_PARAMS if p.values[0].vectorized]
+
+
+def _distinct(r: Rung) -> list[dict]:
+    """The legal configurations, one per distinct build (host-only keys change no code)."""
+    seen: dict[str, dict] = {}
+    for cfg in r.configs():
+        seen.setdefault(config_key(r.macros(cfg)), cfg)
+    return list(seen.values())
+
+
+def compiled_configs(r: Rung) -> list[dict]:
+    """What (a) compiles for `r`: every distinct build, or a deterministic sample."""
+    configs = _distinct(r)
+    if len(configs) <= FULL_SPACE:
+        return configs
+    picked = [dict(r.seed)] + [dict(c) for c in
+                               (t.get(r.label) for t in registry.tuned_defaults().values())
+                               if c is not None]
+    seen = {item for cfg in picked for item in cfg.items()}
+    while len(picked) < SAMPLE:
+        best = max(configs, key=lambda c: len(set(c.items()) - seen))
+        if not set(best.items()) - seen:
+            break
+        picked.append(best)
+        seen |= set(best.items())
+    need = SAMPLE - len(picked)
+    picked += [configs[i * (len(configs) - 1) // max(need - 1, 1)] for i in range(max(need, 0))]
+    out: dict[str, dict] = {}
+    for cfg in picked:
+        out.setdefault(config_key(cfg), cfg)
+    return list(out.values())
 
 
 def _scalar(r: Rung) -> Rung:
@@ -106,7 +143,7 @@ def _first_error(exc: BaseException) -> str:
 
 @pytest.mark.parametrize("rung", RUNG_PARAMS)
 def test_every_legal_config_compiles_without_spills(rung):
-    configs = list(rung.configs())
+    configs = compiled_configs(rung)
     assert configs, f"{rung.label} has no legal configuration"
     problems = _resource_problems(compile_many([(rung, c) for c in configs], ARCH, JOBS))
     variant = " (SGEMM_VEC4=1)" if rung.vectorized else ""
@@ -120,12 +157,32 @@ def test_scalar_variant_has_no_stack_frame_either(rung):
     """Unaligned operands run the rung built without SGEMM_VEC4. compile_many builds that
     variant too and reports its failures and spills, but not the rest of its bill; built
     again here (cache hits after the test above), it must meet the same bar."""
-    configs = list(rung.configs())
+    configs = compiled_configs(rung)
     problems = _resource_problems(
         compile_many([(_scalar(rung), c) for c in configs], ARCH, JOBS))
     assert not problems, (
         f"{len(problems)} of {len(configs)} legal configurations of {rung.label} "
         f"(SGEMM_VEC4=0) fail for {ARCH}:\n  " + "\n  ".join(problems))
+
+
+LAYOUT_PARAMS = [p for p in RUNG_PARAMS if p.values[0].supports("layouts")]
+
+
+@pytest.mark.parametrize("trans", ["TN", "NT", "TT"])
+@pytest.mark.parametrize("rung", LAYOUT_PARAMS)
+def test_column_major_variants_compile_without_spills(rung, trans):
+    from sgemmlab.runtime.launch import variant_macros
+
+    problems = []
+    for cfg in [dict(rung.seed)] + [c for c in (t.get(rung.label) for t in
+                                                registry.tuned_defaults().values()) if c]:
+        for vec4 in (True, False):
+            macros = rung.macros(cfg) | variant_macros(rung, vec4, trans[0] == "T",
+                                                       trans[1] == "T")
+            res = compile_kernel(rung.source, macros, ARCH).resources
+            if res.spills or res.stack_bytes or not res.known:
+                problems.append(f"{config_key(cfg)} vec4={vec4}: {res}")
+    assert not problems, "\n".join(problems)
 
 
 # -- (b) the rules agree with the compiler ----------------------------------------------

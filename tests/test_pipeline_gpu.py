@@ -159,3 +159,20 @@ def test_row_major_rungs_refuse_layouts_and_batches():
         _run(r10, _default(r10), A, 8, A, 8, 8, 8, 8, ta=True)
     with pytest.raises(ConfigError, match="one product per launch"):
         _run(r10, _default(r10), A, 8, A, 8, 8, 8, 8, batch=2)
+
+
+def test_workspace_reuse_across_plans_and_fixups():
+    """One stream's workspace serves launches with different plans: the counters and the
+    atomic tiles must be zero whatever the previous launch left in the scratch region
+    (a big ordered fix-up leaves partial tiles where a later plan might count)."""
+    import torch
+
+    sequence = [((1000, 1000, 1000), 0), ((17, 33, 65), 0), ((1000, 1000, 1000), 1),
+                ((64, 64, 64), 1), ((300, 200, 1000), 0), ((67, 130, 45), 1),
+                ((2048, 64, 96), 0), ((17, 33, 65), 1)]
+    for (M, N, K), fixup in sequence:
+        cfg = {**R14.seed, "SPLIT": 0, "FIXUP": fixup}
+        A, lda, _ = _operand(torch, M, K, False)
+        B, ldb, _ = _operand(torch, K, N, False)
+        C = _run(R14, cfg, A, lda, B, ldb, M, N, K)
+        _assert_close(C, A.double() @ B.double(), K, f"r14 fixup={fixup} {M}x{N}x{K}")

@@ -115,14 +115,18 @@ def test_data_parallel_is_persistent_and_never_splits():
     assert (p.sk_tiles, p.grid, p.slots) == (0, 264, 0)
 
 
-def test_workspace_holds_slots_then_counters():
+def test_workspace_regions():
     ordered = plan(0, 0, 128, 128, 8, 1024, 1024, 1024, 1, 264)
     atomic = plan(0, 1, 128, 128, 8, 1024, 1024, 1024, 1, 264)
+    tile = 128 * 128 * 4
     assert ordered.slots == ordered.sk_blocks + ordered.sk_tiles
     assert atomic.slots == atomic.sk_tiles
-    for p in (ordered, atomic):
-        assert p.flags_offset == p.slots * 128 * 128 * 4
-        assert p.workspace_bytes == p.flags_offset + 4 * p.sk_tiles
+    # counters (and the atomic tiles) in the region kept zero; ordered partials in scratch
+    assert ordered.zeroed_bytes == ordered.counters_bytes >= 4 * ordered.sk_tiles
+    assert ordered.scratch_bytes == ordered.slots * tile
+    assert atomic.zeroed_bytes == atomic.counters_bytes + atomic.slots * tile
+    assert atomic.scratch_bytes == 0
+    assert ordered.counters_bytes % 16 == 0
 
 
 @pytest.mark.parametrize("bad", [(0, 1, 1, 1, 1), (1, 1, 0, 1, 1), (1, 1, 1, 1, 0)])

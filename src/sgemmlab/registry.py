@@ -42,7 +42,8 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
-MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT"})
+MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT",
+                         "REG_TRANSPOSE"})
 
 #: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
 #:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);
@@ -340,6 +341,7 @@ def _patch_rules() -> tuple[Rule, ...]:
         Rule("PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)",
              lambda c: c["PAD"] % 4 == 0),
         Rule("2 to 8 stages", lambda c: 2 <= c["STAGES"] <= 8),
+        Rule("REG_TRANSPOSE is 0 or 1", lambda c: c["REG_TRANSPOSE"] in (0, 1)),
         _register_rule(lambda c: c["TM"] * c["TN"] + 2 * (c["TM"] + c["TN"]) + 32,
                        "TM*TN accumulators, two sets of TM+TN fragment values and 32 for "
                        "pointers and indices", _patch_threads),
@@ -354,14 +356,14 @@ def _streamk_rules() -> tuple[Rule, ...]:
     )
 
 
-_PIPELINE_SPACE = {"BM": (64, 128), "BN": (64, 128, 256), "BK": (8, 16, 32), "WM": (32, 64),
+_PIPELINE_SPACE = {"BM": (64, 128), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64),
                    "WN": (32, 64), "WNITER": (1, 2), "TM": (4, 8), "TN": (4,), "PAD": (4,),
                    "STAGES": (2, 3, 4)}
 _PATCH_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128),
                 "WN": (32, 64, 128), "TM": (8, 16), "TN": (8, 16), "PAD": (4,),
-                "STAGES": (2, 3, 4)}
+                "STAGES": (2, 3, 4), "REG_TRANSPOSE": (0, 1)}
 _PATCH_SEED = {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "TM": 16, "TN": 8, "PAD": 4,
-               "STAGES": 3}
+               "STAGES": 3, "REG_TRANSPOSE": 1}
 
 
 RUNGS: tuple[Rung, ...] = (
@@ -475,8 +477,7 @@ RUNGS: tuple[Rung, ...] = (
     Rung(
         14, "streamk", "Stream-K: a persistent grid over (tile, k-range) work",
         "14_streamk.cu",
-        space={**_PATCH_SPACE, "BM": (64, 128), "BN": (64, 128), "FIXUP": (0, 1),
-               "SPLIT": (0, 1, 2, 4)},
+        space={**_PATCH_SPACE, "FIXUP": (0, 1), "SPLIT": (0, 1, 2, 4)},
         block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=lambda c: _patch_smem(c) + 4,  # + the int that tells a block it is last
         seed={**_PATCH_SEED, "FIXUP": 0, "SPLIT": 0}, rules=_streamk_rules(),

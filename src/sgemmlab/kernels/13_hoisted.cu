@@ -55,10 +55,13 @@
 #ifndef SGEMM_TB
 #define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
 #endif
+#ifndef REG_TRANSPOSE
+#define REG_TRANSPOSE 0
+#endif
 
 static_assert(BM > 0 && BN > 0 && BK > 0 && WM > 0 && WN > 0 && TM > 0 && TN > 0 && STAGES > 0 &&
-                  PAD >= 0,
-              "every constant is positive (PAD may be 0)");
+                  PAD >= 0 && REG_TRANSPOSE >= 0,
+              "every constant is positive (PAD and REG_TRANSPOSE may be 0)");
 static_assert(BM % WM == 0 && BN % WN == 0, "BM is a multiple of WM and BN of WN");
 static_assert(TM % 4 == 0 && TN % 4 == 0,
               "TM and TN are multiples of 4 (pieces of 4 x 4, float4 shared-memory reads)");
@@ -71,6 +74,7 @@ static_assert((BM / WM) * (BN / WN) == 4 || (BM / WM) * (BN / WN) == 8,
               "4 or 8 warps per block (128 or 256 threads)");
 static_assert(PAD % 4 == 0, "PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)");
 static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
+static_assert(REG_TRANSPOSE == 0 || REG_TRANSPOSE == 1, "REG_TRANSPOSE is 0 or 1");
 static_assert(TM * TN + 2 * (TM + TN) + 32 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
               "TM*TN accumulators, two sets of TM+TN fragment values and 32 for pointers and "
               "indices fit a thread's registers: min(255, 65536 / threads per block)");
@@ -166,6 +170,39 @@ struct TileCopy {
             }
         }
     }
+
+    // REG_TRANSPOSE = 1, K_MAJOR only: the k-tile through registers instead. fetch() issues
+    // one 16-byte global load per granule (4 scalar ones without alignment) into `staged`;
+    // stash() later scatters the registers into the stage's columns. Between the two the
+    // loads fly while the FFMAs of a whole k-tile issue.
+    float4 staged[REG_TRANSPOSE && K_MAJOR ? COPIES : 1];
+
+    template <bool EDGE>
+    __device__ __forceinline__ void fetch(int k_left) {
+#pragma unroll
+        for (int t = 0; t < COPIES; ++t) {
+            if (t == COPIES - 1 && !live) break;
+            if (SGEMM_VEC4 && (!EDGE || lead + 4 <= k_left)) {
+                staged[t] = *reinterpret_cast<const float4*>(src[t]);
+            } else {
+                const float* p = src[t];
+                staged[t].x = !EDGE || lead + 0 < k_left ? p[0] : 0.0f;
+                staged[t].y = !EDGE || lead + 1 < k_left ? p[1] : 0.0f;
+                staged[t].z = !EDGE || lead + 2 < k_left ? p[2] : 0.0f;
+                staged[t].w = !EDGE || lead + 3 < k_left ? p[3] : 0.0f;
+            }
+        }
+    }
+
+    __device__ __forceinline__ void stash(float* stage) const {
+#pragma unroll
+        for (int t = 0; t < COPIES; ++t) {
+            if (t == COPIES - 1 && !live) break;
+            float* d = stage + dst + t * DST_STEP;
+            d[0] = staged[t].x, d[LD] = staged[t].y, d[2 * LD] = staged[t].z,
+            d[3 * LD] = staged[t].w;
+        }
+    }
 };
 
 using CopyA = TileCopy<BM, A_LD, !SGEMM_TA>;
@@ -206,22 +243,33 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     const int tiles = kt_end - kt_begin;
     int k_left = K - kt_begin * BK;  // k still to copy, from the next k-tile on
 
+    // A k-major operand goes through registers when REG_TRANSPOSE = 1: fetched when its
+    // tile is issued, stashed at the end of that step (its stage is free since the barrier
+    // that ended the step before, and it is not read before STAGES-2 more barriers).
+    constexpr bool A_REGS = REG_TRANSPOSE && !SGEMM_TA, B_REGS = REG_TRANSPOSE && SGEMM_TB;
     auto issue = [&](int stage) {
         if (k_left >= BK) {
-            ca.copy<false>(As + stage * A_STAGE, BK);
-            cb.copy<false>(Bs + stage * B_STAGE, BK);
+            if (A_REGS) ca.fetch<false>(BK); else ca.copy<false>(As + stage * A_STAGE, BK);
+            if (B_REGS) cb.fetch<false>(BK); else cb.copy<false>(Bs + stage * B_STAGE, BK);
         } else {
-            ca.copy<true>(As + stage * A_STAGE, k_left);
-            cb.copy<true>(Bs + stage * B_STAGE, k_left);
+            if (A_REGS) ca.fetch<true>(k_left); else ca.copy<true>(As + stage * A_STAGE, k_left);
+            if (B_REGS) cb.fetch<true>(k_left); else cb.copy<true>(Bs + stage * B_STAGE, k_left);
         }
         ca.advance();
         cb.advance();
         k_left -= BK;
     };
+    auto stash = [&](int stage) {
+        if (A_REGS) ca.stash(As + stage * A_STAGE);
+        if (B_REGS) cb.stash(Bs + stage * B_STAGE);
+    };
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < tiles) issue(s);
+        if (s < tiles) {
+            issue(s);
+            stash(s);
+        }
         cp_async_commit();  // empty past the end: the group count stays uniform
     }
     cp_async_wait<STAGES - 2>();
@@ -250,12 +298,13 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     const float* bs = Bs;
     load(0, as, bs, 0);
     for (int t = 0; t < tiles; ++t) {
-        if (t + STAGES - 1 < tiles) issue(write);  // the stage read in step t-1
+        const bool more = t + STAGES - 1 < tiles;
+        if (more) issue(write);  // the stage read in step t-1
         cp_async_commit();
-        write = write + 1 == STAGES ? 0 : write + 1;
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             if (k == BK - 1) {  // publish the next tile, then prefetch its first k
+                if ((A_REGS || B_REGS) && more) stash(write);
                 cp_async_wait<STAGES - 2>();
                 __syncthreads();
                 read = read + 1 == STAGES ? 0 : read + 1;
@@ -268,6 +317,7 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] += fa[k % 2][i] * fb[k % 2][j];
         }
+        write = write + 1 == STAGES ? 0 : write + 1;
     }
     cp_async_wait<0>();
 }

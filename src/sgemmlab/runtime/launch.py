@@ -149,9 +149,11 @@ class Launcher:
                      batch, slots)
             if p.grid > INT32_MAX:
                 raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
-            ws = workspace(self.device_id, stream, p.workspace_bytes)
+            zeroed, scratch = workspace(self.device_id, stream, p.zeroed_bytes,
+                                        p.scratch_bytes)
+            tiles = zeroed + p.counters_bytes if p.fixup else scratch
             args += [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
-                     np.int32(p.sk_tiles), np.int32(p.sk_blocks), ws, ws + p.flags_offset]
+                     np.int32(p.sk_tiles), np.int32(p.sk_blocks), tiles, zeroed]
             grid = (p.grid, 1, 1)
         else:
             gx, gy, _ = rung.grid(self.config, M, N)

@@ -12,9 +12,10 @@ SPLIT = 0  Stream-K: when T is a whole number of waves (T % G == 0), all tiles w
            into equal ranges over the blocks, never shorter than MIN_KTILES k-tiles (a range
            pays the pipeline's fill and a fix-up; shorter ones cost more than they share).
 
-Partial tiles meet in a workspace: FIXUP = 0 gives every (block, tile) pair of the stream
-its own slot (block + tile is unique, see kernels/14_streamk.cu), FIXUP = 1 one slot per
-streamed tile; plus one counter per streamed tile. The kernel leaves the workspace zeroed.
+Partial tiles meet in a workspace (runtime/workspace.py): one counter per streamed tile and,
+for FIXUP = 1, one accumulation tile per streamed tile, in the region the kernel leaves zeroed;
+for FIXUP = 0 a slot per (block, tile) pair of the stream (block + tile is unique, see
+kernels/14_streamk.cu) in the scratch region.
 """
 
 from __future__ import annotations
@@ -40,15 +41,23 @@ class Plan:
     k_tiles: int  # KT
     slots: int  # partial tiles the workspace holds
     slot_floats: int  # BM x BN
+    fixup: int  # 0 ordered (slots in scratch), 1 atomic (slots in the zeroed region)
 
     @property
-    def flags_offset(self) -> int:
-        """Byte offset of the counters in the workspace (after the slots)."""
-        return self.slots * self.slot_floats * 4
+    def zeroed_bytes(self) -> int:
+        """The workspace region kept zero between launches: one counter per streamed tile
+        (16-byte aligned), then, for the atomic fix-up, one tile per streamed tile."""
+        counters = -(-4 * self.sk_tiles // 16) * 16
+        return counters + (self.slots * self.slot_floats * 4 if self.fixup else 0)
 
     @property
-    def workspace_bytes(self) -> int:
-        return self.flags_offset + 4 * max(self.sk_tiles, 1)
+    def scratch_bytes(self) -> int:
+        """The region for the ordered fix-up's partial tiles (anything between launches)."""
+        return 0 if self.fixup else self.slots * self.slot_floats * 4
+
+    @property
+    def counters_bytes(self) -> int:
+        return -(-4 * self.sk_tiles // 16) * 16
 
     def ranges(self) -> list[tuple[int, int]]:
         """Each streaming block's [first, last) k-tiles of the stream (what the kernel's
@@ -91,4 +100,5 @@ def plan(split: int, fixup: int, bm: int, bn: int, bk: int, M: int, N: int, K: i
             grid = max(min(dp, G), sk_blocks)
     slots = (sk_blocks + sk if fixup == 0 else sk) if sk else 0
     return Plan(grid=grid, tiles_n=tiles_n, tiles_mn=tiles_mn, dp_tiles=dp, sk_tiles=sk,
-                sk_blocks=sk_blocks, k_tiles=KT, slots=slots, slot_floats=bm * bn)
+                sk_blocks=sk_blocks, k_tiles=KT, slots=slots, slot_floats=bm * bn,
+                fixup=fixup)

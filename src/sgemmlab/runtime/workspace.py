@@ -1,9 +1,16 @@
 """Scratch memory for kernels that need it (rung 14's partial tiles and counters).
 
 One buffer per (device, stream), grown on demand and never shrunk. Kernels on one stream
-run one after another, so they can share it; two streams never share one. A new buffer is
-zeroed on its stream before first use, and rung 14 leaves its workspace zeroed when it
-finishes, so no launch pays for a clearing pass.
+run one after another, so they can share it; two streams never share one. The buffer has
+two regions:
+
+    [ zeroed | scratch ]
+
+`zeroed` is all zeros between launches: a kernel may count or accumulate there (rung 14's
+per-tile counters, its atomic fix-up tiles) as long as it leaves zeros behind, so no launch
+pays for a clearing pass. `scratch` holds anything (rung 14's ordered partial tiles). The two
+must not share memory: one launch's partial tiles would be the next one's counters. A new
+buffer is zeroed on its stream before first use.
 
 Allocating is not allowed while a stream is being captured into a CUDA graph: make one call
 of the same shape (or a larger one) before capturing, and the capture reuses the buffer.
@@ -12,32 +19,50 @@ of the same shape (or a larger one) before capturing, and the capture reuses the
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
-_buffers: dict[tuple[int, int], object] = {}
+ALIGN = 256
+
+
+def _round_up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass
+class _Workspace:
+    buffer: object
+    zeroed: int  # bytes of the zeroed region
+    scratch: int  # bytes of the scratch region, after it
+
+
+_spaces: dict[tuple[int, int], _Workspace] = {}
 _lock = threading.Lock()
 
 
-def workspace(device_id: int, stream, nbytes: int) -> int:
-    """Device pointer to at least `nbytes` of zeroed scratch for work on `stream`."""
+def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, int]:
+    """(zeroed, scratch) device pointers with at least the given sizes, for work on
+    `stream`."""
     from .device import device
 
     key = (device_id, int(stream.handle))
+    zeroed, scratch = _round_up(zeroed), _round_up(scratch)
     with _lock:
-        buf = _buffers.get(key)
-        if buf is not None and buf.size >= nbytes:
-            return int(buf.handle)
-        size = max(nbytes, 2 * buf.size if buf is not None else 0, 1 << 20)
-        new = device(device_id).allocate(size, stream=stream)
-        new.fill(0, stream=stream)
-        if buf is not None:
-            buf.close(stream)  # freed in stream order, after the launches that used it
-        _buffers[key] = new
-        return int(new.handle)
+        ws = _spaces.get(key)
+        if ws is None or ws.zeroed < zeroed or ws.scratch < scratch:
+            z = max(zeroed, ws.zeroed if ws else 0, ALIGN)
+            s = max(scratch, ws.scratch if ws else 0)
+            buf = device(device_id).allocate(z + s, stream=stream)
+            buf.fill(0, stream=stream)
+            if ws is not None:
+                ws.buffer.close(stream)  # freed in stream order, after the launches using it
+            ws = _spaces[key] = _Workspace(buf, z, s)
+        base = int(ws.buffer.handle)
+        return base, base + ws.zeroed
 
 
 def release_all() -> None:
     """Free every workspace (tests; a process that is done with the GPU)."""
     with _lock:
-        for buf in _buffers.values():
-            buf.close()
-        _buffers.clear()
+        for ws in _spaces.values():
+            ws.buffer.close()
+        _spaces.clear()
