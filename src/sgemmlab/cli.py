@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from . import registry
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="sgemmlab: FP32 GEMM on NVIDIA GPUs, and the ladder that explains it.")
@@ -117,22 +120,208 @@ def _predicted_ladder(shapes: list[tuple[int, int, int]], why: str) -> None:
             items, f"{g.name}, {M}x{N}x{K}: predicted, not measured (no GPU here)") + "\n")
 
 
+def _split(values: list[str] | None) -> list[str]:
+    """Repeated options and comma-separated lists alike: ['10,13', '14'] -> ['10', '13', '14']."""
+    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
+
+
+def _extra_configs(texts: list[str]):
+    """--config RUNG:NAME=V,... -> [(rung, config)] (typer.BadParameter when malformed)."""
+    from . import registry
+
+    out = []
+    for text in texts:
+        key, sep, body = text.partition(":")
+        if not sep:
+            raise typer.BadParameter(f"--config {text!r}: expected RUNG:NAME=VALUE,...")
+        try:
+            out.append((registry.rung(key.strip()), registry.parse_config(body)))
+        except (KeyError, ValueError) as exc:
+            raise typer.BadParameter(f"--config {text!r}: {exc.args[0]}") from None
+    return out
+
+
+TUNE_TABLE_SUITES = ["square", "ragged", "skinny"]
+
+
 @app.command()
-def tune(kernel: KernelOpt = None, size: SizeOpt = None, shape: ShapeOpt = None,
+def tune(kernel: Annotated[Optional[list[str]], typer.Option(
+             "--kernel", "-k", "--rungs", help="rung numbers or names, comma-separated or "
+             "repeated (default: all for a search; rungs 10 and up for --table)")] = None,
+         size: SizeOpt = None, shape: ShapeOpt = None,
+         suite: Annotated[Optional[list[str]], typer.Option(
+             "--suite", "-s", help="square, ragged, skinny or small; comma-separated or "
+             "repeated (default: 4096³ for a search; square,ragged,skinny for --table)")] = None,
+         table: Annotated[bool, typer.Option(
+             "--table", help="build this GPU's dispatch table: each rung's default (and "
+             "every Stream-K decomposition) checked and timed against cuBLAS at every "
+             "shape")] = False,
+         export: Annotated[Optional[Path], typer.Option(
+             help="write the dispatch table (the one just built, else this GPU's current "
+             "one) to PATH, e.g. src/sgemmlab/data/tables/nvidia-h200.json")] = None,
+         layout: Annotated[Optional[list[str]], typer.Option(
+             help="with --table: operand layouts NN, TN, NT, TT; repeatable (default NN)")] = None,
+         config: Annotated[Optional[list[str]], typer.Option(
+             help="with --table: one more candidate, RUNG:NAME=VALUE,...; repeatable")] = None,
+         resume: Annotated[bool, typer.Option(
+             help="pick an interrupted tune up where it stopped")] = True,
          write_defaults: Annotated[bool, typer.Option(help="store winners as this GPU's defaults")] = False,
-         jobs: Annotated[int, typer.Option(help="parallel NVRTC compiles")] = 8,
-         limit: Annotated[Optional[int], typer.Option(help="at most this many configurations per rung")] = None):
-    """Search each rung's legal configurations on this GPU: compile, check, time."""
+         jobs: Annotated[Optional[int], typer.Option(help="parallel NVRTC compiles (default: one per core)")] = None,
+         limit: Annotated[Optional[int], typer.Option(help="at most this many configurations per rung")] = None,
+         where: Annotated[Optional[str], typer.Option(
+             help="search only configurations with these values, NAME=VALUE,... "
+             "(e.g. SPLIT=0,FIXUP=1)")] = None,
+         quiet: Annotated[bool, typer.Option(help="no progress display")] = False):
+    """Search each rung's legal configurations on this GPU (compile, check, time), or build
+    the per-shape dispatch table (--table). Interrupted runs resume."""
+    from .bench import suites
+
+    try:
+        names = _split(suite)
+        picked = [(s, s, s) for s in size or []] + [parse_shape(x) for x in shape or []]
+        if any(s < 1 for s in size or []):
+            raise typer.BadParameter("--size: sizes must be >= 1")
+        todo = suites.shapes_for(names or (TUNE_TABLE_SUITES if table else []), picked) \
+            if names or picked or table else [(4096, 4096, 4096)]
+        rungs = suites.rungs_for(_split(kernel)) if kernel else None
+        layouts = [x.upper() for x in _split(layout)] or ["NN"]
+        extra = _extra_configs(config or [])
+    except typer.BadParameter as exc:
+        fail(exc.message)
+    except KeyError as exc:
+        fail(exc.args[0])
+    if not table and (layout or config):
+        fail("--layout and --config apply to --table")
+    if table and (write_defaults or limit is not None or where):
+        fail("--write-defaults, --limit and --where apply to the configuration search, "
+             "not --table")
+    try:
+        fixed = registry.parse_config(where) if where else None
+    except ValueError as exc:
+        fail(f"--where: {exc}")
+    gpu = require_gpu()
+    if export is not None and not table:
+        from .tune.table import export_table
+
+        try:
+            path, t = export_table(gpu.name, export)
+        except (FileNotFoundError, ValueError, OSError) as exc:
+            fail(str(exc))
+        typer.echo(f"exported the {t.where} table of {gpu.name} "
+                   f"({len(t.entries)} entries) to {path}")
+        return
+    require_torch()
+    if table:
+        _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet)
+        return
     from .tune import search
 
-    todo = shapes_from(size, shape, [(4096, 4096, 4096)])
-    rungs = rungs_from(kernel)
-    require_gpu()
-    require_torch()
-    for r in rungs:
-        path, best = search.tune_rung(r, todo, jobs=jobs, limit=limit,
-                                      write_defaults=write_defaults)
+    for r in rungs or rungs_from(None):
+        try:
+            path, best = search.tune_rung(r, todo, jobs=jobs, limit=limit,
+                                          write_defaults=write_defaults, resume=resume,
+                                          where=fixed, echo=typer.echo)
+        except ValueError as exc:
+            fail(str(exc))
         typer.echo(f"{r.label}: best {best}  ->  {path}")
+
+
+def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet):
+    from .bench.runner import BaselineError
+    from .registry import config_key
+    from .tune import table as table_mod
+
+    tag = "-".join([*names, *(f"{M}x{N}x{K}" for M, N, K in picked)])[:80] or "-".join(
+        TUNE_TABLE_SUITES)
+    try:
+        done = table_mod.build_table(todo, rungs, layouts=layouts, extra=extra, jobs=jobs,
+                                     resume=resume, tag=tag, export=export, live=not quiet,
+                                     echo=typer.echo)
+    except BaselineError as exc:
+        fail(str(exc), 4)
+    except ValueError as exc:
+        fail(str(exc))
+    for w in done.table["winners"]:
+        shape = f"{w['M']}×{w['N']}×{w['K']} {w['layout']}"
+        typer.echo(f"{shape:24s} {w['rung']:14s} {100 * w['vs_cublas']:6.1f} % of cuBLAS  "
+                   f"{config_key(w['config'])}")
+    typer.echo(f"results: {done.results}")
+    for path in done.written:
+        typer.echo(f"table:   {path}")
+
+
+@app.command()
+def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
+            n: Annotated[int, typer.Argument(metavar="N", min=1)],
+            k: Annotated[int, typer.Argument(metavar="K", min=1)],
+            ta: Annotated[bool, typer.Option("--ta", help="A is column-major")] = False,
+            tb: Annotated[bool, typer.Option("--tb", help="B is column-major")] = False,
+            batch: Annotated[int, typer.Option(min=1, help="products in one call")] = 1,
+            deterministic: Annotated[bool, typer.Option(
+                help="bit-reproducible results only (no atomic fix-up)")] = False,
+            unaligned: Annotated[bool, typer.Option(
+                help="operands not 16-byte aligned or leading dimensions not multiples "
+                "of 4")] = False,
+            gpu: Annotated[Optional[str], typer.Option(
+                help="explain for this GPU (h200, 'NVIDIA H100 80GB HBM3', ...) instead of "
+                "the one here")] = None,
+            sms: Annotated[Optional[int], typer.Option(
+                min=1, help="its SM count (known GPUs have theirs)")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="the choice as JSON")] = False):
+    """What `matmul` would run for an M×N×K product, and why: the tuning-table entry and its
+    distance, or the heuristic's tiles, waves and occupancy. Needs no GPU."""
+    import json
+
+    from . import dispatch
+
+    name, count, note = _explain_gpu(gpu, sms)
+    try:
+        choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
+                                 trans_b=tb, batch=batch, deterministic=deterministic,
+                                 aligned=not unaligned)
+    except ValueError as exc:  # DispatchError too
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps({"gpu": name, "sm_count": count, "M": m, "N": n, "K": k,
+                               "layout": dispatch.layout_of(ta, tb), "batch": batch,
+                               **choice.as_dict()}, indent=1))
+        return
+    if note:
+        typer.echo(f"note: {note}")
+    req = dispatch.Request(m, n, k, name, count, ta, tb, batch, deterministic, not unaligned)
+    typer.echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
+               f"{', unaligned' if unaligned else ''}")
+    typer.echo(choice.text())
+
+
+def _explain_gpu(name: str | None, sms: int | None) -> tuple[str, int, str]:
+    """(GPU name, SM count, note) for `explain`: --gpu, else the GPU here, else the GPU of
+    the shipped table."""
+    from . import dispatch
+    from .inspect import occupancy
+    from .runtime.device import NoGPUError, gpu_info
+
+    note = ""
+    if name is None:
+        try:
+            g = gpu_info()
+            return g.name, sms or g.sm_count, ""
+        except NoGPUError:
+            name = dispatch.SHIPPED_GPU
+            note = (f"no GPU here: explaining for the {name}, the GPU of the shipped table "
+                    "(--gpu NAME for another)")
+    try:
+        known = occupancy.gpu(name)
+        return known.name, sms or known.sms, note
+    except KeyError:
+        pass
+    if sms is None:
+        table = dispatch.load_table(name)
+        if table is None or not table.sm_count:
+            fail(f"unknown GPU {name!r} and no tuning table for it: give its SM count with "
+                 f"--sms (known GPUs: {', '.join(occupancy.GPUS)})")
+        sms = table.sm_count
+    return name, sms, note
 
 
 @app.command()
@@ -220,6 +409,28 @@ def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON 
     except (OSError, ValueError, KeyError) as exc:
         fail(str(exc))
     typer.echo(f"updated {file}")
+
+
+@app.command()
+def overhead(size: Annotated[int, typer.Option(min=1, help="square size N (N×N×N)")] = 256,
+             calls: Annotated[int, typer.Option(min=1, help="calls per timed loop")] = 200,
+             repeats: Annotated[int, typer.Option(min=1, help="timed loops per path")] = 15):
+    """Host time per call of sgemmlab.matmul against torch.matmul (budget: 1.5x at 256³)."""
+    from . import overhead as oh
+
+    require_gpu()
+    require_torch()
+    run_, path = oh.run(size=size, calls=calls, repeats=repeats)
+    for r in run_["records"]:
+        typer.echo(f"{r['path']:28s} {r['median_us']:8.2f} µs/call  "
+                   f"(min {r['min_us']:.2f}, max {r['max_us']:.2f})")
+    s = run_["summary"]
+    typer.echo(f"sgemmlab.matmul / torch.matmul = {s['ratio']:.2f} (budget {s['budget']}); "
+               f"dispatch: {s['choice']}")
+    typer.echo(f"results: {path}")
+    if not s["within_budget"]:
+        fail(f"host overhead {s['ratio']:.2f}x torch.matmul exceeds the {s['budget']}x budget",
+             3)
 
 
 @app.command()

@@ -16,7 +16,9 @@ SuiteOpt = Annotated[Optional[list[str]], typer.Option(
     "--suite", "-s", help="square, ragged, skinny or small; repeatable (default: square)")]
 ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="M,N,K; repeatable")]
 KernelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--kernel", "-k", help="rung number or name, 'all' or 'best'; repeatable (default: best)")]
+    "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
+    "choice per shape) or 'matmul' (sgemmlab.matmul per launch, host overhead included); "
+    "repeatable (default: best)")]
 BaselineOpt = Annotated[Optional[list[str]], typer.Option(
     "--baseline", "-b", help="triton, tf32 or none; repeatable (default: triton and tf32); "
     "cuBLAS FP32 is always measured")]
@@ -28,21 +30,24 @@ def register(app: typer.Typer) -> None:
     app.command()(report)
 
 
-def _candidates(rungs, baselines: list[str], gpu_name: str) -> tuple[list, list[str]]:
-    """Each rung at this GPU's default configuration, then the extra baselines; and notes
-    for the baselines that cannot run here."""
+def _candidates(rungs, baselines: list[str], gpu, special: list[str] = ()
+                ) -> tuple[list, list[str]]:
+    """Each rung at this GPU's default configuration, then 'auto' and 'matmul' if asked,
+    then the extra baselines; and notes for the baselines that cannot run here."""
     from ..cli import fail
     from ..runtime.compiler import CompileError
     from ..runtime.launch import ConfigError
     from .baselines import BaselineUnavailable, candidate
-    from .runner import rung_candidate
+    from .runner import auto_candidate, matmul_candidate, rung_candidate
 
     out, notes = [], []
     for r in rungs:
         try:
-            out.append(rung_candidate(r, r.default(gpu_name)))
+            out.append(rung_candidate(r, r.default(gpu.name)))
         except (CompileError, ConfigError, OSError) as exc:
             fail(f"{r.label} cannot be built: {str(exc).splitlines()[0]}", 2)
+    for name in special:
+        out.append(auto_candidate(gpu) if name == "auto" else matmul_candidate())
     for name in baselines:
         try:
             out.append(candidate(name))
@@ -65,7 +70,7 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
     try:
         explicit = [parse_shape(s) for s in shape or []]
         todo = suites.shapes_for(suite or [], explicit)
-        rungs = suites.rungs_for(kernel or [])
+        rungs, special = suites.kernels_for(kernel or [])
         extra = suites.baselines_for(baseline or [])
     except typer.BadParameter as exc:
         fail(f"--shape: {exc.message}")
@@ -73,7 +78,7 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
         fail(exc.args[0])
     gpu = require_gpu()
     require_torch()
-    candidates, notes = _candidates(rungs, extra, gpu.name)
+    candidates, notes = _candidates(rungs, extra, gpu, special)
     method = CONFIRM if confirm else QUICK
     tag = "-".join([*(suite or []), *(f"{M}x{N}x{K}" for M, N, K in explicit)])[:80] \
         or suites.DEFAULT_SUITE
@@ -89,6 +94,10 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = No
                                        notes, board)
     except runner.BaselineError as exc:
         fail(str(exc), 4)
+    for row in runner.auto_vs_best(run["records"]):
+        typer.echo(f"auto at {row['M']}×{row['N']}×{row['K']}: {row['auto']} "
+                   f"reaches {100 * row['ratio']:.1f} % of the best rung measured "
+                   f"({row['best']})")
     typer.echo(f"results: {path}\nreport:  sgemmlab report {path}")
     failed = sorted({r["kernel"] for r in run["records"] if r.get("status") == "failed"})
     if failed:

@@ -3,6 +3,10 @@
 `sgemmlab ladder`, `sgemmlab bench` and the tuner all call `measure_shape`; they differ only
 in which candidates they pass and what they print. `run` measures a list of shapes and
 writes the results file (`sgemmlab bench` uses it).
+
+Candidates: a rung at a configuration (`rung_candidate`), the dispatcher's choice per shape
+(`auto_candidate`: what `--kernel auto` measures), the public API called on every launch
+(`matmul_candidate`: `--kernel matmul`, host overhead included), and the baselines.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ class Candidate:
     config: dict | None = None
     info: dict = field(default_factory=dict)  # registers, notes: copied into the record
     fp32: bool = True  # False for TF32 baselines: their check is reported, never gating
+    #: (M, N, K) -> fields of that shape's record (its config, what dispatch chose...), for
+    #: candidates that are a different kernel at each shape ("auto")
+    per_shape: Callable[[int, int, int], dict] | None = None
 
 
 def check_candidate(c: Candidate, M: int, N: int, K: int) -> CheckResult:
@@ -41,18 +48,36 @@ def check_candidate(c: Candidate, M: int, N: int, K: int) -> CheckResult:
 
 
 def _record(c: Candidate, M: int, N: int, K: int, chk: CheckResult) -> dict:
-    return {"kernel": c.kernel, "config": c.config, "M": M, "N": N, "K": K,
-            "fp32": c.fp32, **chk.as_dict(), **c.info}
+    extra = dict(c.per_shape(M, N, K)) if c.per_shape else {}
+    return {"kernel": c.kernel, "config": extra.pop("config", c.config), "M": M, "N": N,
+            "K": K, "fp32": c.fp32, **chk.as_dict(), **c.info, **extra}
+
+
+def operands(M: int, N: int, K: int, layout: str = "NN"):
+    """A (M x K) and B (K x N) uniform in [-1, 1], each stored row-major ('N') or
+    column-major ('T': a transposed view of a contiguous K x M or N x K tensor)."""
+    import torch
+
+    def uniform(rows: int, cols: int, col_major: bool):
+        if col_major:
+            return (torch.rand(cols, rows, device="cuda") * 2 - 1).t()
+        return torch.rand(rows, cols, device="cuda") * 2 - 1
+
+    return uniform(M, K, layout[0] == "T"), uniform(K, N, layout[1] == "T")
 
 
 def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: Method,
                   flush: L2Flusher, peak_tflops: float | None = None,
-                  progress=None) -> list[dict]:
-    """Records for cuBLAS and each candidate at one shape (see results.py for the fields)."""
+                  progress=None, *, layout: str = "NN",
+                  on_record: Callable[[dict], None] | None = None) -> list[dict]:
+    """Records for cuBLAS and each candidate at one shape (see results.py for the fields).
+
+    `layout` stores A and B row-major ('N') or column-major ('T'), cuBLAS included (records
+    then carry a "layout" field); `on_record` gets each candidate's record the moment it
+    is complete (the tuner persists it, so an interrupted run resumes)."""
     import torch
 
-    A = torch.rand(M, K, device="cuda") * 2 - 1
-    B = torch.rand(K, N, device="cuda") * 2 - 1
+    A, B = operands(M, N, K, layout)
     C = torch.empty(M, N, device="cuda")
     Cb = torch.empty(M, N, device="cuda")
     cublas = cublas_fp32(A, B, Cb)
@@ -66,6 +91,8 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
             if progress else None
         chk = check_candidate(cand, M, N, K)
         rec = _record(cand, M, N, K, chk)
+        if layout != "NN":
+            rec["layout"] = layout
         records.append(rec)
         if progress:
             progress.advance(task)
@@ -73,6 +100,8 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
             rec["status"] = "failed"
             if progress:
                 progress.update(task, completed=method.rounds + 1)
+            if on_record:
+                on_record(rec)
             continue
         p = paired(cand.bind(A, B, C), cublas, method, flush,
                    on_round=(lambda r: progress.advance(task)) if progress else None)
@@ -83,6 +112,8 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
         if peak_tflops:
             rec["pct_of_peak"] = 100 * rec["tflops"] / peak_tflops
         cublas_rounds += p.baseline_us
+        if on_record:
+            on_record(rec)
     if cublas_rounds:
         us = median([median(r) for r in cublas_rounds])
         cublas_rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us),
@@ -92,34 +123,124 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
             cublas_rec["pct_of_peak"] = 100 * cublas_rec["tflops"] / peak_tflops
     else:
         cublas_rec["status"] = "not timed"
+    if layout != "NN":
+        cublas_rec["layout"] = layout
     return [cublas_rec, *records]
 
 
-def rung_candidate(rung, config: dict) -> Candidate:
-    """A rung of the ladder at `config`, through the public API (for the check) and a
-    pre-bound launch (for timing)."""
+def _pointers(A, B, C) -> tuple:
+    """(M, N, K, a, lda, b, ldb, c, ldc, trans_a, trans_b) of torch operands, each of A and
+    B row-major (unit column stride) or column-major (unit row stride)."""
+    M, K = A.shape
+    N = B.shape[1]
+    ta, tb = A.stride(1) != 1, B.stride(1) != 1
+    return (M, N, K, A.data_ptr(), A.stride(1) if ta else A.stride(0), B.data_ptr(),
+            B.stride(1) if tb else B.stride(0), C.data_ptr(), C.stride(0), ta, tb)
+
+
+def _bind(launcher, A, B, C, alpha: float = 1.0, beta: float = 0.0):
+    """launcher.bind on torch operands, on torch's current stream."""
     import torch
 
-    from ..api import sgemm
     from ..runtime.arrays import stream_for
+
+    stream = stream_for(int(torch.cuda.current_stream().cuda_stream), 0)
+    M, N, K, a, lda, b, ldb, c, ldc, ta, tb = _pointers(A, B, C)
+    layouts = {"trans_a": ta, "trans_b": tb} if ta or tb else {}
+    return launcher.bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, **layouts)
+
+
+def rung_candidate(rung, config: dict, layout: str = "NN") -> Candidate:
+    """A rung of the ladder at `config`, through the public API (for the check) and a
+    pre-bound launch (for timing). With a layout other than "NN" the check stores the
+    operands in that layout and launches directly (the API takes row-major operands)."""
+    from ..api import sgemm
     from ..runtime.launch import Launcher
 
     launcher = Launcher(rung, config)
 
     def gemm(A, B, C, alpha, beta):
-        sgemm(A, B, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config)
-
-    def bind(A, B, C):
-        stream = stream_for(int(torch.cuda.current_stream().cuda_stream), 0)
-        M, K = A.shape
-        N = B.shape[1]
-        return launcher.bind(M, N, K, 1.0, A.data_ptr(), A.stride(0), B.data_ptr(),
-                             B.stride(0), 0.0, C.data_ptr(), C.stride(0), stream)
+        if layout == "NN":
+            sgemm(A, B, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config)
+            return
+        a = A.t().contiguous().t() if layout[0] == "T" else A
+        b = B.t().contiguous().t() if layout[1] == "T" else B
+        _bind(launcher, a, b, C, alpha, beta)()
 
     res = launcher.compiled().resources
     info = {"registers": res.registers, "spill_bytes": res.spill_stores + res.spill_loads,
             "smem_bytes": res.smem_bytes, "threads": rung.threads(config)}
-    return Candidate(rung.label, gemm, bind, dict(config), info)
+    return Candidate(rung.label, gemm, lambda A, B, C: _bind(launcher, A, B, C),
+                     dict(config), info)
+
+
+def auto_candidate(gpu) -> Candidate:
+    """`--kernel auto`: at each shape, the rung and configuration the dispatcher chooses for
+    this GPU, bound through the launcher like any rung; each record carries the choice."""
+    from .. import dispatch, registry
+
+    def choice(M: int, N: int, K: int) -> dispatch.Choice:
+        # what the API sees for torch operands: 16-byte aligned bases, lda = K, ldb = N
+        return dispatch.choose(M, N, K, gpu_name=gpu.name, sm_count=gpu.sm_count,
+                               aligned=K % 4 == 0 and N % 4 == 0)
+
+    cache: dict[tuple, Candidate] = {}
+
+    def chosen(M: int, N: int, K: int) -> Candidate:
+        c = choice(M, N, K)
+        key = (c.rung, registry.config_key(c.config))
+        if key not in cache:
+            cache[key] = rung_candidate(registry.rung(c.rung), dict(c.config))
+        return cache[key]
+
+    def gemm(A, B, C, alpha, beta):
+        chosen(A.shape[0], B.shape[1], A.shape[1]).gemm(A, B, C, alpha, beta)
+
+    def bind(A, B, C):
+        return chosen(A.shape[0], B.shape[1], A.shape[1]).bind(A, B, C)
+
+    def per_shape(M: int, N: int, K: int) -> dict:
+        c = choice(M, N, K)
+        return {**chosen(M, N, K).info, "config": dict(c.config), "rung": c.rung,
+                "dispatch": c.as_dict()}
+
+    return Candidate("auto", gemm, bind, None,
+                     {"note": "the dispatcher's choice per shape (sgemmlab explain)"},
+                     per_shape=per_shape)
+
+
+def matmul_candidate() -> Candidate:
+    """`--kernel matmul`: sgemmlab.matmul(A, B, out=C) on every launch, so the host work of
+    the API (operand checks, dispatch, binding) is inside the timing."""
+    from ..api import matmul, sgemm
+
+    def gemm(A, B, C, alpha, beta):
+        if alpha == 1 and beta == 0:
+            matmul(A, B, out=C)
+        else:
+            sgemm(A, B, C, alpha=alpha, beta=beta, out=C)
+
+    return Candidate("matmul", gemm, lambda A, B, C: (lambda: matmul(A, B, out=C)),
+                     info={"note": "sgemmlab.matmul per launch: host overhead included"})
+
+
+def auto_vs_best(records: list[dict]) -> list[dict]:
+    """Per shape where `auto` and at least one rung were timed: auto's paired ratio over the
+    best rung's (1.0: dispatch picked as well as the best rung measured)."""
+    by_shape: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r.get("status") == "ok" and isinstance(r.get("vs_cublas"), (int, float)):
+            by_shape.setdefault((r["M"], r["N"], r["K"]), []).append(r)
+    out = []
+    for shape, recs in by_shape.items():
+        auto = next((r for r in recs if r["kernel"] == "auto"), None)
+        rungs = [r for r in recs if r["kernel"][:2].isdigit()]
+        if auto is None or not rungs:
+            continue
+        top = max(rungs, key=lambda r: r["vs_cublas"])
+        out.append({"M": shape[0], "N": shape[1], "K": shape[2], "auto": auto.get("rung"),
+                    "best": top["kernel"], "ratio": auto["vs_cublas"] / top["vs_cublas"]})
+    return out
 
 
 def new_progress():

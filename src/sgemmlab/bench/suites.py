@@ -45,6 +45,12 @@ def shapes_for(suites: list[str], shapes: list[Shape]) -> list[Shape]:
     return list(dict.fromkeys(todo)) or suite(DEFAULT_SUITE)
 
 
+#: Kernels `sgemmlab bench --kernel` takes besides the rungs:
+#:   auto    at each shape, the rung and configuration the dispatcher chooses (dispatch.py);
+#:   matmul  sgemmlab.matmul called on every launch: the API's host overhead included.
+SPECIAL_KERNELS = ("auto", "matmul")
+
+
 def best_rung() -> registry.Rung:
     """The rung `--kernel best` means (registry.best)."""
     return registry.best()
@@ -77,3 +83,16 @@ def baselines_for(names: list[str]) -> list[str]:
             raise ValueError(f"unknown baseline {n!r}; choose from "
                              f"{', '.join(BASELINES)} or none")
     return list(dict.fromkeys(names))
+
+
+def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
+    """(rungs, special kernels) named on the command line: rungs as rungs_for takes them,
+    'auto' and 'matmul' each once in the order given; 'best' when nothing is named.
+    Raises KeyError (naming the rungs and the special kernels) for an unknown kernel."""
+    names = list(kernels or ["best"])
+    special = list(dict.fromkeys(k for k in names if k in SPECIAL_KERNELS))
+    rest = [k for k in names if k not in SPECIAL_KERNELS]
+    try:
+        return (rungs_for(rest) if rest else []), special
+    except KeyError as exc:
+        raise KeyError(f"{exc.args[0]}; or {', '.join(SPECIAL_KERNELS)}, all, best") from None

@@ -21,13 +21,13 @@
 // rest is zero-filled (src_bytes, see async_copy.cuh), so the math needs no branch. Without
 // float4 alignment (SGEMM_VEC4 = 0) every copy is 4 bytes.
 //
-// The bill (BM=128 BN=128 BK=16 WM=64 WN=32 WNITER=2 TM=8 TN=4, 256 threads, STAGES=3):
-// global and FFMA work are rung 10's (0.031 B/FLOP, 64 FFMA per thread per k). Shared reads
-// per k per thread: 8 LDS.32 of A + 2 LDS.128 of B = 10 instructions for 64 FFMA (rung 10:
-// 4), 0.156 LDS per FFMA. Copies per tile per thread: 2 cp.async.16 of A + 2 of B (rung 10:
-// 4 LDG.128 + 16 STS.32 + 4 STS.128... the stash disappears). Shared memory: STAGES x
-// (BM x (BK+PAD) + BK x BN) x 4 = 3 x 18 KB = 54 KB: over the 48 KB static limit, so the
-// space stops at what fits (2 stages at that tile, 3 at BK = 8).
+// The bill (BM=128 BN=64 BK=16 WM=64 WN=32 WNITER=1 TM=8 TN=4, 128 threads, STAGES=3):
+// global bytes per FLOP 2 * (BM + BN) / (BM * BN) = 0.047 B/FLOP; per k per thread 2 x 8
+// LDS.32 of A (WMITER = 2) + 1 LDS.128 of B for 64 FFMA: 0.27 LDS per FFMA (rung 10's
+// tuned tile: 2 LDS.128 for 16 FFMA). Copies per tile per thread: 4 cp.async.16 of A and
+// 2 of B, nothing through registers (rung 10: LDG.128 into registers, then STS.32 x 4 and
+// STS.128 from them). Shared memory: STAGES x (BM x (BK+PAD) + BK x BN) x 4 = 3 x 14 KB =
+// 43 KB; the 48 KB static limit caps STAGES x tile size.
 //
 // The A reads conflict: the lanes of a warp that read different rows of As at one k are TM
 // rows apart, TM * (BK + PAD) words, and for BK = 16, PAD = 4, TM = 8 that is 160 words =
@@ -133,7 +133,7 @@ __device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* A, 
     }
 }
 
-SGEMM_KERNEL __launch_bounds__(THREADS)
+SGEMM_KERNEL __launch_bounds__(THREADS, 1)  // 1 block/SM suffices: no register cap below 255
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
       const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
     constexpr int WSUBM = WM / WMITER, WSUBN = WN / WNITER;
