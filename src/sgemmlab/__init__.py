@@ -4,11 +4,28 @@ ladder that explains, rung by rung, how such a kernel gets fast.
     import sgemmlab
     c = sgemmlab.matmul(a, b)                      # torch / CuPy / DLPack float32 on a GPU
     c = sgemmlab.sgemm(a, b, c, alpha=2.0, beta=1.0)
+
+docs/api.md is the reference; with torch, torch.ops.sgemmlab.matmul is the same product as
+a PyTorch operator (autograd, torch.compile, CUDA graphs).
 """
 
 from .api import matmul, sgemm
-from .runtime.arrays import OperandError
+from .runtime.arrays import LayoutError, OperandError
 from .runtime.device import NoGPUError
 
 __version__ = "0.1.0"
-__all__ = ["sgemm", "matmul", "OperandError", "NoGPUError", "__version__"]
+__all__ = ["sgemm", "matmul", "OperandError", "LayoutError", "NoGPUError", "__version__"]
+
+
+def _register_torch_op() -> None:
+    """torch.ops.sgemmlab.matmul exists as soon as both are imported (sgemmlab never
+    imports torch itself: the command line and CuPy users do not pay for it)."""
+    import sys
+
+    if "torch" in sys.modules:
+        from . import api
+
+        api._find_torch()
+
+
+_register_torch_op()

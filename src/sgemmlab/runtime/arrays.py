@@ -1,8 +1,17 @@
 """Array interop: torch tensors, CuPy arrays, and anything with __dlpack__ or
-__cuda_array_interface__, seen through cuda.core's StridedMemoryView (no copies).
+__cuda_array_interface__, read without copies.
 
-A `Matrix` is what a kernel needs to know of an operand: device pointer, shape, row stride
-(the leading dimension, in elements), and which library and stream it came from.
+An `Operand` is what the API needs to know of an array: device pointer, shape, strides (in
+elements), device, and which library it came from. torch tensors and CuPy arrays are read
+directly (their attributes are cheaper than any protocol); everything else goes through
+cuda.core's StridedMemoryView.
+
+`matrix_layout` says how one matrix of an operand lies in memory, in the terms the kernels
+take: row-major (A[m, k] at a + m*ld + k) or column-major (A[m, k] at a + k*ld + m), with
+which leading dimension. Those two cover every transposed view; other strides are refused
+with a `LayoutError` that says so.
+
+`Matrix` and `as_matrix` are the older, row-major-only view (the benchmark's tests use it).
 """
 
 from __future__ import annotations
@@ -17,6 +26,185 @@ import numpy as np
 
 class OperandError(ValueError):
     """An operand sgemmlab cannot use as it is; the message names the problem."""
+
+
+class LayoutError(OperandError):
+    """An operand whose strides are neither row- nor column-major (a copy would fix it)."""
+
+
+def library_of(obj: Any) -> str:
+    mod = type(obj).__module__.split(".")[0]
+    return mod if mod in ("torch", "cupy") else "other"
+
+
+# -- operands --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    obj: Any
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # elements, never None
+    device_id: int
+    library: str  # "torch", "cupy" or "other"
+    readonly: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return 0 in self.shape
+
+    def span(self) -> tuple[int, int]:
+        """[first byte, one past the last byte) the operand touches; (p, p) when empty."""
+        if self.empty:
+            return self.ptr, self.ptr
+        last = sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+        return self.ptr, self.ptr + (last + 1) * 4
+
+    def overlaps(self, other: "Operand") -> bool:
+        (a0, a1), (b0, b1) = self.span(), other.span()
+        return self.device_id == other.device_id and a0 < b1 and b0 < a1
+
+    def same_array(self, other: "Operand") -> bool:
+        """The same elements in the same places: an in-place update, not an overlap."""
+        return (self.ptr, self.shape, self.strides, self.device_id) == (
+            other.ptr, other.shape, other.strides, other.device_id)
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")"
+
+
+def _check_dims(shape: tuple[int, ...], name: str) -> None:
+    if len(shape) not in (2, 3):
+        raise OperandError(f"{name}: expected a 2-D matrix or a 3-D batch of matrices, got "
+                           f"shape {_shape_text(shape)}")
+
+
+def torch_operand(t: Any, name: str) -> Operand:
+    """A torch tensor, read from its attributes (no DLPack round trip)."""
+    if str(t.dtype) != "torch.float32":
+        raise OperandError(f"{name}: dtype is {t.dtype}, sgemmlab computes float32 only")
+    if t.device.type != "cuda":
+        raise OperandError(f"{name}: tensor is on {t.device}, not on a CUDA GPU")
+    shape = tuple(t.shape)
+    _check_dims(shape, name)
+    return Operand(t, t.data_ptr(), shape, tuple(t.stride()), t.device.index, "torch")
+
+
+def _cupy_operand(x: Any, name: str) -> Operand:
+    if x.dtype != np.float32:
+        raise OperandError(f"{name}: dtype is {x.dtype}, sgemmlab computes float32 only")
+    shape = tuple(x.shape)
+    _check_dims(shape, name)
+    if any(s % 4 for s in x.strides):
+        raise LayoutError(f"{name}: byte strides {x.strides} are not whole float32 elements")
+    return Operand(x, int(x.data.ptr), shape, tuple(s // 4 for s in x.strides),
+                   int(x.device.id), "cupy")
+
+
+def as_operand(obj: Any, name: str) -> Operand:
+    """View `obj` as a float32 GPU matrix (2-D) or batch of matrices (3-D), or raise
+    OperandError naming `name` and what is wrong."""
+    lib = library_of(obj)
+    if lib == "torch" and hasattr(obj, "data_ptr"):
+        return torch_operand(obj, name)
+    if lib == "cupy" and hasattr(obj, "data") and hasattr(obj, "strides"):
+        return _cupy_operand(obj, name)
+    if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
+        raise OperandError(
+            f"{name}: {type(obj).__name__} is not a GPU array (expected a torch tensor, a "
+            "CuPy array, or an object with __dlpack__ or __cuda_array_interface__)"
+        )
+    view = _view(obj, name)
+    if view.dtype != np.float32:
+        raise OperandError(f"{name}: dtype is {view.dtype}, sgemmlab computes float32 only")
+    if not view.on_device:
+        raise OperandError(f"{name}: array is in host memory, not on a CUDA GPU")
+    _check_dims(view.shape, name)
+    strides = view.strides if view.strides is not None else contiguous_strides(view.shape)
+    return Operand(obj, view.ptr, view.shape, strides, view.device_id, lib, view.readonly)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))
+
+
+# -- how a matrix lies in memory ---------------------------------------------------------------
+
+
+def _round4(n: int) -> int:
+    return -(-max(n, 1) // 4) * 4
+
+
+def matrix_layouts(rows: int, cols: int, s_row: int, s_col: int) -> list[tuple[bool, int]]:
+    """Every (transposed, ld) the kernels can read this matrix with, row-major first.
+
+    transposed=False: element (r, c) at r*ld + c (needs unit column stride, ld >= cols);
+    transposed=True:  element (r, c) at c*ld + r (needs unit row stride, ld >= rows).
+    A stride along a dimension of extent 1 is never used, so it does not matter; the ld of
+    such a matrix is then free, and a multiple of 4 keeps the float4 variant legal."""
+    found = []
+    if cols <= 1 or s_col == 1:
+        if rows <= 1:
+            found.append((False, _round4(cols)))
+        elif s_row >= max(cols, 1):
+            found.append((False, s_row))
+    if rows <= 1 or s_row == 1:
+        if cols <= 1:
+            found.append((True, _round4(rows)))
+        elif s_col >= max(rows, 1):
+            found.append((True, s_col))
+    return found
+
+
+def matrix_layout(op: Operand, name: str) -> list[tuple[bool, int]]:
+    """matrix_layouts of the operand's matrices (the last two dimensions), or LayoutError."""
+    rows, cols = op.shape[-2:]
+    s_row, s_col = op.strides[-2:]
+    if any(s < 0 for s in op.strides):
+        raise LayoutError(f"{name}: strides {op.strides} (in elements) include a negative "
+                          "one; make it contiguous first (e.g. .contiguous())")
+    if op.empty:  # nothing is read or written: any strides will do
+        return [(False, _round4(cols))]
+    found = matrix_layouts(rows, cols, s_row, s_col)
+    if not found:
+        raise LayoutError(
+            f"{name}: strides {op.strides} (in elements) of shape {_shape_text(op.shape)} are "
+            "neither row-major (unit column stride, row stride >= columns) nor column-major "
+            "(unit row stride, column stride >= rows); make it contiguous first "
+            "(e.g. .contiguous())")
+    return found
+
+
+def batch_stride(op: Operand) -> int:
+    """Elements from one matrix of a 3-D operand to the next; 0 for a 2-D operand or a batch
+    of one (which the batch then broadcasts)."""
+    if len(op.shape) == 2 or op.shape[0] == 1:
+        return 0
+    return op.strides[0]
+
+
+def self_overlapping(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two different indices may share an element. Dimensions sorted by stride must
+    each step past everything the smaller ones span (a sufficient test, and exact for every
+    permutation of a dense or padded array)."""
+    if 0 in shape:
+        return False
+    dims = sorted((s, n) for n, s in zip(shape, strides) if n > 1)
+    reach = 0  # elements spanned by the dimensions seen so far, minus one
+    for s, n in dims:
+        if s <= reach:
+            return True
+        reach += (n - 1) * s
+    return False
+
+
+# -- the older row-major matrix view -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -42,41 +230,23 @@ class Matrix:
         return self.device_id == other.device_id and a0 < b1 and b0 < a1
 
 
-def library_of(obj: Any) -> str:
-    mod = type(obj).__module__.split(".")[0]
-    return mod if mod in ("torch", "cupy") else "other"
-
-
 def as_matrix(obj: Any, name: str) -> Matrix:
     """View `obj` as a row-major float32 GPU matrix, or raise OperandError naming `name`."""
-    if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
-        raise OperandError(
-            f"{name}: {type(obj).__name__} is not a GPU array (expected a torch tensor, a "
-            "CuPy array, or an object with __dlpack__ or __cuda_array_interface__)"
-        )
-    lib = library_of(obj)
-    if lib == "torch":
-        if str(obj.dtype) != "torch.float32":
-            raise OperandError(f"{name}: dtype is {obj.dtype}, sgemmlab computes float32 only")
-        if obj.device.type != "cuda":
-            raise OperandError(f"{name}: tensor is on {obj.device}, not on a CUDA GPU")
-    view = _view(obj, name)
-    if view.dtype != np.float32:
-        raise OperandError(f"{name}: dtype is {view.dtype}, sgemmlab computes float32 only")
-    if not view.on_device:
-        raise OperandError(f"{name}: array is in host memory, not on a CUDA GPU")
-    shape = view.shape
-    if len(shape) != 2:
-        raise OperandError(f"{name}: expected a 2-D matrix, got shape {shape}")
-    rows, cols = shape
-    strides = view.strides or (cols, 1)  # None means C-contiguous
-    if cols > 1 and strides[1] != 1 or rows > 1 and strides[0] < cols:
-        raise OperandError(
-            f"{name}: strides {tuple(strides)} (in elements) are not row-major with unit "
+    op = as_operand(obj, name)
+    if len(op.shape) != 2:
+        raise OperandError(f"{name}: expected a 2-D matrix, got shape {_shape_text(op.shape)}")
+    rows, cols = op.shape
+    row_major = [ld for transposed, ld in matrix_layout(op, name) if not transposed]
+    if not row_major:
+        raise LayoutError(
+            f"{name}: strides {op.strides} (in elements) are not row-major with unit "
             f"column stride; make it contiguous first (e.g. .contiguous())"
         )
-    ld = max(int(strides[0]), cols, 1)
-    return Matrix(obj, view.ptr, rows, cols, ld, view.device_id, lib)
+    ld = max(op.strides[0], cols, 1)
+    return Matrix(obj, op.ptr, rows, cols, ld, op.device_id, op.library)
+
+
+# -- protocols -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -87,6 +257,7 @@ class _View:
     dtype: np.dtype
     device_id: int
     on_device: bool
+    readonly: bool = False
 
 
 def _view(obj: Any, name: str) -> _View:
@@ -104,7 +275,7 @@ def _view(obj: Any, name: str) -> _View:
         return _view_cai_v2(cai, name)
     strides = tuple(v.strides) if v.strides is not None else None
     return _View(int(v.ptr), tuple(v.shape), strides, np.dtype(v.dtype), int(v.device_id),
-                 bool(v.is_device_accessible))
+                 bool(v.is_device_accessible), bool(getattr(v, "readonly", False)))
 
 
 def _view_cai_v2(cai: dict, name: str) -> _View:
@@ -123,7 +294,11 @@ def _view_cai_v2(cai: dict, name: str) -> _View:
             driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
         on_device = err == driver.CUresult.CUDA_SUCCESS
         device_id = int(ordinal) if on_device else 0
-    return _View(ptr, tuple(cai["shape"]), strides, dtype, device_id, on_device)
+    return _View(ptr, tuple(cai["shape"]), strides, dtype, device_id, on_device,
+                 bool(cai["data"][1]))
+
+
+# -- streams ---------------------------------------------------------------------------------
 
 
 class _StreamHandle:
@@ -136,8 +311,9 @@ class _StreamHandle:
         return (0, self.handle)
 
 
-def current_stream_handle(m: Matrix) -> int:
-    """The caller's current stream for `m`'s library: torch's, CuPy's, or the CAI's."""
+def current_stream_handle(m: Any) -> int:
+    """The caller's current stream for `m`'s library (an Operand or a Matrix): torch's,
+    CuPy's, or the one a __cuda_array_interface__ names (else the legacy default stream)."""
     if m.library == "torch":
         torch = sys.modules["torch"]
         return int(torch.cuda.current_stream(m.obj.device).cuda_stream)

@@ -140,30 +140,50 @@ class Launcher:
         if rung.supports("batched"):
             args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
         if rung.supports("streamk"):
-            from .streamk import plan
-            from .workspace import workspace
-
-            cfg = self.config
-            slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
-            p = plan(cfg["SPLIT"], cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K,
-                     batch, slots)
-            if p.grid > INT32_MAX:
-                raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
-            zeroed, scratch = workspace(self.device_id, stream, p.zeroed_bytes,
-                                        p.scratch_bytes)
-            tiles = zeroed + p.counters_bytes if p.fixup else scratch
-            args += [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
-                     np.int32(p.sk_tiles), np.int32(p.sk_blocks), tiles, zeroed]
-            grid = (p.grid, 1, 1)
-        else:
-            gx, gy, _ = rung.grid(self.config, M, N)
-            if gy > 65535 or batch > 65535:
-                raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
-                                    "along gridDim.y and z, which allow 65535 each")
-            grid = (gx, gy, batch)
+            return self._bind_streamk(kernel, args, M, N, K, batch, stream)
+        gx, gy, _ = rung.grid(self.config, M, N)
+        if gy > 65535 or batch > 65535:
+            raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
+                                "along gridDim.y and z, which allow 65535 each")
+        grid = (gx, gy, batch)
         config = LaunchConfig(grid=grid, block=self.block)
         args = tuple(args)
         return lambda: launch(stream, config, kernel, *args)
+
+    def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
+        """Rung 14: the plan's grid and arguments, and the stream's workspace. The launch
+        keeps working when a later, bigger call replaces that workspace: it notices
+        (workspace.generation) and asks for the pointers again."""
+        from cuda.core import LaunchConfig, launch
+
+        from . import workspace as ws
+        from .streamk import plan
+
+        cfg = self.config
+        slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
+        p = plan(cfg["SPLIT"], cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K, batch,
+                 slots)
+        if p.grid > INT32_MAX:
+            raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
+        config = LaunchConfig(grid=(p.grid, 1, 1), block=self.block)
+        head = args + [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
+                       np.int32(p.sk_tiles), np.int32(p.sk_blocks)]
+        state: list = [None, None]  # [generation, arguments]
+
+        def refresh() -> None:
+            zeroed, scratch = ws.workspace(self.device_id, stream, p.zeroed_bytes,
+                                           p.scratch_bytes)
+            tiles = zeroed + p.counters_bytes if p.fixup else scratch
+            state[:] = [ws.generation, tuple(head + [tiles, zeroed])]
+
+        refresh()
+
+        def go() -> None:
+            if state[0] != ws.generation:
+                refresh()
+            launch(stream, config, kernel, *state[1])
+
+        return go
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""

@@ -37,6 +37,9 @@ class _Workspace:
 
 _spaces: dict[tuple[int, int], _Workspace] = {}
 _lock = threading.Lock()
+#: Bumped whenever a buffer is replaced or freed: a launch bound to workspace pointers
+#: compares it with the value it saw and asks again when it changed.
+generation = 0
 
 
 def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, int]:
@@ -55,6 +58,8 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
             buf.fill(0, stream=stream)
             if ws is not None:
                 ws.buffer.close(stream)  # freed in stream order, after the launches using it
+            global generation
+            generation += 1
             ws = _spaces[key] = _Workspace(buf, z, s)
         base = int(ws.buffer.handle)
         return base, base + ws.zeroed
@@ -62,7 +67,9 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
 
 def release_all() -> None:
     """Free every workspace (tests; a process that is done with the GPU)."""
+    global generation
     with _lock:
         for ws in _spaces.values():
             ws.buffer.close()
         _spaces.clear()
+        generation += 1

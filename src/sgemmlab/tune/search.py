@@ -76,8 +76,16 @@ def _store_default(gpu_name: str, rung: Rung, cfg: dict, source: str) -> None:
 
 
 def default_jobs() -> int:
-    """Parallel NVRTC compiles: one per core (compiling is what a big search waits on)."""
-    return max(os.cpu_count() or 1, 1)
+    """Parallel NVRTC compiles: one per core this process may use (os.cpu_count() counts
+    the host's, which in a container can be ten times more), at most MAX_JOBS."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_JOBS))
+
+
+MAX_JOBS = 16
 
 
 def measurement_key(rec: dict) -> tuple:

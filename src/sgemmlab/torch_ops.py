@@ -1,0 +1,111 @@
+"""torch.ops.sgemmlab.matmul: sgemmlab's product as a PyTorch operator.
+
+    import torch, sgemmlab.torch_ops
+    c = torch.ops.sgemmlab.matmul(a, b)          # or sgemmlab.matmul(a, b)
+
+Registered with torch.library.custom_op, so it works
+- in autograd: grad_a = g @ b^T and grad_b = a^T @ g, computed by this same op on transposed
+  views (which the kernels read as they lie: no copies); the gradient of an operand that was
+  broadcast over a batch is summed over it;
+- under torch.compile(fullgraph=True): the fake implementation gives the result's shape,
+  dtype and (contiguous) strides without running anything, and raises the same errors;
+- in CUDA graphs: a call allocates only through torch's allocator and launches on torch's
+  current stream. Make one call of each shape before capturing (every stream the capture
+  uses included, for products dispatch sends to Stream-K): the first call of a shape plans
+  it, and may compile a kernel or allocate the Stream-K workspace, neither of which a
+  capture allows.
+
+`deterministic=True`, or torch.use_deterministic_algorithms(True), asks dispatch for a
+bit-reproducible configuration (no atomic fix-up of split tiles).
+
+CPU tensors are computed by torch.matmul (FP32 on the CPU is plain FP32 too), so a model
+with this op still runs, traces and checks (torch.library.opcheck) on the CPU; sgemmlab's own
+kernels run on CUDA tensors only. (`sgemmlab.matmul` called directly refuses CPU tensors.)
+
+Importing `sgemmlab` registers the op when torch is already imported, and so does the first
+call of `sgemmlab.matmul` with a torch tensor; `import sgemmlab.torch_ops` registers it
+explicitly.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import api
+from .runtime.arrays import LayoutError, Operand, OperandError, matrix_layout
+
+
+def _check(a: Tensor, b: Tensor) -> tuple:
+    """The product's shape, after the checks sgemmlab.matmul makes (dtype, device, shapes)."""
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype != torch.float32:
+            raise OperandError(f"{name}: dtype is {t.dtype}, sgemmlab computes float32 only")
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device} and b on {b.device}")
+    return tuple(api.product_shape(tuple(a.shape), tuple(b.shape)))
+
+
+def _readable(t: Tensor) -> Tensor:
+    """t itself when the kernels can read it (row- or column-major matrices), else a
+    contiguous copy: unlike sgemmlab.matmul, an operator takes any strides torch makes (a
+    gradient of a sum is an expanded tensor with stride 0, for one)."""
+    try:
+        matrix_layout(Operand(None, 0, tuple(t.shape), tuple(t.stride()), 0, "other"), "x")
+        return t
+    except LayoutError:
+        return t.contiguous()
+
+
+@torch.library.custom_op("sgemmlab::matmul", mutates_args=(), device_types="cuda")
+def matmul(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
+    """a @ b in exact FP32 on the GPU, on torch's current stream."""
+    det = deterministic or torch.are_deterministic_algorithms_enabled()
+    try:
+        return api.torch_product(a, b, det)
+    except LayoutError:
+        return api.torch_product(_readable(a), _readable(b), det)
+
+
+@matmul.register_kernel("cpu")
+def _matmul_cpu(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
+    _check(a, b)
+    return torch.matmul(a, b).contiguous()
+
+
+@matmul.register_fake
+def _matmul_fake(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
+    return a.new_empty(_check(a, b))
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, deterministic = inputs
+    ctx.save_for_backward(a, b)
+    ctx.deterministic = deterministic
+
+
+def _sum_to(x: Tensor, shape) -> Tensor:
+    """Sum the gradient of a broadcast operand over the batch it was repeated in."""
+    if x.dim() > len(shape):
+        return x.sum(0)
+    if x.shape[0] != shape[0]:
+        return x.sum(0, keepdim=True)
+    return x
+
+
+def _backward(ctx, g: Tensor):
+    a, b = ctx.saved_tensors
+    det = ctx.deterministic
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = _sum_to(matmul(g, b.mT, det), a.shape)
+    if ctx.needs_input_grad[1]:
+        if a.dim() == 3 and b.dim() == 2:
+            # sum over the batch of a_i^T g_i is one product: the batch stacked along M
+            grad_b = matmul(a.reshape(-1, a.shape[-1]).mT, g.reshape(-1, g.shape[-1]), det)
+        else:
+            grad_b = _sum_to(matmul(a.mT, g, det), b.shape)
+    return grad_a, grad_b, None
+
+
+matmul.register_autograd(_backward, setup_context=_setup_context)
