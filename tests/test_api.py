@@ -678,14 +678,15 @@ def test_a_transposed_view_gets_its_own_plan(emulated):
     assert np.allclose(out, x.T.astype(np.float64) @ x, rtol=1e-6)
 
 
-def test_stream_k_launches_are_bound_every_call(emulated):
-    # a Stream-K launch holds its stream's workspace, which a larger call may replace
+def test_stream_k_launches_are_bound_once_like_the_others(emulated):
+    # a Stream-K launch re-reads its stream's workspace itself when a larger call replaced
+    # it (runtime/launch.py, workspace.generation), so the API reuses it like any other
     emulated.use_rung(streamk=True)
     a = emulated.array(np.ones((4, 4), F32))
     out = emulated.array(np.zeros((4, 4), F32))
     for _ in range(3):
         sgemmlab.matmul(a, a, out=out)
-    assert len(emulated.choose_calls) == 1 and len(emulated.binds) == 3
+    assert len(emulated.choose_calls) == 1 and len(emulated.binds) == 1
 
 
 def test_errors_are_not_cached(emulated):
