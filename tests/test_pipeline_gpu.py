@@ -176,3 +176,29 @@ def test_workspace_reuse_across_plans_and_fixups():
         B, ldb, _ = _operand(torch, K, N, False)
         C = _run(R14, cfg, A, lda, B, ldb, M, N, K)
         _assert_close(C, A.double() @ B.double(), K, f"r14 fixup={fixup} {M}x{N}x{K}")
+
+
+def test_a_bound_launch_follows_a_replaced_workspace():
+    """Bind a split launch, let a bigger one replace the stream's workspace, and launch the
+    first again: it must use the new buffer (the old one is freed)."""
+    import torch
+
+    from sgemmlab.runtime import workspace
+
+    cfg = {**R14.seed, "SPLIT": 0, "FIXUP": 1}
+    M, N, K = 64, 64, 640  # one tile, split over blocks
+    A, lda, _ = _operand(torch, M, K, False)
+    B, ldb, _ = _operand(torch, K, N, False)
+    C = torch.full((M, N), float("nan"), device="cuda")
+    stream = _stream(torch)
+    small = Launcher(R14, cfg).bind(M, N, K, 1.0, A.data_ptr(), lda, B.data_ptr(), ldb, 0.0,
+                                    C.data_ptr(), N, stream)
+    small()
+    before = workspace.generation
+    _run(R14, {**cfg, "FIXUP": 0}, *_operand(torch, 2000, 3000, False)[:2],
+         *_operand(torch, 3000, 2000, False)[:2], 2000, 2000, 3000)  # a much bigger plan
+    assert workspace.generation != before, "the big launch should have replaced the buffer"
+    C.fill_(float("nan"))
+    small()
+    torch.cuda.synchronize()
+    _assert_close(C, A.double() @ B.double(), K, "rebound small launch")
