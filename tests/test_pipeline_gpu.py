@@ -191,6 +191,8 @@ def test_a_bound_launch_follows_a_replaced_workspace():
     B, ldb, _ = _operand(torch, K, N, False)
     C = torch.full((M, N), float("nan"), device="cuda")
     stream = _stream(torch)
+    torch.cuda.synchronize()
+    workspace.release_all()  # start from no buffer, whatever earlier tests left
     small = Launcher(R14, cfg).bind(M, N, K, 1.0, A.data_ptr(), lda, B.data_ptr(), ldb, 0.0,
                                     C.data_ptr(), N, stream)
     small()
