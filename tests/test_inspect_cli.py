@@ -63,3 +63,56 @@ def test_mistakes_are_one_sentence(cli, args, words):
     result = cli(*args)
     assert result.exit_code != 0
     assert "Traceback" not in result.output and words in " ".join(result.output.split())
+
+
+def test_rung_14_counts_its_fix_up_per_product(cli):
+    result = cli("inspect", "14", "--seed", "--shape", "1024,1024,1024", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    f, b = out["bill"]["fixup"], out["bill"]
+    # 64 tiles on the H200's slots (132 SMs x the blocks the occupancy model allows)
+    slots = 132 * out["occupancy"]["h200"]["blocks"]
+    assert f["slots"] == slots and f["split_tiles"] >= 1 and f["bytes"] > 0
+    blocks, k_steps = 8 * 8, 1024 // 8
+    assert b["dram_bytes"] == (blocks * k_steps * b["block_bytes_distinct"]
+                               + 1024 * 1024 * 4 + f["bytes"])
+    for slug, o in out["occupancy"].items():  # a GPU it does not compile for says so
+        assert "blocks" in o or "does not compile" in o["skipped"], slug
+    text = cli("inspect", "14", "--seed", "--shape", "1024,1024,1024").output
+    assert "Stream-K fix-up (per split tile, not per K step" in text
+
+
+def test_cp_async_rungs_show_their_copies(cli):
+    result = cli("inspect", "12", "--seed")
+    assert result.exit_code == 0, result.output
+    assert "A.cp.async" in result.output and "As.cp.async" in result.output
+    # the seed: TRANSPOSE_A = 1, 128 threads: 16 cp.async.4 of A + 2 cp.async.16 of B
+    assert "A and B in: 0 LDG, 0 STS, 18 LDGSTS" in result.output
+    result = cli("inspect", "13", "--seed", "--json")
+    assert json.loads(result.output)["bill"]["copy_instructions"] == {
+        "LDG": 2, "STS": 8, "LDGSTS": 2}
+
+
+def test_a_rung_that_does_not_compile_for_a_gpu_is_skipped_not_fatal(cli, monkeypatch):
+    from sgemmlab.inspect import report
+    from sgemmlab.runtime.compiler import CompileError
+
+    real = report.compile_for
+
+    def compile_for(rung, config, arch):  # rung 14 as a Hopper-only kernel
+        if rung.number == 14 and arch != "sm_90":
+            raise CompileError("14_streamk.cu did not compile:\n"
+                               "14_streamk.cu(83): error: no float4 atomicAdd before sm_90")
+        return real(rung, config, arch)
+
+    monkeypatch.setattr(report, "compile_for", compile_for)
+    result = cli("inspect", "--all", "--gpu", "a100", "--shape", "256,256,256")
+    assert result.exit_code == 0, result.output
+    assert "14_streamk does not compile for a100 (sm_80): no float4 atomicAdd before sm_90" \
+        in result.output and "13_hoisted" in result.output
+    result = cli("inspect", "14", "--gpu", "a100")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "does not compile for a100" in result.output
+    out = json.loads(cli("inspect", "14", "--seed", "--json").output)
+    assert "blocks" in out["occupancy"]["h200"]
+    assert "does not compile for sm_80" in out["occupancy"]["a100"]["skipped"]

@@ -80,3 +80,65 @@ def test_rung_10_hot_loop_from_its_cubin():
     assert loop.widths("LDG")["128"] == 1 + 4
     assert loop.ffma_share > 0.8 and loop.overhead_per_ffma < 0.15
     assert whole["local"] == 0
+
+
+NESTED = """
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_0:
+        /*0010*/                   FFMA R1, R2, R3, R1 ;
+.L_x_1:
+        /*0020*/                   FFMA R9, R4, R8, R9 ;
+        /*0030*/                   FFMA R10, R5, R8, R10 ;
+        /*0040*/                   FFMA R11, R6, R8, R11 ;
+        /*0050*/              @P0 BRA `(.L_x_1) ;
+        /*0060*/                   FFMA R12, R7, R8, R12 ;
+        /*0070*/                   FFMA R13, R7, R8, R13 ;
+        /*0080*/              @P1 BRA `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+"""
+
+
+def test_a_persistent_loop_narrows_to_its_k_loop():
+    insns, labels = sass.parse(NESTED)
+    # the outer loop holds 6 FFMAs, the inner one 3: at least half, so the inner one is hot
+    loop = sass.hot_loop(insns, labels)
+    assert (loop.start, loop.end, loop.ffma) == (0x20, 0x50, 3)
+    # with one FFMA fewer inside, the inner loop holds less than half: the outer one stays
+    fewer = NESTED.replace("FFMA R11, R6, R8, R11", "IADD3 R11, R11, 0x1, RZ")
+    insns, labels = sass.parse(fewer)
+    loop = sass.hot_loop(insns, labels)
+    assert (loop.start, loop.end, loop.ffma) == (0x10, 0x80, 5)
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("number", [13, 14])
+def test_rungs_13_14_hot_loop_is_one_k_tile(number):
+    """A fresh NVRTC compile of the seed (BK=8, TM=16, TN=8, REG_TRANSPOSE=1). Rung 14's
+    loop over its tiles holds the epilogue's FFMAs too; its hot loop is still the k loop."""
+    from sgemmlab.inspect.report import compile_for
+
+    rung = registry.rung(number)
+    cfg = rung.seed
+    assert (cfg["BK"], cfg["TM"], cfg["TN"], cfg["REG_TRANSPOSE"]) == (8, 16, 8, 1)
+    loop, whole = sass.analyse(compile_for(rung, cfg, "sm_90").cubin)
+    assert loop.ffma == 8 * 16 * 8  # the k-tile, unrolled
+    assert loop.widths("LDS")["128"] == 8 * (16 // 4 + 8 // 4)  # 4 + 2 LDS.128 per k
+    assert loop.counts["STS"] == 2 * 4  # two granules of A, stashed as 4 STS.32 each
+    assert loop.counts["LDGSTS"] >= 2 and loop.widths("LDG")["128"] >= 2
+    assert loop.overhead_per_ffma < 0.25 and whole["local"] == 0
+
+
+@needs_nvdisasm
+def test_rung_11_scalar_a_reads_are_fused_along_k_in_the_sass():
+    """The source reads A as WMITER*TM scalars per k (the bill counts those); the compiler,
+    with the k loop unrolled, reads each row of As[m][k] four k at a time as LDS.128 instead.
+    The source-level bill (and its 4-way conflict) is not what the SM executes."""
+    from sgemmlab.inspect.report import compile_for
+
+    rung = registry.rung(11)
+    c = rung.seed  # BK = 16, WMITER = 2, TM = 8, WNITER = 1, TN = 4
+    loop, _ = sass.analyse(compile_for(rung, c, "sm_90").cubin)
+    assert loop.ffma == 16 * 2 * 8 * 4
+    rows_a = 2 * 8
+    assert loop.widths("LDS")["128"] == rows_a * 16 // 4 + 16 * 1  # not 16 x 16 LDS.32
+    assert loop.counts["LDGSTS"] == (128 * 16 // 4 + 16 * 64 // 4) // 128  # 4 + 2 cp.async.16

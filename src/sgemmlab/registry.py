@@ -56,10 +56,13 @@ FEATURES = frozenset({"layouts", "batched", "streamk"})
 
 @dataclass(frozen=True)
 class Rule:
-    """One legality rule: `text` says it in words, `holds` decides it for a configuration."""
+    """One legality rule: `text` says it in words, `holds` decides it for a configuration.
+    A `host` rule concerns a key only the host reads (rung 14's SPLIT): no kernel sees it,
+    so no static_assert can mirror it."""
 
     text: str
     holds: Callable[[Config], bool]
+    host: bool = False
 
 
 @dataclass(frozen=True)
@@ -352,7 +355,7 @@ def _streamk_rules() -> tuple[Rule, ...]:
     return _patch_rules() + (
         Rule("FIXUP is 0 (fixed order) or 1 (atomic)", lambda c: c["FIXUP"] in (0, 1)),
         Rule("SPLIT is 0 (Stream-K), 1 (data-parallel) or a split-K factor 2-16",
-             lambda c: 0 <= c["SPLIT"] <= 16),
+             lambda c: 0 <= c["SPLIT"] <= 16, host=True),
     )
 
 

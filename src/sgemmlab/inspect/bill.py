@@ -6,19 +6,33 @@ same index expressions as the .cu file: which global element each lane loads, wh
 shared-memory word it stores or reads, how many FFMAs it does. Indices are numpy arrays
 over the block's threads, so each line below reads like the kernel's. The block is the one
 at the origin of C, the matrices row-major with lda = K, ldb = ldc = N, every base address
-256-byte aligned; rungs 6-10 are traced with float4 global accesses (SGEMM_VEC4 = 1).
+256-byte aligned; rungs 6-14 are traced with float4 global accesses (SGEMM_VEC4 = 1), and
+rungs 13-14 with both operands row-major (no SGEMM_TA / SGEMM_TB) and one product.
+
+A cp.async (rungs 11-14) is one instruction with two halves, and the trace keeps both: the
+global load it performs (operand A or B, counted like an LDG) and the shared store it
+performs (As or Bs, counted like an STS of the same width, zero-filled bytes included).
+Both are filed under the kind "cp.async" instead of "load" / "store", so a table shows which
+copies go through registers (LDG + STS) and which do not (LDGSTS).
 
 `count` then splits the threads into warps and counts, per warp instruction:
   global   bytes requested by the lanes, 32-byte sectors touched, 128-byte lines touched
-           (one L1 wavefront each);
+           (one L1 wavefront each; a cp.async.cg bypasses L1 for data, but its request
+           still goes through the L1TEX pipeline line by line);
   shared   4-byte words moved, and wavefronts: 32-bit accesses are served one warp at a
            time, 64-bit in half-warps, 128-bit in quarter-warps; within each phase the 32
            banks (word mod 32) serve one distinct word each per wavefront, so a phase
            takes as many wavefronts as the busiest bank has distinct words (equal words
            are a broadcast). Wavefronts beyond one per phase are bank conflicts.
 
+Everything above is per K step. The one cost that is not is rung 14's Stream-K fix-up: it is
+paid per split tile (a partial BM x BN tile out to the workspace and back), so `count` adds
+it to the per-product DRAM figure only, from the launch plan (runtime/streamk.py), which
+needs the GPU's block slots.
+
 The figures are source-level, like the articles' counts: where the compiler fuses loads (it
-turns four steps of rung 3-5's As reads into one LDS.128), the SASS section shows it.
+turns four steps of rung 3-5's As reads into one LDS.128, and rung 11's scalar reads of the
+row-major As too), the SASS section shows it.
 """
 
 from __future__ import annotations
@@ -45,10 +59,16 @@ class Access:
     addr: np.ndarray  # byte address per thread
     active: np.ndarray  # bool per thread
     epilogue: bool = False
+    copy: bool = False  # one half of a cp.async (global read or shared write)
 
     @property
     def shared(self) -> bool:
         return self.operand.endswith("s")
+
+    @property
+    def kind(self) -> str:
+        """How the bill files it: "load", "store", or "cp.async" (either half)."""
+        return "cp.async" if self.copy else "store" if self.store else "load"
 
 
 @dataclass
@@ -67,11 +87,12 @@ class _Tracer:
         self.tid = np.arange(threads)
         self.epilogue = False
 
-    def _add(self, operand, store, width, elem, active):
+    def _add(self, operand, store, width, elem, active, copy=False):
         elem = np.broadcast_to(np.asarray(elem, dtype=np.int64), self.tid.shape)
         act = np.ones(self.tid.shape, bool) if active is None else np.broadcast_to(
             np.asarray(active, bool), self.tid.shape)
-        self.t.accesses.append(Access(operand, store, width, elem * F, act, self.epilogue))
+        self.t.accesses.append(Access(operand, store, width, elem * F, act, self.epilogue,
+                                      copy))
 
     def ldg(self, op, elem, active=None, width=F):
         self._add(op, False, width, elem, active)
@@ -84,6 +105,15 @@ class _Tracer:
 
     def lds(self, op, word, width=F):
         self._add(op, False, width, word, None)
+
+    def ldgsts(self, op, elem, word, live=None, reads=None, width=F):
+        """cp.async of `width` bytes from global element `elem` of `op` to shared word `word`
+        of `op`s: every `live` lane writes its shared bytes (zero-filled where the copy asks
+        for none), and only lanes that also `reads` touch global memory."""
+        live = np.ones(self.tid.shape, bool) if live is None else np.asarray(live, bool)
+        reads = live if reads is None else live & np.asarray(reads, bool)
+        self._add(op, False, width, elem, reads, copy=True)
+        self._add(op + "s", True, width, word, live, copy=True)
 
     def ffma(self, n):
         self.t.ffma += n
@@ -226,18 +256,36 @@ def _vectorized(rung, c, M, N, K):
     return t.t
 
 
-def _warptiling(rung, c, M, N, K):
-    BM, BN, BK, WM, WN = c["BM"], c["BN"], c["BK"], c["WM"], c["WN"]
-    TM, TN, WNITER = c["TM"], c["TN"], c["WNITER"]
+def _warp_geometry(rung, c, t):
+    """Rungs 10-12: where a lane's TM x TN pieces sit (first row, first column) and the
+    sub-tile spacing; WMITER comes from the registry's derived values."""
+    BN, WM, WN, TN, WNITER = c["BN"], c["WM"], c["WN"], c["TN"], c["WNITER"]
     WMITER = rung.derived(c)["WMITER"]
     WSUBM, WSUBN = WM // WMITER, WN // WNITER
-    THREADS = rung.threads(c)
-    a_stride = BM + c["PAD"]
-    t = _Tracer(THREADS, BK)
     warp, lane = t.tid // 32, t.tid % 32
     wr, wc = warp // (BN // WN), warp % (BN // WN)
     lr, lc = lane // (WSUBN // TN), lane % (WSUBN // TN)
-    trow, tcol = wr * WM + lr * TM, wc * WN + lc * TN
+    return wr * WM + lr * c["TM"], wc * WN + lc * TN, WMITER, WSUBM, WSUBN
+
+
+def _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN):
+    """Rungs 10-12's epilogue: float4 stores of each sub-tile row."""
+    t.epilogue = True
+    for wm in range(WMITER):
+        for i in range(c["TM"]):
+            for wn in range(c["WNITER"]):
+                for j in range(0, c["TN"], 4):
+                    r, col = trow + wm * WSUBM + i, tcol + wn * WSUBN + j
+                    t.stg(r * N + col, (r < M) & (col + 3 < N), width=16)
+
+
+def _warptiling(rung, c, M, N, K):
+    BM, BN, BK = c["BM"], c["BN"], c["BK"]
+    TM, TN, WNITER = c["TM"], c["TN"], c["WNITER"]
+    THREADS = rung.threads(c)
+    a_stride = BM + c["PAD"]
+    t = _Tracer(THREADS, BK)
+    trow, tcol, WMITER, WSUBM, WSUBN = _warp_geometry(rung, c, t)
     loads = (-(-(BM * BK // 4) // THREADS), -(-(BK * BN // 4) // THREADS))
     _copy_vec4(t, c, M, N, K, THREADS, a_stride, per_thread=loads)
     for k in range(BK):
@@ -248,18 +296,143 @@ def _warptiling(rung, c, M, N, K):
             for j in range(0, TN, 4):
                 t.lds("Bs", k * BN + tcol + wn * WSUBN + j, width=16)
         t.ffma(WMITER * TM * WNITER * TN)
-    t.epilogue = True
-    for wm in range(WMITER):
-        for i in range(TM):
-            for wn in range(WNITER):
-                for j in range(0, TN, 4):
-                    r, col = trow + wm * WSUBM + i, tcol + wn * WSUBN + j
-                    t.stg(r * N + col, (r < M) & (col + 3 < N), width=16)
+    _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN)
     return t.t
 
 
+def _cp_async(rung, c, M, N, K):
+    """Rungs 11-12 (rung 12 is rung 11's file with its two switches): rung 10's warp tiles
+    fed by cp.async. One K step is one tile of the ring; STAGES changes when a copy lands,
+    not what it moves, and REGPF changes when a fragment is loaded (one k ahead), not how
+    many: BK fragment loads per tile either way. So neither appears in the bill; they show
+    in the registers, the shared memory and the SASS."""
+    m = rung.macros(c)  # rung 11 derives TRANSPOSE_A = REGPF = 0
+    BM, BN, BK, PAD = c["BM"], c["BN"], c["BK"], c["PAD"]
+    TM, TN, WNITER = c["TM"], c["TN"], c["WNITER"]
+    transpose_a = m["TRANSPOSE_A"]
+    a_ld = BM + PAD if transpose_a else BK + PAD  # As[k][m] or As[m][k]
+
+    def a_at(r, k):
+        return k * a_ld + r if transpose_a else r * a_ld + k
+
+    THREADS = rung.threads(c)
+    t = _Tracer(THREADS, BK)
+    trow, tcol, WMITER, WSUBM, WSUBN = _warp_geometry(rung, c, t)
+    k0 = 0
+    # copy_tile: A in granules of 4 consecutive k of one row ...
+    for base in range(0, BM * BK // 4, THREADS):
+        i = base + t.tid
+        r, col = i // (BK // 4), i % (BK // 4) * 4
+        live = i < BM * BK // 4
+        if not transpose_a:  # one 16-byte copy keeps the row: As[m][k]
+            t.ldgsts("A", r * K + k0 + col, a_at(r, col), live, (r < M) & (k0 + col < K),
+                     width=16)
+        else:  # four 4-byte copies scatter it into a column: As[k][m]
+            for j in range(4):
+                t.ldgsts("A", r * K + k0 + col + j, a_at(r, col + j), live,
+                         (r < M) & (k0 + col + j < K))
+    # ... and B in granules of 4 consecutive columns of one row
+    for base in range(0, BK * BN // 4, THREADS):
+        i = base + t.tid
+        r, col = i // (BN // 4), i % (BN // 4) * 4
+        live = i < BK * BN // 4
+        t.ldgsts("B", (k0 + r) * N + col, r * BN + col, live, (k0 + r < K) & (col < N),
+                 width=16)
+    for k in range(BK):  # load_fragments(read, k, ...)
+        for wm in range(WMITER):
+            for i in range(0, TM, 4):
+                r = trow + wm * WSUBM + i
+                if transpose_a:
+                    t.lds("As", a_at(r, k), width=16)
+                else:  # TM scalar reads down a column of the row-major As
+                    for q in range(4):
+                        t.lds("As", a_at(r + q, k))
+        for wn in range(WNITER):
+            for j in range(0, TN, 4):
+                t.lds("Bs", k * BN + tcol + wn * WSUBN + j, width=16)
+        t.ffma(WMITER * TM * WNITER * TN)
+    _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN)
+    return t.t
+
+
+def _tile_copy(t, c, op, ext, ld, k_major, lda, ext_valid, K, via_registers):
+    """Rungs 13-14: TileCopy<EXT, LD, K_MAJOR> of the first k-tile (kt = 0) into
+    `op`s[BK][ld]: copy() with cp.async, or, via_registers (REG_TRANSPOSE = 1, K_MAJOR),
+    fetch() with 16-byte loads and stash() with four 4-byte stores per granule."""
+    BK, THREADS = c["BK"], t.tid.size
+    per_row = BK // 4 if k_major else ext // 4  # granules per source row
+    granules = ext * BK // 4
+    copies = -(-granules // THREADS)
+    pass_rows = THREADS // per_row  # source rows one pass of the block covers
+    dst_step = pass_rows if k_major else pass_rows * ld
+    row, q = t.tid // per_row, t.tid % per_row * 4
+    k_left = K  # k still to copy from this k-tile on
+    edge = k_left < BK  # only the last, partial k-tile checks k
+    for s in range(copies):
+        live = t.tid + s * THREADS < granules  # the thread's granule exists
+        if k_major:  # 4 consecutive k of one row -> a column of the tile
+            src = np.minimum(row + s * pass_rows, ext_valid - 1) * lda + q  # clamped row
+            dst = q * ld + row + s * dst_step
+            if via_registers:
+                vec = live & (not edge or q + 4 <= k_left)
+                t.ldg(op, src, vec, width=16)
+                if edge:  # the scalar fallback of the partial k-tile
+                    for j in range(4):
+                        t.ldg(op, src + j, live & ~vec & (q + j < k_left))
+                for j in range(4):  # stash(): transpose through registers
+                    t.sts(op + "s", dst + j * ld, live)
+            else:
+                for j in range(4):
+                    t.ldgsts(op, src + j, dst + j * ld, live, not edge or q + j < k_left)
+        else:  # 4 consecutive floats along the tile's extent: one 16-byte copy
+            k = row + s * pass_rows
+            fill = 4 * np.clip(ext_valid - q, 0, 4)
+            reads = (fill > 0) & (not edge or k < k_left)
+            t.ldgsts(op, k * lda + q, row * ld + q + s * dst_step, live, reads, width=16)
+
+
+def _hoisted(rung, c, M, N, K):
+    """Rung 13: TM x TN patches of 4 x 4 pieces; A (k-major, row-major in memory) scattered
+    into As[k][m] by 4-byte cp.async, or with REG_TRANSPOSE = 1 fetched by LDG.128 and
+    stashed by 4 STS.32; B by 16-byte cp.async into Bs[k][n]. The fragment loads of one
+    tile are BK steps whichever k they prefetch (the first k of the next tile is loaded
+    during this tile's last), so one K step holds BK of them."""
+    BM, BN, BK, WM, WN = c["BM"], c["BN"], c["BK"], c["WM"], c["WN"]
+    TM, TN, PAD = c["TM"], c["TN"], c["PAD"]
+    a_ld, b_ld = BM + PAD, BN + PAD
+    t = _Tracer(rung.threads(c), BK)
+    _tile_copy(t, c, "A", BM, a_ld, True, K, M, K, via_registers=c["REG_TRANSPOSE"] == 1)
+    _tile_copy(t, c, "B", BN, b_ld, False, N, N, K, via_registers=False)
+    warp, lane = t.tid // 32, t.tid % 32  # Patch
+    wr, wc = warp // (BN // WN), warp % (BN // WN)
+    lr, lc = lane // (WN // TN), lane % (WN // TN)
+    prow, pcol = wr * WM + lr * 4, wc * WN + lc * 4
+    piece_rows, piece_cols = WM // (TM // 4), WN // (TN // 4)
+    for k in range(BK):
+        for i in range(TM // 4):
+            t.lds("As", k * a_ld + prow + i * piece_rows, width=16)
+        for j in range(TN // 4):
+            t.lds("Bs", k * b_ld + pcol + j * piece_cols, width=16)
+        t.ffma(TM * TN)
+    t.epilogue = True  # store_patch
+    for i in range(TM):
+        for j in range(0, TN, 4):
+            r, col = prow + i // 4 * piece_rows + i % 4, pcol + j // 4 * piece_cols
+            t.stg(r * N + col, (r < M) & (col + 3 < N), width=16)
+    return t.t
+
+
+def _streamk(rung, c, M, N, K):
+    """Rung 14: every k-tile a block computes is rung 13's (same tile_product), whichever
+    tile and k-range the stream hands it. The fix-up is not in here: it moves a BM x BN
+    partial tile per contributor per split tile, not per K step; `count` adds it to the
+    per-product DRAM bytes (see stream_k_fixup)."""
+    return _hoisted(rung, c, M, N, K)
+
+
 _REPLAY = {1: _untiled, 2: _untiled, 3: _smem_tiling, 4: _blocktile_1d, 5: _blocktile_2d,
-           6: _vectorized, 7: _vectorized, 8: _vectorized, 9: _vectorized, 10: _warptiling}
+           6: _vectorized, 7: _vectorized, 8: _vectorized, 9: _vectorized, 10: _warptiling,
+           11: _cp_async, 12: _cp_async, 13: _hoisted, 14: _streamk}
 
 
 def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
@@ -331,15 +504,20 @@ class Bill:
     warps: int
     bk: int
     ffma_per_warp: float  # per K step: lane FFMAs / 32
-    ops: dict  # (operand, "load"|"store") -> OperandBill
+    ops: dict  # (operand, "load"|"store"|"cp.async") -> OperandBill
     block_bytes_requested: int  # global load bytes the whole block asks for per K step
     block_bytes_distinct: int  # distinct global bytes the block reads per K step
     grid: tuple[int, int, int]
     k_steps: int
+    fixup: Fixup | None = None  # rung 14: the Stream-K fix-up of one product
 
     # -- the headline figures -------------------------------------------------------------
     def op(self, operand: str, kind: str = "load") -> OperandBill:
         return self.ops.get((operand, kind), OperandBill())
+
+    def _global_reads(self) -> list[OperandBill]:
+        """A and B as loads and as the global half of cp.async copies."""
+        return [self.op(o, k) for o in ("A", "B") for k in ("load", "cp.async")]
 
     @property
     def flops_per_warp(self) -> float:
@@ -348,7 +526,7 @@ class Bill:
     @property
     def global_sector_bytes_per_warp(self) -> float:
         """A and B, per warp per K step: the seed's 1056 (rung 1) and 160 (rung 2)."""
-        return self.op("A").sector_bytes + self.op("B").sector_bytes
+        return sum(b.sector_bytes for b in self._global_reads())
 
     @property
     def smem_loads_per_ffma(self) -> float:
@@ -363,12 +541,23 @@ class Bill:
         return n / self.ffma_per_warp if self.ffma_per_warp else 0.0
 
     @property
+    def copy_instructions(self) -> dict:
+        """Per warp per K step, the instructions that bring A and B in: global loads into
+        registers (LDG; rungs 1-2 feed the FFMAs with them, the others stash them), shared
+        stores from registers (STS), and cp.async copies (LDGSTS, counted by their shared
+        half: a copy of zero bytes still issues)."""
+        def n(ops, kind):
+            return sum(self.op(o, kind).instructions for o in ops)
+        return {"LDG": n(("A", "B"), "load"), "STS": n(("As", "Bs"), "store"),
+                "LDGSTS": n(("As", "Bs"), "cp.async")}
+
+    @property
     def smem_wavefronts_per_warp(self) -> float:
         return sum(b.wavefronts for (o, _), b in self.ops.items() if o in ("As", "Bs"))
 
     @property
     def l1_wavefronts_per_warp(self) -> float:
-        return self.op("A").lines + self.op("B").lines
+        return sum(b.lines for b in self._global_reads())
 
     @property
     def intensity(self) -> float:
@@ -377,12 +566,18 @@ class Bill:
         return self.warps * self.flops_per_warp / self.block_bytes_requested
 
     @property
+    def fixup_bytes(self) -> int:
+        return self.fixup.bytes if self.fixup else 0
+
+    @property
     def dram_bytes(self) -> int:
         """The block-tile model: each block reads its distinct bytes of every K step (reuse
-        inside a block is free, across blocks none), C is written once."""
+        inside a block is free, across blocks none), C is written once; and rung 14's
+        fix-up traffic, which the model, reusing nothing through the L2, counts in full."""
         M, N, _ = self.shape
         blocks = self.grid[0] * self.grid[1]
-        return blocks * self.k_steps * self.block_bytes_distinct + M * N * F
+        return (blocks * self.k_steps * self.block_bytes_distinct + M * N * F
+                + self.fixup_bytes)
 
     @property
     def minimal_dram_bytes(self) -> int:
@@ -396,9 +591,11 @@ class Bill:
             "global_sector_bytes_per_warp": self.global_sector_bytes_per_warp,
             "smem_loads_per_ffma": self.smem_loads_per_ffma,
             "lds_per_ffma": self.lds_per_ffma, "intensity": self.intensity,
+            "copy_instructions": self.copy_instructions,
             "block_bytes_requested": self.block_bytes_requested,
             "block_bytes_distinct": self.block_bytes_distinct,
             "dram_bytes": self.dram_bytes, "minimal_dram_bytes": self.minimal_dram_bytes,
+            "fixup": vars(self.fixup) | {"bytes": self.fixup.bytes} if self.fixup else None,
             "smem_wavefronts_per_warp": self.smem_wavefronts_per_warp,
             "l1_wavefronts_per_warp": self.l1_wavefronts_per_warp,
             "ops": {f"{o}.{k}": {**vars(b), "sector_bytes": b.sector_bytes,
@@ -407,15 +604,63 @@ class Bill:
         }
 
 
-def count(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Bill:
-    """Trace one K step of `rung` at `config` and count it per warp (see the module doc)."""
+@dataclass(frozen=True)
+class Fixup:
+    """Rung 14's fix-up for one product: what the split tiles' partial sums move."""
+
+    slots: int  # the GPU's resident blocks the plan was made for (SMs x blocks per SM)
+    plan: str  # runtime/streamk.py's description of the launch
+    split_tiles: int  # tiles whose k-tiles more than one block computes
+    contributions: int  # (block, split tile) pairs: partial tiles written
+    written: int  # bytes
+    read: int  # bytes
+
+    @property
+    def bytes(self) -> int:
+        return self.written + self.read
+
+
+def stream_k_fixup(config: Config, shape, slots: int) -> Fixup:
+    """The fix-up traffic of rung 14 at `config` for one M x N x K product on a GPU with
+    `slots` resident blocks, from the launch plan. A tile finished by c blocks (c >= 2)
+    costs, with S = BM x BN x 4 bytes:
+      FIXUP = 0  c partials written to their slots, then all c read back by the last block
+                 in block order: c S written, c S read;
+      FIXUP = 1  c vector-atomic adds into one tile (c S sent to the L2), the sum read once
+                 and the tile zeroed for the next launch: (c + 1) S written, S read.
+    A block whose range covers a whole tile stores it directly and moves nothing here."""
+    from ..runtime.streamk import plan
+
+    M, N, K = shape
+    p = plan(config["SPLIT"], config["FIXUP"], config["BM"], config["BN"], config["BK"],
+             M, N, K, 1, slots)
+    per_tile = [0] * p.sk_tiles  # contributors of each streamed tile
+    for first, last in p.ranges():
+        if last > first:
+            for tile in range(first // p.k_tiles, (last - 1) // p.k_tiles + 1):
+                per_tile[tile] += 1
+    split = [c for c in per_tile if c >= 2]
+    S = p.slot_floats * F
+    parts = sum(split)
+    if config["FIXUP"] == 0:
+        written, read = parts * S, parts * S
+    else:
+        written, read = (parts + len(split)) * S, len(split) * S
+    return Fixup(slots, p.describe(), len(split), parts, written, read)
+
+
+def count(rung: Rung, config: Config, shape=(4096, 4096, 4096),
+          slots: int | None = None) -> Bill:
+    """Trace one K step of `rung` at `config` and count it per warp (see the module doc).
+    `slots`, the GPU's resident blocks (SMs x blocks per SM), is what rung 14's launch plan
+    needs to count its fix-up; without it the fix-up is left out (Bill.fixup is None)."""
     t = trace(rung, config, shape)
     warps = t.threads // 32
     ops: dict[tuple[str, str], OperandBill] = {}
     requested = 0
     distinct: dict[str, set] = {}
     for a in t.accesses:
-        b = ops.setdefault((a.operand, "store" if a.store else "load"), OperandBill())
+        b = ops.setdefault((a.operand, a.kind), OperandBill())
         lanes = a.active.reshape(warps, 32)
         b.instructions += float(lanes.any(axis=1).sum())
         if a.shared:
@@ -439,6 +684,8 @@ def count(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Bill:
                      "wavefronts", "ideal"):
             setattr(b, name, getattr(b, name) / warps)
     M, N, K = shape
+    fixup = (stream_k_fixup(config, shape, slots)
+             if rung.supports("streamk") and slots is not None else None)
     return Bill(rung.label, dict(config), tuple(shape), t.threads, warps, t.bk,
                 t.ffma, ops, requested, sum(map(len, distinct.values())) * F,
-                rung.grid(config, M, N), -(-K // t.bk))
+                rung.grid(config, M, N), -(-K // t.bk), fixup)

@@ -2,16 +2,19 @@
 
 Five services each need a time; the kernel cannot finish before the slowest, which is the
 predicted limit:
-  DRAM      the bill's block-tile traffic / the copy bandwidth
+  DRAM      the bill's block-tile traffic (with rung 14's fix-up round trips) / the copy
+            bandwidth
   L1        global-load wavefronts (one per 128-byte line a warp instruction touches; the
             L1 serves one a clock per SM) / (SMs * clock)
   shared    shared-memory wavefronts / (SMs * clock): 32 banks x 4 bytes a clock
   issue     instructions / (4 schedulers * SMs * clock), instructions = the hot loop's
             instructions per FFMA x every FFMA (needs the SASS)
   FFMA      FFMAs / (FP32 lanes * SMs * clock)
-The counts are per warp per K step (bill.py), times warps per block, blocks and K steps.
+The counts are per warp per K step (bill.py), times warps per block, blocks and K steps:
+blocks are the output tiles, which for rung 14 is the work its persistent grid shares out
+(the same tile x K step units, whoever computes them).
 Latency, occupancy and wave quantization are not in the model: where the measurement is far
-above the bound, that is what is left.
+above the bound, that is what is left (and what rung 14's Stream-K wins back is in there).
 """
 
 from __future__ import annotations

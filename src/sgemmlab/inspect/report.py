@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import registry
 from ..bench import results
-from ..runtime.compiler import compile_kernel
+from ..runtime.compiler import CompileError, compile_kernel
 from . import bill as bill_mod
 from . import occupancy as occ_mod
 from . import predict as predict_mod
@@ -58,20 +58,35 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+class DoesNotCompile(ValueError):
+    """The rung does not compile for the GPU's architecture (a Hopper-only instruction)."""
+
+
 def inspect_rung(rung: registry.Rung, config: registry.Config, shape, g: occ_mod.GPU,
                  measured: tuple[dict, str] | None = None,
                  occupancy_gpus: list[occ_mod.GPU] | None = None) -> dict:
     """Everything `sgemmlab inspect` says about one rung at one configuration and shape."""
     if problems := rung.violations(config):
         raise ValueError(f"illegal configuration for {rung.label}: " + "; ".join(problems))
-    b = bill_mod.count(rung, config, shape)
-    compiled = compile_for(rung, config, g.arch)
+    try:
+        compiled = compile_for(rung, config, g.arch)
+    except CompileError as exc:
+        raise DoesNotCompile(f"{rung.label} does not compile for {g.slug} ({g.arch}): "
+                             f"{_first_error(exc)}") from None
     res = compiled.resources
     occupancy = {}
-    for other in occupancy_gpus or [g]:
-        r = res if other.arch == g.arch else compile_for(rung, config, other.arch).resources
+    gpus = occupancy_gpus or [g]
+    for other in gpus if g in gpus else [g, *gpus]:
+        try:
+            r = res if other.arch == g.arch else compile_for(rung, config, other.arch).resources
+        except CompileError as exc:  # e.g. a Hopper-only instruction on an older GPU
+            occupancy[other.slug] = {"skipped": f"does not compile for {other.arch}: "
+                                                f"{_first_error(exc)}"}
+            continue
         occupancy[other.slug] = occ_mod.occupancy(other, rung.threads(config), r.registers,
                                                   r.smem_bytes).to_dict()
+    # rung 14's launch plan (and so its fix-up) depends on the blocks the GPU holds at once
+    b = bill_mod.count(rung, config, shape, slots=g.sms * occupancy[g.slug]["blocks"])
     try:
         loop, whole = sass_mod.analyse(compiled.cubin)
         sass = loop.to_dict() if loop else {"skipped": "no loop with FFMAs found"}
@@ -94,11 +109,25 @@ def inspect_rung(rung: registry.Rung, config: registry.Config, shape, g: occ_mod
     return out
 
 
+def _first_error(exc: CompileError) -> str:
+    """The compiler's first error line, without the file name and line number."""
+    line = next((ln for ln in str(exc).splitlines() if "error:" in ln), str(exc).splitlines()[0])
+    return line.split("error:", 1)[-1].strip()
+
+
 def ladder(g: occ_mod.GPU, shape, seed: bool = False,
            measured: tuple[dict, str] | None = None) -> list[dict]:
-    """Every rung at this GPU's default configuration (or the seed's), inspected."""
-    return [inspect_rung(r, dict(r.seed) if seed else r.default(g.name), shape, g, measured)
-            for r in registry.RUNGS]
+    """Every rung at this GPU's default configuration (or the seed's), inspected; a rung
+    that does not compile for the GPU is an item with only its label and why ("skipped")."""
+    items = []
+    for r in registry.RUNGS:
+        try:
+            items.append(inspect_rung(r, dict(r.seed) if seed else r.default(g.name), shape,
+                                      g, measured))
+        except DoesNotCompile as exc:
+            items.append({"rung": r.label, "title": r.title, "gpu": g.slug,
+                          "skipped": str(exc)})
+    return items
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -108,18 +137,22 @@ def _us(x: float | None) -> str:
 
 def ladder_rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
     head = ["rung", "glob B/warp/k-step", "FLOP/B", "smem words/FFMA", "worst conflict",
-            "regs", "blocks/SM (limit)", "FFMA share", "overhead/FFMA", "predicted",
-            "limit", "measured", "pred/meas"]
+            "LDG/STS/LDGSTS", "regs", "blocks/SM (limit)", "FFMA share", "overhead/FFMA",
+            "predicted", "limit", "measured", "pred/meas"]
     rows = []
     for it in items:
+        if "skipped" in it:
+            rows.append([it["rung"]] + ["—"] * (len(head) - 1))
+            continue
         b, s, p, m = it["bill"], it["sass"], it["prediction"], it["measured"]
         o = it["occupancy"][it["gpu"]]
         ways = [v["conflict_ways"] for k, v in b["ops"].items() if v["ideal"]]
         meas = m["median_us"] if m else None
+        copies = "/".join(f"{n:.3g}" for n in b["copy_instructions"].values())
         rows.append([
             it["rung"], f"{b['global_sector_bytes_per_warp']:.0f}", f"{b['intensity']:.2f}",
             f"{b['smem_loads_per_ffma']:.3g}", f"{max(ways):.0f}-way" if ways else "—",
-            str(it["resources"]["registers"]),
+            copies, str(it["resources"]["registers"]),
             f"{o['blocks']} ({', '.join(o['limits'])})",
             f"{100 * s['ffma_share']:.0f} %" if "ffma" in s else "—",
             f"{s['overhead_per_ffma']:.3f}" if "ffma" in s else "—",
@@ -143,15 +176,21 @@ def _table_md(head, rows) -> str:
 PREDICTED_LABEL = "PREDICTED, not measured"
 
 
+def _skipped(items: list[dict]) -> list[str]:
+    return [f"{i['skipped']}: not inspected" for i in items if "skipped" in i]
+
+
 def ladder_text(items: list[dict], title: str) -> str:
     head, rows = ladder_rows(items)
-    notes = [f"source of measured times: {items[0]['measured']['source']}"] if any(
-        i["measured"] for i in items) else ["no measured times for this GPU and shape"]
-    if any(i["measured"] and not i["measured"]["same_config"] for i in items):
+    done = [i for i in items if "skipped" not in i]
+    m = next((i["measured"] for i in done if i["measured"]), None)
+    notes = [f"source of measured times: {m['source']}"] if m else [
+        "no measured times for this GPU and shape"]
+    if any(i["measured"] and not i["measured"]["same_config"] for i in done):
         notes.append("* measured at a different configuration")
-    if any("ffma" not in i["sass"] for i in items):
-        notes.append(f"SASS: {items[0]['sass'].get('skipped', 'skipped')}")
-    return "\n".join([title, "", _table_text(head, rows), "", *notes])
+    if no_sass := [i for i in done if "ffma" not in i["sass"]]:
+        notes.append(f"SASS: {no_sass[0]['sass'].get('skipped', 'skipped')}")
+    return "\n".join([title, "", _table_text(head, rows), "", *notes, *_skipped(items)])
 
 
 def rung_text(it: dict) -> str:
@@ -163,21 +202,35 @@ def rung_text(it: dict) -> str:
          f"1. Bill (per warp per K step of {b['bk']} k; block of {b['threads']} threads)"]
     for key, v in b["ops"].items():
         if key.split(".")[0] in ("A", "B", "C"):
-            L.append(f"  {key:9s} {v['instructions']:6.2f} instr  {v['bytes_requested']:7.0f} B "
-                     f"requested  {v['sectors']:6.1f} sectors ({v['sector_bytes']:.0f} B)")
+            L.append(f"  {key:11s} {v['instructions']:6.2f} instr  {v['bytes_requested']:7.0f} B"
+                     f" requested  {v['sectors']:6.1f} sectors ({v['sector_bytes']:.0f} B)")
         else:
-            L.append(f"  {key:9s} {v['instructions']:6.2f} instr  {v['words']:7.0f} words  "
+            L.append(f"  {key:11s} {v['instructions']:6.2f} instr  {v['words']:7.0f} words  "
                      f"{v['wavefronts']:6.1f} wavefronts  {v['conflict_ways']:.2g}-way")
-    L += [f"  A+B global: {b['global_sector_bytes_per_warp']:.0f} B moved for "
+    copies = b["copy_instructions"]
+    L += [f"  A and B in: {copies['LDG']:.4g} LDG, {copies['STS']:.4g} STS, "
+          f"{copies['LDGSTS']:.4g} LDGSTS" + (" (cp.async: the .cp.async lines above are its "
+                                              "global read and its shared write)"
+                                              if copies["LDGSTS"] else ""),
+          f"  A+B global: {b['global_sector_bytes_per_warp']:.0f} B moved for "
           f"{64 * b['ffma_per_warp']:.0f} FLOPs",
           f"  shared loads per FFMA: {b['smem_loads_per_ffma']:.4g} words, "
           f"{b['lds_per_ffma']:.4g} instructions (source level)",
           f"  intensity {b['intensity']:.2f} FLOP/B; DRAM traffic (block-tile model) "
-          f"{b['dram_bytes'] / 1e9:.2f} GB, minimum {b['minimal_dram_bytes'] / 1e9:.3f} GB", "",
+          f"{b['dram_bytes'] / 1e9:.2f} GB, minimum {b['minimal_dram_bytes'] / 1e9:.3f} GB"]
+    if f := b["fixup"]:
+        L.append(f"  Stream-K fix-up (per split tile, not per K step; in the DRAM figure): "
+                 f"{f['split_tiles']} split tiles, {f['contributions']} partial tiles, "
+                 f"{f['written'] / 1e6:.1f} MB written + {f['read'] / 1e6:.1f} MB read; plan "
+                 f"for {f['slots']} resident blocks: {f['plan']}")
+    L += ["",
           f"2. Resources: {r['registers']} registers, spills {r['spill_stores']}/"
           f"{r['spill_loads']} B, stack {r['stack_bytes']} B, shared {r['static_smem_bytes']} B "
           f"static + {r['dynamic_smem_bytes']} B dynamic"]
     for slug, o in it["occupancy"].items():
+        if "skipped" in o:
+            L.append(f"  {slug:8s} {o['skipped']}")
+            continue
         by = ", ".join(f"{k} {v}" for k, v in o["by"].items())
         L.append(f"  {slug:8s} {o['blocks']} block(s)/SM, {o['warps']}/{o['max_warps']} warps "
                  f"= {100 * o['fraction']:.1f} % occupancy; limited by "
@@ -190,6 +243,13 @@ def rung_text(it: dict) -> str:
               f"  categories: {s['categories']}",
               f"  LDS by width (bits): {s['lds_widths']}; LDG: {s['ldg_widths']}; local memory "
               f"instructions in the kernel: {s['local_memory_instructions']}"]
+        if b["ffma_per_warp"] and s["ffma"]:
+            steps = s["ffma"] / b["ffma_per_warp"]  # K steps one pass of the loop covers
+            src = {"LDS": b["ops"].get("As.load", {}).get("instructions", 0)
+                   + b["ops"].get("Bs.load", {}).get("instructions", 0), **b["copy_instructions"]}
+            L.append(f"  one pass = {steps:.3g} K step(s); source vs SASS in it: " + ", ".join(
+                f"{k} {n * steps:.4g} vs {s['categories'].get(k, 0)}" for k, n in src.items())
+                + " (fused loads, edge paths and dummy loads make the difference)")
     else:
         L.append(f"3. SASS: {s.get('skipped')}")
     L += ["", "4. Predicted bound (" + ", ".join(f"{k} {_us(v)}" for k, v in
@@ -211,19 +271,25 @@ wavefronts, instruction issue, FFMA lanes: `sgemmlab/inspect/predict.py`); it is
 bound that leaves out latency, so *pred/meas* below 1 is the part of the time the model
 does not explain. The bill's columns are per warp per K step; *smem words/FFMA* is the
 articles' "shared loads per FFMA" at source level (the compiler fuses some, see the SASS
-columns)."""
+columns); *LDG/STS/LDGSTS* counts the instructions that bring A and B in: global loads,
+shared stores, and cp.async copies (rungs 11-14), which do both without registers. Rung
+14's Stream-K fix-up is paid per split tile, not per K step: it is in *predicted* (DRAM)
+only."""
 
 
 def ladder_markdown(items: list[dict], seed_items: list[dict], title: str, command: str) -> str:
     head, rows = ladder_rows(items)
     shead, srows = ladder_rows(seed_items)
-    keep = [0, 1, 2, 3, 4, 5, 6]
-    m = next((i["measured"] for i in items if i["measured"]), None)
+    keep = [0, 1, 2, 3, 4, 5, 6, 7]
+    m = next((i["measured"] for i in items if i.get("measured")), None)
+    skipped = _skipped(items)
     return "\n".join([
         f"# {title}", "", MD_METHOD.format(command=command), "",
         f"Measured: `{m['source']}`." if m else "No measured times.", "",
         "## The ladder: predicted and measured", "", _table_md(head, rows), "",
+        *([*skipped, ""] if skipped else []),
         "## At the seed's configurations (the articles' A6000 tiles)", "",
         "Bill only: these are the configurations the articles counted; compare 1056 and "
-        "160 bytes (rungs 1-2), 2.0 / 1.125 / 0.25 shared loads per FFMA (rungs 3-5).", "",
+        "160 bytes (rungs 1-2), 2.0 / 1.125 / 0.25 shared loads per FFMA (rungs 3-5). "
+        "Rungs 11-14 have no article tile: theirs are the seeds their headers count.", "",
         _table_md([shead[i] for i in keep], [[r[i] for i in keep] for r in srows]), ""])

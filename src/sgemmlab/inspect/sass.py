@@ -2,7 +2,9 @@
 
 nvdisasm (pip install nvidia-cuda-nvdisasm, or a CUDA toolkit) turns the cubin into SASS.
 The hot loop is the region between a backward branch and its target that holds the most
-FFMAs (the smallest such region when several tie: the innermost). Its instructions are
+FFMAs (the smallest such region when several tie: the innermost), narrowed to the innermost
+loop inside it that still holds at least half of them (a persistent kernel's k loop inside
+its loop over tiles). Its instructions are
 sorted into FFMA, shared loads and stores, global loads and stores, local memory (spills),
 barriers, and overhead: integer, address and branch work that feeds no lane with a
 multiply-add. Overhead per FFMA is the seed's 0.170 -> 0.075 metric (cuBLAS: 0.131).
@@ -165,8 +167,11 @@ class LoopMix:
 
 
 def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
-    """The backward-branch region with the most FFMAs (the smallest on a tie)."""
-    best: tuple[int, int, int, int] | None = None
+    """The loop with the most FFMAs (the smallest on a tie), narrowed to the innermost loop
+    inside it that still holds at least half of them: a persistent kernel (rung 14) wraps
+    its k loop in a loop over work that also holds the epilogue's FFMAs, and the hot loop
+    is the k loop, not the loop over tiles."""
+    regions: list[tuple[int, int, int]] = []  # (FFMAs, first, last instruction index)
     addrs = [i.addr for i in insns]
     for br in insns:
         if br.opcode.split(".")[0] != "BRA" or br.target not in labels:
@@ -175,13 +180,14 @@ def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
         if start > br.addr:
             continue
         lo, hi = addrs.index(start), addrs.index(br.addr)
-        ffma = sum(category(i.opcode) == "FFMA" for i in insns[lo:hi + 1])
-        key = (ffma, -(hi - lo), lo, hi)
-        if best is None or key > best:
-            best = key
-    if best is None or best[0] == 0:
+        regions.append((sum(category(i.opcode) == "FFMA" for i in insns[lo:hi + 1]), lo, hi))
+    if not regions:
         return None
-    lo, hi = best[2], best[3]
+    most, lo, hi = max(regions, key=lambda r: (r[0], -(r[2] - r[1]), r[1], r[2]))
+    if most == 0:
+        return None
+    inside = [r for r in regions if lo <= r[1] and r[2] <= hi and 2 * r[0] >= most]
+    _, lo, hi = min(inside, key=lambda r: (r[2] - r[1], -r[0], r[1]))
     body = insns[lo:hi + 1]
     return LoopMix(body[0].addr, body[-1].addr, Counter(category(i.opcode) for i in body),
                    Counter(i.opcode for i in body))

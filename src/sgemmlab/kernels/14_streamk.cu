@@ -79,9 +79,16 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
     float4* mine = reinterpret_cast<float4*>(FIXUP ? ws + t * SLOT : slot(me));
 #pragma unroll
     for (int q = 0; q < QUADS; ++q) {
-        if (FIXUP)
+        if (FIXUP) {
+#if __CUDA_ARCH__ >= 900  // one vector atomic (red.global.add.v4.f32) from Hopper on
             atomicAdd(mine + q * THREADS + tid, quad(acc, q));
-        else
+#else
+            const float4 v = quad(acc, q);
+            float* m = reinterpret_cast<float*>(mine + q * THREADS + tid);
+            atomicAdd(m, v.x), atomicAdd(m + 1, v.y), atomicAdd(m + 2, v.z),
+                atomicAdd(m + 3, v.w);
+#endif
+        } else
             __stcg(mine + q * THREADS + tid, quad(acc, q));
     }
     __threadfence();  // the partial is visible GPU-wide before the counter says so
