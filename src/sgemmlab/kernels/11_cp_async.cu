@@ -41,6 +41,18 @@
 // cancel: 80-90 % of cuBLAS, no better than rung 10, with the winner at TM = 4 (fewer A
 // conflicts). This rung is the pipeline; rung 12 makes the reads cheap again.
 //
+// What the H200 said (tools/probe.py, results/nvidia-h200/probe-rungs-10-14-1024-4096-20261129T1346Z.json; paired with cuBLAS in
+// that run; the seed configuration, not a search): 84.9 % of cuBLAS at 1024^3 and 76.3 % at
+// 4096^3, where rung 10 ran at 49.9 % and 86.1 %. Half of the prediction held: at 4096^3 the
+// pipeline alone does not beat rung 10. But the reason given above is wrong. ptxas does
+// not issue the A reads as scalars: As[m][k] keeps k contiguous, the k loop is unrolled, so
+// it fuses four consecutive k of one row into one LDS.128 (the hot loop has 80 LDS.128 and
+// 3 LDS.32 per tile, not 256 + 16; `sgemmlab inspect 11` shows source against SASS), and
+// the 8 lanes of a phase that read one row read one address: no conflict. What the rung
+// does lose is warps: 185 registers x 128 threads leave 2 blocks, 8 warps, per SM against
+// rung 10's 16. At 1024^3 the 128 x 64 tile gives 128 blocks, one wave on 132 SMs, where
+// rung 10's 64 x 256 gives 64: that, not the copy, is most of the 1024^3 gain.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
 // </measured>

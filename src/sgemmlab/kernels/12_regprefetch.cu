@@ -26,6 +26,17 @@
 // early, and the FFMA stream runs without waiting: +10-15 % over rung 11, near rung 10 or
 // above it at 4096^3.
 //
+// What the H200 said (results/nvidia-h200/probe-rungs-10-14-1024-4096-20261129T1346Z.json, rung 11's seed tile, 4096^3 / 1024^3,
+// % of cuBLAS): TRANSPOSE_A=0 REGPF=0 76.3 / 85.3; REGPF=1 alone 78.5 / 85.4; TRANSPOSE_A=1
+// alone 66.0 / 80.6; both 59.6 / 77.0. The prediction was wrong on TRANSPOSE_A, for the
+// reason rung 11's header now gives: the compiler had already turned the row-major A reads
+// into LDS.128 along k, so the transpose saves no shared load and only adds copies: 16
+// cp.async.4 instead of 4 cp.async.16 per thread per tile, each a separate L1/L2 request
+// that moves 4 bytes. REGPF alone gives +2 points at 4096^3, as predicted (+-3 %). The pair
+// that the H100 worklog found best is the worst here: its transposed A was read as scalars
+// before (the Numba kernels), ours was not. Rung 13 keeps the transpose (its 16 x 8 patch
+// needs float4 reads of 16 rows) but moves it off cp.async (REG_TRANSPOSE).
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
 // </measured>

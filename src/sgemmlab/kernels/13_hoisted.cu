@@ -43,6 +43,18 @@
 // the shared loads per FFMA: at 4096^3 within 5 % of cuBLAS or better; at 1024^3 (64 tiles
 // of 128 x 128 on 132 SMs: half the machine idle) no better than ~60 %: that is rung 14's.
 //
+// What the H200 said (results/nvidia-h200/probe-rungs-13-14-1024-4096-20261129T1415Z.json, % of cuBLAS, paired): the transposing
+// copy decides. With A scattered by 4-byte cp.async (REG_TRANSPOSE=0) the 128 x 128 tile
+// runs at 81.1 % at 4096^3; through registers (REG_TRANSPOSE=1: one LDG.128 per 4 k of a
+// row, 4 STS.32 a whole k-tile later) 91.5 %, and the 256 x 128 tile 84.9 -> 93.5 %. The
+// full search of the space at 2048^3 (248 configurations in 44 s,
+// results/nvidia-h200/tune-13_hoisted-2048x2048x2048-20261129T141359Z.json) tops out at
+// 94.1 % (128 x 256, BK 8, 2 stages). So the prediction (within 5 % at 4096^3) missed by
+// 1.5 points; 1024^3 came out at 53-57 %, as predicted (64 tiles). The SASS hot loop of the
+// 256 x 128 default: 1024 FFMA and about 176 other instructions per k-tile, 0.17 per FFMA
+// (the H100 worklog's hoisted kernel: 0.075; cuBLAS: 0.131) - the edge path of the copy is
+// still compiled into the loop body, and stage pointers are recomputed per tile.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
 // </measured>

@@ -30,6 +30,22 @@
 // ~60 % of cuBLAS to 105-115 %. At 4096^3 (512 tiles of 128 x 128 on 264 slots: 1.94 waves)
 // the last partial wave is shared out instead of running 248 tiles on 264 slots: +0-3 %.
 //
+// Corrections to the bill above, from `sgemmlab inspect 14`: 4096^3 in 128 x 128 tiles is
+// 1024 tiles (3.9 waves on 264 slots), and at 1024^3 the ordered fix-up re-reads every
+// partial, the last block's own included: ~5 contributors per tile, 320 partial tiles, 21 MB
+// written and 21 MB read.
+//
+// What the H200 said (results/nvidia-h200/probe-rungs-13-14-1024-4096-20261129T1415Z.json; results/nvidia-h200/bench-square-ragged-skinny-20261129T140958Z.json, 15 paired rounds):
+// at 1024^3 Stream-K takes the 128 x 128 tile from 56.6 % of cuBLAS (rung 13) to 96.4 %;
+// the best probe configuration (BK 16, 2 stages) reaches 99.7 %, the default (128 x 256)
+// 99.3 % in the probe and 98.1 % in the 15-round confirmation. The prediction (105-115 %)
+// missed: the grid is full now, but each scheduler still has 2 warps (250 registers x 128
+// threads, or 256 threads at 1 block/SM), the same issue-rate limit as cuBLAS's own
+// 128 x 64 kernel, and the fix-up adds a round trip through L2 per split tile. At 4096^3
+// 94.8 % (probe) / 94.4 % (confirmation) against rung 13's 93.5 %: +1.3 points, within
+// the predicted 0-3 %. The atomic fix-up is 1-2 points faster than the ordered one at
+// 1024^3 (96.4 against 94.9 % at 128 x 128) and equal at 4096^3.
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
 // </measured>
