@@ -689,6 +689,19 @@ def test_stream_k_launches_are_bound_once_like_the_others(emulated):
     assert len(emulated.choose_calls) == 1 and len(emulated.binds) == 1
 
 
+def test_a_new_table_forgets_the_plans_made_from_the_old_one(emulated):
+    from sgemmlab import dispatch
+
+    a = emulated.array(np.ones((4, 4), F32))
+    out = emulated.array(np.zeros((4, 4), F32))
+    sgemmlab.matmul(a, a, out=out)
+    sgemmlab.matmul(a, a, out=out)
+    assert len(emulated.choose_calls) == 1
+    dispatch.clear_cache()  # what writing a table does
+    sgemmlab.matmul(a, a, out=out)
+    assert len(emulated.choose_calls) == 2
+
+
 def test_errors_are_not_cached(emulated):
     a = emulated.array(np.ones((4, 4), F32))
     buf = emulated.array(np.ones((5, 4), F32))

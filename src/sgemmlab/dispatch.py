@@ -434,10 +434,16 @@ _choices: dict[tuple, Choice] = {}
 
 
 def clear_cache() -> None:
-    """Forget loaded tables and cached choices (after a table is written)."""
+    """Forget loaded tables and cached choices (after a table is written), and the API's
+    plans, which hold choices made from the old table."""
     _tables.clear()
     _choices.clear()
     _registers.clear()
+    import sys
+
+    api = sys.modules.get("sgemmlab.api")  # only if loaded: dispatch must not import it
+    if api is not None:
+        api.clear_caches()
 
 
 # ---------------------------------------------------------------------------------------
