@@ -14,6 +14,8 @@ buffer is zeroed on its stream before first use.
 
 Allocating is not allowed while a stream is being captured into a CUDA graph: make one call
 of the same shape (or a larger one) before capturing, and the capture reuses the buffer.
+A replaced buffer is kept, not freed, until release_all(): a graph captured with it stays
+valid. Regions grow at least twofold, so what is kept is less than what is in use.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class _Workspace:
 
 
 _spaces: dict[tuple[int, int], _Workspace] = {}
+_retired: list[object] = []  # replaced buffers, kept until release_all()
 _lock = threading.Lock()
 #: Bumped whenever a buffer is replaced or freed: a launch bound to workspace pointers
 #: compares it with the value it saw and asks again when it changed.
@@ -52,12 +55,14 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
     with _lock:
         ws = _spaces.get(key)
         if ws is None or ws.zeroed < zeroed or ws.scratch < scratch:
-            z = max(zeroed, ws.zeroed if ws else 0, ALIGN)
-            s = max(scratch, ws.scratch if ws else 0)
+            z, s = max(zeroed, ALIGN), scratch
+            if ws is not None:
+                z = max(z, ws.zeroed * (2 if zeroed > ws.zeroed else 1))
+                s = max(s, ws.scratch * (2 if scratch > ws.scratch else 1))
             buf = device(device_id).allocate(z + s, stream=stream)
             buf.fill(0, stream=stream)
             if ws is not None:
-                ws.buffer.close(stream)  # freed in stream order, after the launches using it
+                _retired.append(ws.buffer)  # a captured graph may still point into it
             global generation
             generation += 1
             ws = _spaces[key] = _Workspace(buf, z, s)
@@ -69,7 +74,8 @@ def release_all() -> None:
     """Free every workspace (tests; a process that is done with the GPU)."""
     global generation
     with _lock:
-        for ws in _spaces.values():
-            ws.buffer.close()
+        for buf in [ws.buffer for ws in _spaces.values()] + _retired:
+            buf.close()
         _spaces.clear()
+        _retired.clear()
         generation += 1
