@@ -79,22 +79,8 @@ def compiled_configs(r: Rung) -> list[dict]:
     configs = _distinct(r)
     if len(configs) <= FULL_SPACE:
         return configs
-    picked = [dict(r.seed)] + [dict(c) for c in
-                               (t.get(r.label) for t in registry.tuned_defaults().values())
-                               if c is not None]
-    seen = {item for cfg in picked for item in cfg.items()}
-    while len(picked) < SAMPLE:
-        best = max(configs, key=lambda c: len(set(c.items()) - seen))
-        if not set(best.items()) - seen:
-            break
-        picked.append(best)
-        seen |= set(best.items())
-    need = SAMPLE - len(picked)
-    picked += [configs[i * (len(configs) - 1) // max(need - 1, 1)] for i in range(max(need, 0))]
-    out: dict[str, dict] = {}
-    for cfg in picked:
-        out.setdefault(config_key(cfg), cfg)
-    return list(out.values())
+    defaults = [t[r.label] for t in registry.tuned_defaults().values() if r.label in t]
+    return registry.covering_sample(configs, SAMPLE, first=[r.seed, *defaults])
 
 
 def _scalar(r: Rung) -> Rung:

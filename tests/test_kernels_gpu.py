@@ -173,20 +173,7 @@ def _sample(r: Rung, k: int) -> list[dict]:
     """All legal configurations when there are <= k; else the seed, then configurations
     that together take every value of every constant at least once, then evenly spread
     ones (deterministic)."""
-    configs = list(r.configs())
-    if len(configs) <= k:
-        return configs
-    picked = [dict(r.seed)] if r.is_legal(r.seed) else []
-    seen = {item for cfg in picked for item in cfg.items()}
-    while len(picked) < k:
-        best = max(configs, key=lambda c: len(set(c.items()) - seen))
-        if not set(best.items()) - seen:
-            break
-        picked.append(best)
-        seen |= set(best.items())
-    spread = [configs[i * (len(configs) - 1) // (k - 1)] for i in range(k)]
-    picked += [c for c in spread if c not in picked]
-    return picked[:k]
+    return registry.covering_sample(list(r.configs()), k, first=[r.seed])
 
 
 CONFIGS = [pytest.param(r, cfg, id=f"r{r.number}-{config_key(cfg)}", marks=_written(r))

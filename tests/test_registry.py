@@ -283,3 +283,16 @@ def test_shipped_defaults_are_legal_configurations_of_known_rungs():
             assert labels[label].is_legal(cfg), (
                 f"the shipped default of {label} on {gpu}, {config_key(cfg)}, is illegal: "
                 f"{labels[label].violations(cfg)}")
+
+
+def test_covering_sample_starts_with_first_and_takes_every_value():
+    r = registry.rung(13)
+    configs = list(r.configs())
+    picked = registry.covering_sample(configs, 24, first=[r.seed])
+    assert len(picked) == 24 and picked[0] == r.seed
+    assert len({config_key(c) for c in picked}) == 24
+    assert all(r.is_legal(c) for c in picked)
+    for name in r.space:  # every value a legal configuration takes appears in the sample
+        assert {c[name] for c in picked} == {c[name] for c in configs}, name
+    assert registry.covering_sample(configs[:5], 24) == configs[:5]
+    assert registry.covering_sample(configs, 24, first=[r.seed]) == picked  # deterministic

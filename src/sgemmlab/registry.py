@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 Config = Mapping[str, int]
 
@@ -177,6 +177,29 @@ def parse_config(text: str) -> dict[str, int]:
             raise ValueError(f"malformed configuration item {part!r}: expected NAME=INTEGER")
         out[name.strip().upper()] = int(value)
     return out
+
+
+def covering_sample(configs: list[dict], k: int, first: Iterable[Config] = ()) -> list[dict]:
+    """At most k of `configs` (all of them when there are no more than k): `first` (those
+    among them), then configurations that together take every value of every constant at
+    least once, then evenly spread ones. Deterministic: tests sample big spaces with it."""
+    if len(configs) <= k:
+        return list(configs)
+    keys = {config_key(c) for c in configs}
+    picked: list[dict] = []
+    for cfg in first:
+        if config_key(cfg) in keys and all(config_key(cfg) != config_key(p) for p in picked):
+            picked.append(dict(cfg))
+    seen = {item for cfg in picked for item in cfg.items()}
+    while len(picked) < k:
+        best = max(configs, key=lambda c: len(set(c.items()) - seen))
+        if not set(best.items()) - seen:
+            break
+        picked.append(best)
+        seen |= set(best.items())
+    spread = [configs[i * (len(configs) - 1) // max(k - 1, 1)] for i in range(k)]
+    picked += [c for c in spread if c not in picked]
+    return picked[:k]
 
 
 @cache
