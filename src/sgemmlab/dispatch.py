@@ -125,20 +125,16 @@ def layout_of(trans_a: bool, trans_b: bool) -> str:
 
 
 def features(rung: Rung) -> frozenset[str]:
-    return frozenset(getattr(rung, "features", ()) or ())
+    return rung.features
 
 
 def is_deterministic(rung: Rung, cfg: Config) -> bool:
-    """Bit-reproducible run to run (Rung.deterministic; the same rule where it is missing)."""
-    fn = getattr(rung, "deterministic", None)
-    if callable(fn):
-        return bool(fn(cfg))
-    return not ("streamk" in features(rung) and cfg.get("FIXUP", 0) == 1
-                and cfg.get("SPLIT", 0) != 1)
+    """Bit-reproducible run to run (the registry's rule)."""
+    return rung.deterministic(cfg)
 
 
 def uses_vec4(rung: Rung) -> bool:
-    return bool(getattr(rung, "vectorized", False)) or "vec4" in features(rung)
+    return rung.vectorized
 
 
 def decomposition(rung: Rung, cfg: Config) -> str:
