@@ -431,3 +431,44 @@ def test_tune_table_on_the_command_line(fake_gpu, monkeypatch, tmp_path):
     assert "1024×1024×1024 NN" in out.output and "14_streamk" in out.output
     run = results.load(out.output.split("results: ")[1].split()[0])
     assert run["kind"] == "tune" and len(run["table"]["candidates"]) == 8
+
+
+INTERRUPTED = """
+import sys
+from sgemmlab import registry
+from sgemmlab.tune.search import compile_many
+r = registry.rung(13)
+items = [(r, c) for c in list(r.configs())[:40]]
+print("compiling", flush=True)
+list(compile_many(items, "sm_90", jobs=2))
+print("finished", flush=True)
+"""
+
+
+def test_an_interrupted_compile_stops_at_once(tmp_path):
+    """Ctrl-C (or `timeout -s INT`, which signals the whole process group) during the
+    parallel compile ends the search now, not after every queued compile: 40 cold builds
+    take about a minute on two cores."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, SGEMMLAB_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    assert proc.stdout.readline().strip() == "compiling"
+    time.sleep(4)  # the workers are compiling
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # the whole group, as Ctrl-C and `timeout` do
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the interrupted compile did not stop within 30 s")
+    assert time.monotonic() - sent < 20
+    assert "finished" not in out
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
