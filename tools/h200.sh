@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: conflicts tune ladder tests sanitize
-# Outputs land in results/ (committed afterwards) and, as one archive, in $OUT.
+#   tools/h200.sh STAGE...      stages: conflicts stalls tune table bench overhead ladder
+#                               tests sanitize
+# Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
+# output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=src PYTHONUNBUFFERED=1
@@ -10,8 +12,10 @@ OUT=${OUT:-/tmp/sgemmlab-out}
 mkdir -p "$OUT" results/nvidia-h200
 sg() { python3 -m sgemmlab "$@"; }
 status=0
+mkdir -p "$OUT/logs"
 for stage in "$@"; do
   echo "=== $stage $(date -u +%T)"
+  exec 3>&1 1> >(tee "$OUT/logs/$stage.txt" >&3) 2>&1
   case $stage in
     conflicts)  # which shared tile conflicts: counted by the hardware, rungs 6-8 at 4096^3
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
@@ -20,8 +24,27 @@ for stage in "$@"; do
         echo "--- rung $k"; ncu --clock-control none -k sgemm --metrics "$m" \
           python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "sgemm|l1tex|smsp|rung|error"
       done | tee results/nvidia-h200/ncu-bank-conflicts-4096.txt ;;
-    tune)  # TUNE="-k 10" to search one rung
-      sg tune ${TUNE:-} --size 4096 --write-defaults --jobs 16 || status=1 ;;
+    stalls)  # why the fastest rungs lose to cuBLAS: warp states and issue, rungs 13, 14 and cuBLAS
+      for k in 13 14; do
+        echo "--- rung $k"; ncu --clock-control none -k sgemm --section WarpStateStats \
+          --section SchedulerStats --section ComputeWorkloadAnalysis \
+          python3 -m sgemmlab run -k "$k" --size 4096 2>&1
+      done > results/nvidia-h200/ncu-stalls-4096.txt
+      ncu --clock-control none --section WarpStateStats --section SchedulerStats \
+        --section ComputeWorkloadAnalysis -c 3 python3 -c "import torch; \
+torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
+[a@a for _ in range(3)]; torch.cuda.synchronize()" >> results/nvidia-h200/ncu-stalls-4096.txt 2>&1 ;;
+    tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1": search one rung
+      sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} --write-defaults \
+        --quiet || status=1 ;;
+    table)  # this GPU's dispatch table over the suites, shipped in the package
+      sg tune --table --suite square,ragged,skinny --rungs 13,14 \
+        --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
+    bench)  # the library against cuBLAS over the suites, 15 paired rounds
+      sg bench --suite square --suite ragged --suite skinny -k auto -k 14 -k matmul -b none \
+        --confirm --quiet || status=1 ;;
+    overhead)
+      sg overhead || status=1 ;;
     tests)  # every GPU test but the sanitizer's
       python3 -m pytest -q -m gpu -p no:cacheprovider --ignore tests/test_sanitizer_gpu.py \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
@@ -35,6 +58,7 @@ for stage in "$@"; do
       sg ladder --size 4092 --quiet || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
+  exec 1>&3 2>&1 3>&-
 done
 tar czf "$OUT/results.tgz" results src/sgemmlab/data src/sgemmlab/kernels 2>/dev/null
 exit $status
