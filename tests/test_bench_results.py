@@ -41,3 +41,14 @@ def test_command_line_is_recorded_whole_and_quoted(monkeypatch):
     cmd = results.command_line()
     assert cmd.startswith("sgemmlab bench")
     assert shlex.split(cmd)[1:] == argv[1:]  # pasting it back gives the same arguments
+
+
+def test_the_commit_named_by_the_environment_wins_over_a_copied_git(monkeypatch):
+    from sgemmlab.bench import results as res
+
+    monkeypatch.setenv("SGEMMLAB_GIT_COMMIT", "feedc0de")
+    monkeypatch.setattr(res, "_run", lambda cmd, cwd=None: "stale-head" if "rev-parse" in cmd
+                        else "")
+    assert res.git_state()["git_commit"] == "feedc0de"
+    monkeypatch.delenv("SGEMMLAB_GIT_COMMIT")
+    assert res.git_state()["git_commit"] == "stale-head"

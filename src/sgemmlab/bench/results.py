@@ -61,8 +61,11 @@ def source_digest() -> str:
 
 
 def git_state() -> dict[str, Any]:
-    commit = _run(["git", "rev-parse", "HEAD"], REPO_DIR) or os.environ.get(
-        "SGEMMLAB_GIT_COMMIT")
+    """The commit the run is made from: $SGEMMLAB_GIT_COMMIT when set (a copied tree, as on
+    the GPU machine, can carry a stale .git whose HEAD says nothing about the files), else
+    git's HEAD."""
+    commit = os.environ.get("SGEMMLAB_GIT_COMMIT") or _run(["git", "rev-parse", "HEAD"],
+                                                           REPO_DIR)
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], REPO_DIR)
     return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
 
