@@ -26,3 +26,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def isolated_dispatch(tmp_path, monkeypatch):
+    """Dispatch with no table but the ones a test writes, seeds as defaults, no compiles
+    (255 registers: 2 blocks of 128 threads per SM, 264 slots on 132 SMs), and a fresh
+    cache and results directory per test."""
+    from sgemmlab import dispatch, registry
+
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(dispatch, "PACKAGE_TABLE_DIR", tmp_path / "package")
+    monkeypatch.setattr(registry, "tuned_defaults", lambda: {})
+    monkeypatch.setattr(dispatch, "registers_of", lambda rung, cfg, arch: 255)
+    dispatch.clear_cache()
+    yield
+    dispatch.clear_cache()

@@ -42,16 +42,8 @@ ENTRIES = [
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """Tables only where a test puts them; seeds as defaults; no compiles (255 registers:
-    2 blocks of 128 threads per SM, 264 slots on 132 SMs); a fresh cache each test."""
-    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(dispatch, "PACKAGE_TABLE_DIR", tmp_path / "package")
-    monkeypatch.setattr(registry, "tuned_defaults", lambda: {})
-    monkeypatch.setattr(dispatch, "registers_of", lambda rung, cfg, arch: 255)
-    dispatch.clear_cache()
-    yield
-    dispatch.clear_cache()
+def isolated(isolated_dispatch):
+    """Every test here: see conftest.isolated_dispatch."""
 
 
 def test_the_seeds_these_tests_reason_with():

@@ -33,15 +33,8 @@ class Stop(Exception):
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(dispatch, "PACKAGE_TABLE_DIR", tmp_path / "package")
-    monkeypatch.setattr(registry, "tuned_defaults", lambda: {})
-    monkeypatch.setattr(dispatch, "registers_of", lambda rung, cfg, arch: 255)
-    dispatch.clear_cache()
-    yield
-    dispatch.clear_cache()
+def isolated(isolated_dispatch):
+    """Every test here: see conftest.isolated_dispatch."""
 
 
 def key_of(rec):

@@ -154,20 +154,16 @@ def _smem_tiling(rung, c, M, N, K):
 
 
 def _copy_scalar(t, c, M, N, K, THREADS):
-    """Rungs 4-5: the strided copy loops, one float per iteration, As[BM][BK]."""
+    """Rungs 4-5: the strided copy loops, one float per iteration, As[BM][BK], Bs[BK][BN]."""
     BM, BN, BK = c["BM"], c["BN"], c["BK"]
-    for base in range(0, BM * BK, THREADS):
-        i = base + t.tid
-        r, col = i // BK, i % BK
-        live = i < BM * BK
-        t.ldg("A", r * K + col, live & (r < M) & (col < K))
-        t.sts("As", r * BK + col, live)
-    for base in range(0, BK * BN, THREADS):
-        i = base + t.tid
-        r, col = i // BN, i % BN
-        live = i < BK * BN
-        t.ldg("B", r * N + col, live & (r < K) & (col < N))
-        t.sts("Bs", r * BN + col, live)
+    for src, rows, cols, ld, rows_in, cols_in in (("A", BM, BK, K, M, K),
+                                                  ("B", BK, BN, N, K, N)):
+        for base in range(0, rows * cols, THREADS):
+            i = base + t.tid
+            r, col = i // cols, i % cols
+            live = i < rows * cols
+            t.ldg(src, r * ld + col, live & (r < rows_in) & (col < cols_in))
+            t.sts(src + "s", r * cols + col, live)
 
 
 def _blocktile_1d(rung, c, M, N, K):
