@@ -144,9 +144,11 @@ struct TileCopy {
             dst = row * LD + q;
             lead = row;
             fill = 4 * max(0, min(4, ext_valid - q));
+            // a granule wholly past the edge reads nothing from column 0 of its row: every
+            // full k-tile's copy is then `cp.async src, fill` with no choice left to make
 #pragma unroll
             for (int t = 0; t < COPIES; ++t)
-                src[t] = row_ptr(base, kt * BK + row + t * PASS, ld) + q;
+                src[t] = row_ptr(base, kt * BK + row + t * PASS, ld) + (fill ? q : 0);
         }
     }
 
@@ -170,7 +172,9 @@ struct TileCopy {
                 }
             } else {
                 const int bytes = !EDGE || lead + t * PASS < k_left ? fill : 0;
-                if (SGEMM_VEC4) {
+                if (SGEMM_VEC4 && !EDGE) {
+                    cp_async16(d, src[t], fill);
+                } else if (SGEMM_VEC4) {
                     cp_async16(d, bytes ? src[t] : origin, bytes);
                 } else {
 #pragma unroll
@@ -287,27 +291,29 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     cp_async_wait<STAGES - 2>();
     __syncthreads();
 
+    // as and bs below point at the lane's own fragments in the stage being read: every
+    // fragment load is that register plus a compile-time offset
     float fa[2][TM], fb[2][TN];
     auto load = [&](int set, const float* as, const float* bs, int k) {
 #pragma unroll
         for (int i = 0; i < TM / 4; ++i) {
             const float4 v =
-                *reinterpret_cast<const float4*>(as + k * A_LD + p.row + i * PIECE_ROWS);
+                *reinterpret_cast<const float4*>(as + k * A_LD + i * PIECE_ROWS);
             fa[set][4 * i] = v.x, fa[set][4 * i + 1] = v.y, fa[set][4 * i + 2] = v.z,
                          fa[set][4 * i + 3] = v.w;
         }
 #pragma unroll
         for (int j = 0; j < TN / 4; ++j) {
             const float4 v =
-                *reinterpret_cast<const float4*>(bs + k * B_LD + p.col + j * PIECE_COLS);
+                *reinterpret_cast<const float4*>(bs + k * B_LD + j * PIECE_COLS);
             fb[set][4 * j] = v.x, fb[set][4 * j + 1] = v.y, fb[set][4 * j + 2] = v.z,
                          fb[set][4 * j + 3] = v.w;
         }
     };
 
     int read = 0, write = STAGES - 1;
-    const float* as = As;
-    const float* bs = Bs;
+    const float* as = As + p.row;
+    const float* bs = Bs + p.col;
     load(0, as, bs, 0);
     for (int t = 0; t < tiles; ++t) {
         const bool more = t + STAGES - 1 < tiles;
@@ -320,8 +326,8 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
                 cp_async_wait<STAGES - 2>();
                 __syncthreads();
                 read = read + 1 == STAGES ? 0 : read + 1;
-                as = As + read * A_STAGE;
-                bs = Bs + read * B_STAGE;
+                as = As + read * A_STAGE + p.row;
+                bs = Bs + read * B_STAGE + p.col;
             }
             load((k + 1) % 2, as, bs, (k + 1) % BK);  // after the last tile: unused
 #pragma unroll

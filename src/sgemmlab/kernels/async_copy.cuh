@@ -22,6 +22,13 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, int src
                  : "memory");
 }
 
+// 16 bytes, all of them read: the form without a byte count, which needs no zero-fill
+// arithmetic on the address.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src)
+                 : "memory");
+}
+
 // 4 bytes (one float); the only size that can scatter a row into a transposed tile.
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, int src_bytes) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)),
