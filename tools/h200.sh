@@ -35,7 +35,9 @@ smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__pipe_fma_cycles_active
           python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "smsp|sgemm"
       done > results/nvidia-h200/ncu-stalls-4096.txt
       ncu --clock-control none --section WarpStateStats --section SchedulerStats \
-        --section ComputeWorkloadAnalysis -c 3 python3 -c "import torch; \
+        --section ComputeWorkloadAnalysis --metrics \
+smsp__inst_executed.sum,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum \
+        -k regex:gemm -c 1 python3 -c "import torch; \
 torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
 [a@a for _ in range(3)]; torch.cuda.synchronize()" >> results/nvidia-h200/ncu-stalls-4096.txt 2>&1 ;;
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
