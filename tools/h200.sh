@@ -24,22 +24,22 @@ for stage in "$@"; do
         echo "--- rung $k"; ncu --clock-control none -k sgemm --metrics "$m" \
           python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "sgemm|l1tex|smsp|rung|error"
       done | tee results/nvidia-h200/ncu-bank-conflicts-4096.txt ;;
-    stalls)  # why the fastest rungs lose to cuBLAS: warp states and issue, rungs 13, 14 and cuBLAS
-      for k in 13 14; do
-        echo "--- rung $k"; ncu --clock-control none -k sgemm --section WarpStateStats \
-          --section SchedulerStats --section ComputeWorkloadAnalysis \
-          python3 -m sgemmlab run -k "$k" --size 4096 2>&1
-        echo "--- rung $k, SASS counters"; ncu --clock-control none -k sgemm --metrics \
-smsp__inst_executed.sum,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum,\
-smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
-          python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "smsp|sgemm"
+    stalls)  # why the fastest rungs lose to cuBLAS: issue, pipes and stall reasons at 4096^3
+      # (a throwaway compile cache: NVRTC under ncu's injection may leave ptxas's report out)
+      m=smsp__inst_executed.sum,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum
+      m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active
+      m=$m,smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+      m=$m,smsp__warps_active.avg.per_cycle_active,smsp__warps_eligible.avg.per_cycle_active
+      m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      for k in ${STALL_RUNGS:-13 14}; do
+        echo "--- rung $k"; SGEMMLAB_CACHE_DIR=$(mktemp -d) ncu --clock-control none -k sgemm \
+          --metrics "$m" python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -vE "^==PROF=="
       done > results/nvidia-h200/ncu-stalls-4096.txt
-      ncu --clock-control none --section WarpStateStats --section SchedulerStats \
-        --section ComputeWorkloadAnalysis --metrics \
-smsp__inst_executed.sum,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum \
-        -k regex:gemm -c 1 python3 -c "import torch; \
+      echo "--- cuBLAS (torch.matmul, TF32 off)" >> results/nvidia-h200/ncu-stalls-4096.txt
+      ncu --clock-control none --metrics "$m" -k regex:gemm -c 1 python3 -c "import torch; \
 torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
-[a@a for _ in range(3)]; torch.cuda.synchronize()" >> results/nvidia-h200/ncu-stalls-4096.txt 2>&1 ;;
+[a@a for _ in range(3)]; torch.cuda.synchronize()" 2>&1 | grep -vE "^==PROF==" \
+        >> results/nvidia-h200/ncu-stalls-4096.txt ;;
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;

@@ -216,7 +216,9 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
     path = cache_dir() / "cubins" / f"{key}.bin"
     if use_cache and (entry := _read_entry(path)) is not None:
         meta, cubin = entry
-        return Compiled(key, cubin, meta["log"], Resources(**meta["resources"]), cached=True)
+        res = Resources(**meta["resources"])
+        if res.known:  # an entry without ptxas's report is compiled again
+            return Compiled(key, cubin, meta["log"], res, cached=True)
     cubin, log = _nvrtc(source, macros, arch)
     res = parse_ptxas(log)
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
