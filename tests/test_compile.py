@@ -332,6 +332,37 @@ def test_a_report_without_registers_is_unknown_and_not_cached(tmp_path, monkeypa
     assert not list(tmp_path.rglob("*.bin")), "an entry without its report must not be cached"
 
 
+def test_an_empty_report_is_compiled_again_until_one_comes(tmp_path, monkeypatch):
+    """Parallel NVRTC compiles on the H200 machine sometimes returned an empty log: the
+    compile is tried again, and only the attempt with the report is kept."""
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    logs = iter(["", "", CLEAN_LOG])
+    calls = []
+
+    def fake(*args):
+        calls.append(args)
+        return b"\x7fELF-not-a-real-cubin", next(logs)
+
+    monkeypatch.setattr(compiler, "_nvrtc", fake)
+    r = registry.rung(3)
+    out = compile_kernel(r.source, r.macros({"BS": 16}), ARCH)
+    assert len(calls) == 3 and out.resources == parse_ptxas(CLEAN_LOG)
+    assert len(list(tmp_path.rglob("*.bin"))) == 1
+
+
+def test_a_cached_entry_without_a_report_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    r = registry.rung(3)
+    macros = r.macros({"BS": 16})
+    key = compiler.cache_key(r.source, macros, ARCH)
+    compiler._write_entry(tmp_path / "cubins" / f"{key}.bin",
+                          {"log": "", "resources": dataclasses.asdict(parse_ptxas(""))},
+                          b"\x7fELF-stale")
+    monkeypatch.setattr(compiler, "_nvrtc", lambda *a: (b"\x7fELF-fresh", CLEAN_LOG))
+    out = compile_kernel(r.source, macros, ARCH)
+    assert not out.cached and out.cubin == b"\x7fELF-fresh" and out.resources.known
+
+
 def test_parse_ptxas_on_a_real_nvrtc_log(tmp_path, monkeypatch):
     monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
     r = registry.rung(3)

@@ -43,7 +43,7 @@ MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT",
-                         "REG_TRANSPOSE", "FFMA_ORDER"})
+                         "REG_TRANSPOSE"})
 
 #: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
 #:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);
@@ -369,7 +369,6 @@ def _patch_rules() -> tuple[Rule, ...]:
              lambda c: c["PAD"] % 4 == 0),
         Rule("2 to 8 stages", lambda c: 2 <= c["STAGES"] <= 8),
         Rule("REG_TRANSPOSE is 0 or 1", lambda c: c["REG_TRANSPOSE"] in (0, 1)),
-        Rule("FFMA_ORDER is 0 or 1", lambda c: c["FFMA_ORDER"] in (0, 1)),
         _register_rule(lambda c: c["TM"] * c["TN"] + 2 * (c["TM"] + c["TN"]) + 32,
                        "TM*TN accumulators, two sets of TM+TN fragment values and 32 for "
                        "pointers and indices", _patch_threads),
@@ -389,9 +388,9 @@ _PIPELINE_SPACE = {"BM": (64, 128), "BN": (64, 128, 256), "BK": (8, 16), "WM": (
                    "STAGES": (2, 3, 4)}
 _PATCH_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64, 128),
                 "WN": (32, 64, 128), "TM": (8, 16), "TN": (8, 16), "PAD": (4,),
-                "STAGES": (2, 3, 4), "REG_TRANSPOSE": (0, 1), "FFMA_ORDER": (0, 1)}
+                "STAGES": (2, 3, 4), "REG_TRANSPOSE": (0, 1)}
 _PATCH_SEED = {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "TM": 16, "TN": 8, "PAD": 4,
-               "STAGES": 3, "REG_TRANSPOSE": 1, "FFMA_ORDER": 0}
+               "STAGES": 3, "REG_TRANSPOSE": 1}
 
 
 RUNGS: tuple[Rung, ...] = (

@@ -67,15 +67,12 @@
 #ifndef SGEMM_TB
 #define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
 #endif
-#ifndef FFMA_ORDER
-#define FFMA_ORDER 0
-#endif
 #ifndef REG_TRANSPOSE
 #define REG_TRANSPOSE 0
 #endif
 
 static_assert(BM > 0 && BN > 0 && BK > 0 && WM > 0 && WN > 0 && TM > 0 && TN > 0 && STAGES > 0 &&
-                  PAD >= 0 && REG_TRANSPOSE >= 0 && FFMA_ORDER >= 0,
+                  PAD >= 0 && REG_TRANSPOSE >= 0,
               "every constant is positive (PAD and REG_TRANSPOSE may be 0)");
 static_assert(BM % WM == 0 && BN % WN == 0, "BM is a multiple of WM and BN of WN");
 static_assert(TM % 4 == 0 && TN % 4 == 0,
@@ -90,7 +87,6 @@ static_assert((BM / WM) * (BN / WN) == 4 || (BM / WM) * (BN / WN) == 8,
 static_assert(PAD % 4 == 0, "PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)");
 static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
 static_assert(REG_TRANSPOSE == 0 || REG_TRANSPOSE == 1, "REG_TRANSPOSE is 0 or 1");
-static_assert(FFMA_ORDER == 0 || FFMA_ORDER == 1, "FFMA_ORDER is 0 or 1");
 static_assert(TM * TN + 2 * (TM + TN) + 32 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
               "TM*TN accumulators, two sets of TM+TN fragment values and 32 for pointers and "
               "indices fit a thread's registers: min(255, 65536 / threads per block)");
@@ -337,10 +333,7 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int jj = 0; jj < TN; ++jj) {
-                    const int j = FFMA_ORDER == 1 && i % 2 ? TN - 1 - jj : jj;
-                    acc[i][j] += fa[k % 2][i] * fb[k % 2][j];
-                }
+                for (int j = 0; j < TN; ++j) acc[i][j] += fa[k % 2][i] * fb[k % 2][j];
         }
         write = write + 1 == STAGES ? 0 : write + 1;
     }

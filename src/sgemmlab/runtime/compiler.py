@@ -209,6 +209,12 @@ def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, st
     return bytes(code.code), log.getvalue().replace("\x00", "")
 
 
+#: Compiles of one kernel before its cubin is taken without ptxas's report. On the H200
+#: machine, 16 parallel NVRTC compiles (tools/probe.py, 2026-11-29) returned a few cubins
+#: with an empty log, at random; a second compile of the same source gave the report.
+REPORT_TRIES = 3
+
+
 def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
                    *, use_cache: bool = True) -> Compiled:
     """Compile kernels/`source` with `macros` as -D constants for `arch` (e.g. 'sm_90')."""
@@ -219,8 +225,11 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
         res = Resources(**meta["resources"])
         if res.known:  # an entry without ptxas's report is compiled again
             return Compiled(key, cubin, meta["log"], res, cached=True)
-    cubin, log = _nvrtc(source, macros, arch)
-    res = parse_ptxas(log)
+    for _ in range(REPORT_TRIES):
+        cubin, log = _nvrtc(source, macros, arch)
+        res = parse_ptxas(log)
+        if res.known:
+            break
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
         try:
             _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
