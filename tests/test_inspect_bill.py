@@ -501,6 +501,8 @@ def test_stream_k_fixup_at_1024_cubed():
     assert f.written == f.read == 320 * 128 * 128 * 4  # each partial out, then back in
     atomic = stream_k_fixup({**cfg, "FIXUP": 1}, (1024, 1024, 1024), 264)
     assert atomic.written == (320 + 64) * 65536 and atomic.read == 64 * 65536  # + zeroing
+    into_c = stream_k_fixup({**cfg, "FIXUP": 2}, (1024, 1024, 1024), 264)
+    assert into_c.written == (320 - 64) * 65536 and into_c.read == 0  # C's own store aside
     rung = registry.rung(14)
     with_fixup = count(rung, cfg, (1024, 1024, 1024), slots=264)
     assert with_fixup.fixup == f

@@ -101,7 +101,7 @@ def test_batches_in_one_launch(rung, broadcast):
 
 
 R14_CONFIGS = [pytest.param({**R14.seed, "SPLIT": s, "FIXUP": f}, id=f"split{s}-fixup{f}")
-               for s in (0, 1, 2, 4) for f in (0, 1)]
+               for s in (0, 1, 2, 4) for f in (0, 1, 2)]
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (67, 45, 33), (1000, 1000, 1000),
@@ -147,6 +147,7 @@ def test_deterministic_configurations_are_bit_reproducible(rung, cfg):
 
 def test_atomic_fixup_says_it_is_not_deterministic():
     assert not R14.deterministic({**R14.seed, "SPLIT": 0, "FIXUP": 1})
+    assert not R14.deterministic({**R14.seed, "SPLIT": 4, "FIXUP": 2})
     assert R14.deterministic({**R14.seed, "SPLIT": 1, "FIXUP": 1})
 
 
@@ -169,7 +170,8 @@ def test_workspace_reuse_across_plans_and_fixups():
 
     sequence = [((1000, 1000, 1000), 0), ((17, 33, 65), 0), ((1000, 1000, 1000), 1),
                 ((64, 64, 64), 1), ((300, 200, 1000), 0), ((67, 130, 45), 1),
-                ((2048, 64, 96), 0), ((17, 33, 65), 1)]
+                ((2048, 64, 96), 0), ((17, 33, 65), 1), ((1000, 1000, 1000), 2),
+                ((300, 200, 1000), 2), ((17, 33, 65), 0), ((67, 130, 45), 2)]
     for (M, N, K), fixup in sequence:
         cfg = {**R14.seed, "SPLIT": 0, "FIXUP": fixup}
         A, lda, _ = _operand(torch, M, K, False)

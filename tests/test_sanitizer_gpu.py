@@ -3,7 +3,8 @@ without one or without the sanitizer).
 
 Each rung runs in its own process under the tool, once on the scalar path (67x45x33: no
 leading dimension is a multiple of 4), once on the float4 path (67x44x36), and once at
-300x200x1000, where rung 14 splits tiles between blocks (fix-up through the workspace);
+300x200x1000, where rung 14 splits tiles between blocks (its default fix-up, and each other
+fix-up in a test of its own);
 beta != 0 so C is read as well as written. Racecheck covers the rungs with shared memory
 (3 on): a missing barrier between a stage's last reads and its next copy shows there. PyTorch's caching allocator is turned off in that process: with
 it on, every tensor would sit inside one larger allocation and an access past a matrix's
@@ -12,6 +13,7 @@ end would land in memory the sanitizer considers valid.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -39,16 +41,18 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
 
 DONE = "sgemmlab: all launches returned"
 SCRIPT = f"""
+import json
 import sys
 import torch
 import sgemmlab
 
 rung = int(sys.argv[1])
+config = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 for M, N, K in ((67, 45, 33), (67, 44, 36), (300, 200, 1000)):
     a = torch.rand(M, K, device="cuda") * 2 - 1
     b = torch.rand(K, N, device="cuda") * 2 - 1
     c = torch.rand(M, N, device="cuda") * 2 - 1
-    sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung)
+    sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung, config=config)
     torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """
@@ -67,12 +71,12 @@ def _rung_params(first: int = 1):
         for r in registry.RUNGS if r.number >= first]
 
 
-def _sanitize(rung, tool: str) -> None:
+def _sanitize(rung, tool: str, overrides: dict | None = None) -> None:
     # compile both variants out here so that the process under the sanitizer reads them from
     # the disk cache (NVRTC running under it once returned an empty ptxas report)
     from sgemmlab.runtime.device import gpu_info
 
-    cfg = rung.default(gpu_info().name)
+    cfg = {**rung.default(gpu_info().name), **(overrides or {})}
     for vec4 in ((True, False) if rung.vectorized else (False,)):
         macros = rung.macros(cfg) | ({"SGEMM_VEC4": 1} if vec4 else {})
         assert compile_kernel(rung.source, macros, gpu_info().arch).resources.known
@@ -80,6 +84,8 @@ def _sanitize(rung, tool: str) -> None:
     # ours raises in the script, which then exits non-zero without printing DONE.
     cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
            "--report-api-errors", "no", sys.executable, "-c", SCRIPT, str(rung.number)]
+    if overrides:
+        cmd.append(json.dumps(cfg))
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_env(),
                           timeout=600)
     output = done.stdout + done.stderr
@@ -99,3 +105,14 @@ def test_memcheck_is_clean(rung):
 @pytest.mark.parametrize("rung", _rung_params(first=3))
 def test_racecheck_is_clean(rung):
     _sanitize(rung, "racecheck")
+
+
+# rung 14's other fix-ups (its default has one): ordered slots, and adds into C itself
+FIXUPS = [pytest.param({"SPLIT": s, "FIXUP": f}, id=f"split{s}-fixup{f}")
+          for s, f in ((0, 0), (4, 0), (0, 2), (4, 2))]
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+@pytest.mark.parametrize("overrides", FIXUPS)
+def test_every_fixup_of_rung_14_is_clean(overrides, tool):
+    _sanitize(registry.rung(14), tool, overrides)

@@ -210,7 +210,8 @@ def test_candidates_are_the_defaults_and_every_streamk_decomposition():
     assert got[:3] == [("10_warptiling", None, None), ("13_hoisted", None, None),
                        ("14_streamk", 0, 0)]
     streamk = sorted((s, f) for lab, s, f in got if lab == "14_streamk")
-    assert streamk == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (4, 0), (4, 1)]
+    assert streamk == [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (2, 1), (2, 2), (4, 0), (4, 1),
+                       (4, 2)]
     assert all(r.is_legal(c) for r, c in cands)
     extra = {**R13.seed, "STAGES": 2}
     more = table.candidates_for([R13], "NVIDIA H200", [(R13, extra), (R13, dict(R13.seed))])
@@ -265,9 +266,9 @@ def test_measure_all_resumes_shape_by_candidate(tmp_path):
     first: list = []
     with pytest.raises(Stop):
         table.measure_all(table.plan(shapes, ["NN"], cands, log()), log(),
-                          fake_shape(first, stop_at=10), make)
+                          fake_shape(first, stop_at=len(cands) + 2), make)
     todo = table.plan(shapes, ["NN"], cands, log())
-    assert len(todo[("NN", shapes[0])]) == 0  # 8 candidates done there
+    assert len(todo[("NN", shapes[0])]) == 0  # every candidate done there, 2 more after
     # 4096x4096x64 has 8 k-iterations: split 4 (2 each) stays, nothing is left out...
     assert len(todo[("NN", shapes[1])]) == len(cands) - 2
     second: list = []
@@ -327,22 +328,23 @@ def test_build_table_resumes_then_writes_the_table_dispatch_reads(fake_gpu, tmp_
     done = table.build_table(shapes, [R13, R14], tag="t", live=False, export=out,
                              echo=notes.append)
     assert "5 measurement(s) kept" in notes[0]
-    assert len(calls) + len(more) == 2 * 8 and set(calls).isdisjoint(more)
+    n = len(table.candidates_for([R13, R14], GPU.name))
+    assert len(calls) + len(more) == 2 * n and set(calls).isdisjoint(more)
     assert not (tmp_path / "results" / GPU.slug / "table-t.partial.jsonl").exists()
 
     assert done.written == [dispatch.user_table_path(GPU.name), out]
     assert json.loads(out.read_text()) == json.loads(done.written[0].read_text())
     t = dispatch.read_table(out)
     assert t.data["gpu"] == GPU.name and t.data["sm_count"] == 132
-    assert len(t.entries) == 16 and all(e["source"] == f"results/{GPU.slug}/"
+    assert len(t.entries) == 2 * n and all(e["source"] == f"results/{GPU.slug}/"
                                         f"{done.results.name}" for e in t.entries)
     won = {w["M"]: (w["rung"], w["config"].get("FIXUP")) for w in t.data["winners"]}
-    assert won == {1024: ("14_streamk", 1), 4096: ("13_hoisted", None)}
+    assert won == {1024: ("14_streamk", 2), 4096: ("13_hoisted", None)}  # ratio grows with FIXUP
     run = results.load(done.results)
     assert sum(r["kernel"] == "cublas" for r in run["records"]) == 2
 
     c = dispatch.choose(1024, 1024, 1024, gpu_name=GPU.name, sm_count=132)
-    assert (c.source, c.rung, c.config["FIXUP"]) == ("table", "14_streamk", 1)
+    assert (c.source, c.rung, c.config["FIXUP"]) == ("table", "14_streamk", 2)
     d = dispatch.choose(1024, 1024, 1024, gpu_name=GPU.name, sm_count=132,
                         deterministic=True)
     assert (d.rung, d.config["FIXUP"], d.config["SPLIT"]) == ("14_streamk", 0, 0)
@@ -423,7 +425,8 @@ def test_tune_table_on_the_command_line(fake_gpu, monkeypatch, tmp_path):
         (1024,) * 3, (2048,) * 3, (4096,) * 3, (8192,) * 3, (100, 200, 300)}
     assert "1024×1024×1024 NN" in out.output and "14_streamk" in out.output
     run = results.load(out.output.split("results: ")[1].split()[0])
-    assert run["kind"] == "tune" and len(run["table"]["candidates"]) == 8
+    assert run["kind"] == "tune" and len(run["table"]["candidates"]) == len(
+        table.candidates_for([registry.rung(13), registry.rung(14)], GPU.name))
 
 
 INTERRUPTED = """

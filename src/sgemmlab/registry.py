@@ -18,7 +18,8 @@ Glossary (used the same way in every kernel and every docstring):
     TRANSPOSE_A, REGPF  rung 12's switches: A stored [k][m] in shared memory; fragments
                 double-buffered in registers.
     SPLIT, FIXUP  rung 14: the decomposition (0 Stream-K, 1 data-parallel, s >= 2 split-K in
-                s parts) and how partial sums meet (0 fixed order, 1 atomic).
+                s parts) and how partial sums meet (0 fixed order, 1 atomic into a
+                workspace tile, 2 atomic into C itself).
 
 Legality is decided here, in Python, before anything compiles. The kernels repeat the
 structural rules as static_asserts, and the tests check both directions: every legal
@@ -141,7 +142,7 @@ class Rung:
     def deterministic(self, cfg: Config) -> bool:
         """Bit-identical results run to run: every rung but rung 14 with atomic fix-up of
         split tiles (atomics add in whatever order they arrive)."""
-        return not ("streamk" in self.features and cfg.get("FIXUP", 0) == 1
+        return not ("streamk" in self.features and cfg.get("FIXUP", 0) in (1, 2)
                     and cfg.get("SPLIT", 0) != 1)
 
     def grid(self, cfg: Config, M: int, N: int) -> tuple[int, int, int]:
@@ -377,7 +378,8 @@ def _patch_rules() -> tuple[Rule, ...]:
 
 def _streamk_rules() -> tuple[Rule, ...]:
     return _patch_rules() + (
-        Rule("FIXUP is 0 (fixed order) or 1 (atomic)", lambda c: c["FIXUP"] in (0, 1)),
+        Rule("FIXUP is 0 (fixed order), 1 (atomic) or 2 (into C)",
+             lambda c: c["FIXUP"] in (0, 1, 2)),
         Rule("SPLIT is 0 (Stream-K), 1 (data-parallel) or a split-K factor 2-16",
              lambda c: 0 <= c["SPLIT"] <= 16, host=True),
     )
@@ -504,7 +506,7 @@ RUNGS: tuple[Rung, ...] = (
     Rung(
         14, "streamk", "Stream-K: a persistent grid over (tile, k-range) work",
         "14_streamk.cu",
-        space={**_PATCH_SPACE, "FIXUP": (0, 1), "SPLIT": (0, 1, 2, 4)},
+        space={**_PATCH_SPACE, "FIXUP": (0, 1, 2), "SPLIT": (0, 1, 2, 4)},
         block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=lambda c: _patch_smem(c) + 4,  # + the int that tells a block it is last
         seed={**_PATCH_SEED, "FIXUP": 0, "SPLIT": 0}, rules=_streamk_rules(),

@@ -623,7 +623,9 @@ def stream_k_fixup(config: Config, shape, slots: int) -> Fixup:
       FIXUP = 0  c partials written to their slots, then all c read back by the last block
                  in block order: c S written, c S read;
       FIXUP = 1  c vector-atomic adds into one tile (c S sent to the L2), the sum read once
-                 and the tile zeroed for the next launch: (c + 1) S written, S read.
+                 and the tile zeroed for the next launch: (c + 1) S written, S read;
+      FIXUP = 2  the first to finish stores C as for a whole tile, the c - 1 others add into
+                 C with vector atomics: (c - 1) S written beyond C's own store, none read.
     A block whose range covers a whole tile stores it directly and moves nothing here."""
     from ..runtime.streamk import plan
 
@@ -640,6 +642,8 @@ def stream_k_fixup(config: Config, shape, slots: int) -> Fixup:
     parts = sum(split)
     if config["FIXUP"] == 0:
         written, read = parts * S, parts * S
+    elif config["FIXUP"] == 2:
+        written, read = (parts - len(split)) * S, 0
     else:
         written, read = (parts + len(split)) * S, len(split) * S
     return Fixup(slots, p.describe(), len(split), parts, written, read)

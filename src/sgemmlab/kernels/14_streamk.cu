@@ -52,7 +52,7 @@
 #define SGEMM_NO_ENTRY
 #include "13_hoisted.cu"
 
-static_assert(FIXUP == 0 || FIXUP == 1, "FIXUP is 0 (fixed order) or 1 (atomic)");
+static_assert(FIXUP >= 0 && FIXUP <= 2, "FIXUP is 0 (fixed order), 1 (atomic) or 2 (into C)");
 
 // The stream of k-tiles of the split tiles, cut into `blocks` equal ranges: block b owns
 // [first(b), first(b + 1)); owner(x) is the block whose range holds k-tile x.
@@ -92,10 +92,10 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
     // one: if block b-1 reached tile t+1, block b starts after that and never sees tile t.
     auto slot = [&](int b) { return ws + (static_cast<long long>(b) + t) * SLOT; };
 
-    float4* mine = reinterpret_cast<float4*>(FIXUP ? ws + t * SLOT : slot(me));
+    float4* mine = reinterpret_cast<float4*>(FIXUP == 1 ? ws + t * SLOT : slot(me));
 #pragma unroll
     for (int q = 0; q < QUADS; ++q) {
-        if (FIXUP) {
+        if (FIXUP == 1) {
 #if __CUDA_ARCH__ >= 900  // one vector atomic (red.global.add.v4.f32) from Hopper on
             atomicAdd(mine + q * THREADS + tid, quad(acc, q));
 #else
@@ -117,7 +117,7 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
     if (!last) return false;
     __threadfence();
 
-    if (FIXUP) {
+    if (FIXUP == 1) {
 #pragma unroll
         for (int q = 0; q < QUADS; ++q) {
             set_quad(acc, q, __ldcg(mine + q * THREADS + tid));
@@ -148,6 +148,72 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
         }
     }
     return true;
+}
+
+// FIXUP = 2: the partial sums meet in C itself, with no workspace tile. The first block to
+// finish its part of split tile t stores alpha * acc + beta * C like a whole tile; the others
+// wait until it has, then add alpha * acc with vector atomics. Three counters per tile:
+// tickets (the order of finishing), ready (the first store is visible), done (adders
+// finished); the last adder sets all three back to zero for the next launch. A waiting block
+// waits on one that is already running (it took ticket 0), so the wait always ends.
+__device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, int ldc,
+                                          int rows, int cols, float alpha, const Patch& p) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = p.row + i / 4 * PIECE_ROWS + i % 4;
+        if (r >= rows) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j += 4) {
+            const int c0 = p.col + j / 4 * PIECE_COLS;
+            float* c = row_ptr(C, r, ldc) + c0;
+            const float4 v = make_float4(alpha * acc[i][j], alpha * acc[i][j + 1],
+                                         alpha * acc[i][j + 2], alpha * acc[i][j + 3]);
+#if SGEMM_VEC4 && __CUDA_ARCH__ >= 900
+            if (c0 + 3 < cols) {
+                atomicAdd(reinterpret_cast<float4*>(c), v);
+                continue;
+            }
+#endif
+            if (c0 < cols) atomicAdd(c, v.x);
+            if (c0 + 1 < cols) atomicAdd(c + 1, v.y);
+            if (c0 + 2 < cols) atomicAdd(c + 2, v.z);
+            if (c0 + 3 < cols) atomicAdd(c + 3, v.w);
+        }
+    }
+}
+
+__device__ __forceinline__ void fix_up_into_c(const float (&acc)[TM][TN], const Stream& s,
+                                              int t, int KT, float* C, int ldc, int rows,
+                                              int cols, float alpha, float beta,
+                                              const Patch& p, int* __restrict__ flags,
+                                              int tid) {
+    __shared__ int ticket;
+    const long long t0 = static_cast<long long>(t) * KT;
+    const int parts = s.owner(t0 + KT - 1) - s.owner(t0) + 1;
+    int* tickets = flags + 3 * t;
+    volatile int* ready = tickets + 1;
+    int* done = tickets + 2;
+    __syncthreads();  // `ticket` is free: every thread has read the previous tile's
+    if (tid == 0) ticket = atomicAdd(tickets, 1);
+    __syncthreads();
+    if (ticket == 0) {
+        store_patch(acc, C, ldc, rows, cols, alpha, beta, p);
+        __threadfence();  // the stores are visible GPU-wide before `ready` says so
+        __syncthreads();
+        if (tid == 0) *ready = 1;
+        return;
+    }
+    if (tid == 0)
+        while (*ready == 0) __nanosleep(64);
+    __syncthreads();
+    __threadfence();
+    add_patch(acc, C, ldc, rows, cols, alpha, p);
+    __syncthreads();  // every adder of this block has finished reading `ready`
+    if (tid == 0 && atomicAdd(done, 1) == parts - 2) {  // the last of parts - 1 adders
+        *tickets = 0;
+        *ready = 0;
+        *done = 0;
+    }
 }
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
@@ -188,9 +254,14 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
         const float* b = B + z * stride_b;
         float* c = C + z * stride_c;
         tile_product(acc, smem, a, lda, b, ldb, M, N, K, row0, col0, kt_begin, kt_end, p, tid);
-        if ((kt_begin == 0 && kt_end == KT) || fix_up(acc, s, t, KT, ws, flags, tid))
-            store_patch(acc, row_ptr(c, row0, ldc) + col0, ldc, M - row0, N - col0, alpha,
-                        beta, p);
+        float* c_tile = row_ptr(c, row0, ldc) + col0;
+        if (kt_begin == 0 && kt_end == KT)
+            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p);
+        else if (FIXUP == 2)
+            fix_up_into_c(acc, s, t, KT, c_tile, ldc, M - row0, N - col0, alpha, beta, p, flags,
+                          tid);
+        else if (fix_up(acc, s, t, KT, ws, flags, tid))
+            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p);
         if (!streaming) {
             tile += gridDim.x;
             if (tile >= dp_tiles) {

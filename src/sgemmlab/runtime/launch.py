@@ -173,7 +173,7 @@ class Launcher:
         def refresh() -> None:
             zeroed, scratch = ws.workspace(self.device_id, stream, p.zeroed_bytes,
                                            p.scratch_bytes)
-            tiles = zeroed + p.counters_bytes if p.fixup else scratch
+            tiles = scratch if p.fixup == 0 else zeroed + p.counters_bytes  # unused for 2
             state[:] = [ws.generation, tuple(head + [tiles, zeroed])]
 
         refresh()

@@ -15,7 +15,8 @@ SPLIT = 0  Stream-K: when T is a whole number of waves (T % G == 0), all tiles w
 Partial tiles meet in a workspace (runtime/workspace.py): one counter per streamed tile and,
 for FIXUP = 1, one accumulation tile per streamed tile, in the region the kernel leaves zeroed;
 for FIXUP = 0 a slot per (block, tile) pair of the stream (block + tile is unique, see
-kernels/14_streamk.cu) in the scratch region.
+kernels/14_streamk.cu) in the scratch region; for FIXUP = 2 (partials added into C itself)
+three counters per streamed tile and nothing else.
 """
 
 from __future__ import annotations
@@ -41,23 +42,26 @@ class Plan:
     k_tiles: int  # KT
     slots: int  # partial tiles the workspace holds
     slot_floats: int  # BM x BN
-    fixup: int  # 0 ordered (slots in scratch), 1 atomic (slots in the zeroed region)
+    fixup: int  # 0 ordered (slots in scratch), 1 atomic (slots in the zeroed region),
+    #             2 atomic into C (counters only)
 
     @property
     def zeroed_bytes(self) -> int:
-        """The workspace region kept zero between launches: one counter per streamed tile
-        (16-byte aligned), then, for the atomic fix-up, one tile per streamed tile."""
-        counters = -(-4 * self.sk_tiles // 16) * 16
-        return counters + (self.slots * self.slot_floats * 4 if self.fixup else 0)
+        """The workspace region kept zero between launches: the counters (16-byte aligned),
+        then, for the atomic fix-up, one tile per streamed tile."""
+        return self.counters_bytes + (self.slots * self.slot_floats * 4
+                                      if self.fixup == 1 else 0)
 
     @property
     def scratch_bytes(self) -> int:
         """The region for the ordered fix-up's partial tiles (anything between launches)."""
-        return 0 if self.fixup else self.slots * self.slot_floats * 4
+        return self.slots * self.slot_floats * 4 if self.fixup == 0 else 0
 
     @property
     def counters_bytes(self) -> int:
-        return -(-4 * self.sk_tiles // 16) * 16
+        """One int per streamed tile (three for FIXUP = 2: tickets, ready, done)."""
+        per_tile = 3 if self.fixup == 2 else 1
+        return -(-4 * per_tile * self.sk_tiles // 16) * 16
 
     def ranges(self) -> list[tuple[int, int]]:
         """Each streaming block's [first, last) k-tiles of the stream (what the kernel's
@@ -98,7 +102,7 @@ def plan(split: int, fixup: int, bm: int, bn: int, bk: int, M: int, N: int, K: i
             sk = T - dp
             sk_blocks = max(1, min(G, sk * KT // MIN_KTILES))
             grid = max(min(dp, G), sk_blocks)
-    slots = (sk_blocks + sk if fixup == 0 else sk) if sk else 0
+    slots = {0: sk_blocks + sk, 1: sk}.get(fixup, 0) if sk else 0
     return Plan(grid=grid, tiles_n=tiles_n, tiles_mn=tiles_mn, dp_tiles=dp, sk_tiles=sk,
                 sk_blocks=sk_blocks, k_tiles=KT, slots=slots, slot_floats=bm * bn,
                 fixup=fixup)
