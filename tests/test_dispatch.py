@@ -187,7 +187,7 @@ def test_heuristic_decisions(M, N, K, rung, split, words):
     assert c.config.get("SPLIT") == split
     assert words in c.reason, c.reason
     if split is not None:
-        assert c.config["FIXUP"] == 1  # atomic unless asked otherwise
+        assert c.config["FIXUP"] == dispatch.HEURISTIC_FIXUP == 2  # into C unless asked
 
 
 def test_heuristic_geometry_in_the_details():

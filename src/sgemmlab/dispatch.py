@@ -674,9 +674,10 @@ def geometry(rung: Rung, cfg: Config, req: Request, g=None) -> Geometry:
                     blocks * g.sms)
 
 
-#: The heuristic's fix-up when bit-reproducibility is not asked for: the atomic one, which
-#: measured 1-2 points faster than the fixed order at 1024^3 (worklog, session 2).
-HEURISTIC_FIXUP = 1
+#: The heuristic's fix-up when bit-reproducibility is not asked for: atomic adds into C,
+#: 5-8 points faster than the other two at 1024^3 and never slower at 2048^3 or 4096^3
+#: (results/nvidia-h200/probe-fixup-1024-1000-2048-4096-20261129T1506Z.json).
+HEURISTIC_FIXUP = 2
 
 
 def _streamk_config(rung: Rung, base: Config, split: int, deterministic: bool
