@@ -44,7 +44,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;
     table)  # this GPU's dispatch table over the suites, shipped in the package
-      sg tune --table --suite square,ragged,skinny --rungs 13,14 \
+      # TABLE_CONFIGS="14:BM=...,... 14:...": more candidates (full configurations)
+      extra=(); for c in ${TABLE_CONFIGS:-}; do extra+=(--config "$c"); done
+      sg tune --table --suite square,ragged,skinny --rungs 13,14 "${extra[@]}" \
         --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
     bench)  # the library against cuBLAS over the suites, 15 paired rounds
       sg bench --suite square --suite ragged --suite skinny -k auto -k 14 -k matmul -b none \
