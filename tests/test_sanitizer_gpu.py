@@ -72,14 +72,15 @@ def _rung_params(first: int = 1):
 
 
 def _sanitize(rung, tool: str, overrides: dict | None = None) -> None:
-    # compile both variants out here so that the process under the sanitizer reads them from
-    # the disk cache (NVRTC running under it once returned an empty ptxas report)
+    # compile both variants out here so that the process under the sanitizer finds them in
+    # the disk cache when it can (NVRTC under it returns no ptxas report; an entry without
+    # one is not cached, and the launch works all the same)
     from sgemmlab.runtime.device import gpu_info
 
     cfg = {**rung.default(gpu_info().name), **(overrides or {})}
     for vec4 in ((True, False) if rung.vectorized else (False,)):
         macros = rung.macros(cfg) | ({"SGEMM_VEC4": 1} if vec4 else {})
-        assert compile_kernel(rung.source, macros, gpu_info().arch).resources.known
+        compile_kernel(rung.source, macros, gpu_info().arch)
     # API errors are torch's business (it probes the driver at start-up); a failed launch of
     # ours raises in the script, which then exits non-zero without printing DONE.
     cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
