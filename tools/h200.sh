@@ -34,12 +34,12 @@ for stage in "$@"; do
       for k in ${STALL_RUNGS:-13 14}; do
         echo "--- rung $k"; SGEMMLAB_CACHE_DIR=$(mktemp -d) ncu --clock-control none -k sgemm \
           --metrics "$m" python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -vE "^==PROF=="
-      done > results/nvidia-h200/ncu-stalls-4096.txt
-      echo "--- cuBLAS (torch.matmul, TF32 off)" >> results/nvidia-h200/ncu-stalls-4096.txt
+      done > "${STALLS:=results/nvidia-h200/ncu-stalls-4096-$(date -u +%Y%m%dT%H%MZ).txt}"
+      echo "--- cuBLAS (torch.matmul, TF32 off)" >> "$STALLS"
       ncu --clock-control none --metrics "$m" -k regex:gemm -c 1 python3 -c "import torch; \
 torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
 [a@a for _ in range(3)]; torch.cuda.synchronize()" 2>&1 | grep -vE "^==PROF==" \
-        >> results/nvidia-h200/ncu-stalls-4096.txt ;;
+        >> "$STALLS" ;;
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;

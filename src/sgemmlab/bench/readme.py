@@ -61,7 +61,7 @@ def measured_lines(label: str, paths: list[Path]) -> list[str]:
             lines += [
                 f"// {run['environment']['gpu']} {shape}: {r['median_us']:.1f} us, "
                 f"{r['tflops'] * 1e3:.0f} GFLOP/s, {100 * r['vs_cublas']:.1f} % of cuBLAS, "
-                f"{r.get('registers', '?')} registers",
+                f"{r['registers'] if (r.get('registers') or -1) >= 0 else '?'} registers",
                 f"//   {cfg}",
                 f"//   ({p.as_posix()})"]
     return lines

@@ -55,7 +55,8 @@ SCOREBOARD: tuple[tuple[str, Callable[[dict], str]], ...] = (  # (header, cell)
     ("% of cuBLAS", _num("vs_cublas", ".1f", 100.0)),
     ("min–max %", _spread),
     ("% of FFMA peak", _num("pct_of_peak", ".1f")),
-    ("regs", _num("registers", "d")),
+    ("regs", lambda rec: "?" if (rec.get("registers") or 0) < 0 else
+     _num("registers", "d")(rec)),  # -1: the compiler gave no report
     ("max rel. error", _num("error", ".1e")),
     ("check", _verdict),
 )

@@ -15,9 +15,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 74275.4 us, 1850 GFLOP/s, 3.6 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 74259.2 us, 1851 GFLOP/s, 3.6 % of cuBLAS, 32 registers
 //   BS=8
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 36879.3 us, 3716 GFLOP/s, 7.7 % of cuBLAS, 32 registers
 //   BS=8
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

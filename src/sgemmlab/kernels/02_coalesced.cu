@@ -13,9 +13,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 21240.8 us, 6471 GFLOP/s, 12.6 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 21260.9 us, 6464 GFLOP/s, 12.6 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 21272.9 us, 6442 GFLOP/s, 13.4 % of cuBLAS, 32 registers
 //   BS=32
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

@@ -16,9 +16,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 15926.3 us, 8630 GFLOP/s, 16.8 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 15940.1 us, 8622 GFLOP/s, 16.8 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 16032.2 us, 8548 GFLOP/s, 17.8 % of cuBLAS, 32 registers
 //   BS=32
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

@@ -26,9 +26,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 8415.2 us, 16332 GFLOP/s, 31.8 % of cuBLAS, 95 registers
+// NVIDIA H200 4096x4096x4096: 8426.4 us, 16311 GFLOP/s, 31.8 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 8444.4 us, 16228 GFLOP/s, 33.9 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

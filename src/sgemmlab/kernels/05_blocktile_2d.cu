@@ -27,9 +27,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 6148.2 us, 22354 GFLOP/s, 43.5 % of cuBLAS, 96 registers
+// NVIDIA H200 4096x4096x4096: 6151.3 us, 22343 GFLOP/s, 43.5 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 6171.2 us, 22206 GFLOP/s, 46.3 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

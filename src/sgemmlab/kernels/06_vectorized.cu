@@ -25,9 +25,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3855.4 us, 35649 GFLOP/s, 69.5 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3861.2 us, 35595 GFLOP/s, 69.3 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 3883.6 us, 35286 GFLOP/s, 73.6 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

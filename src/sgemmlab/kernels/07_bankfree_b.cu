@@ -40,9 +40,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3859.2 us, 35613 GFLOP/s, 69.4 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3861.2 us, 35595 GFLOP/s, 69.3 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 3885.5 us, 35269 GFLOP/s, 73.5 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

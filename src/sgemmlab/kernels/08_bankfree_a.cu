@@ -32,9 +32,9 @@
 //
 // Measured: see the generated block at the end of this header.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3684.7 us, 37300 GFLOP/s, 72.6 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3685.3 us, 37294 GFLOP/s, 72.7 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T125804Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // NVIDIA H200 4092x4092x4092: 3697.0 us, 37067 GFLOP/s, 77.3 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)

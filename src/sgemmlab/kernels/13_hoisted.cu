@@ -55,8 +55,22 @@
 // (the H100 worklog's hoisted kernel: 0.075; cuBLAS: 0.131) - the edge path of the copy is
 // still compiled into the loop body, and stage pointers are recomputed per tile.
 //
+// Session 3 cut the loop further: fragment loads now use one per-lane pointer per stage
+// (the register plus a constant), and a full tile's 16-byte copies take their byte count with
+// no select. The static count fell to 0.076 per FFMA and the registers from 245 to 233.
+// Predicted: +1-3 %. Measured: nothing (91.2 % in ladder-4096x4096x4096-20261129T152429Z.json).
+// ncu (results/nvidia-h200/ncu-stalls-4096-20261129T1456Z.txt) shows why: this kernel
+// executes fewer instructions than cuBLAS (2.36 G against 2.43 G warp instructions at
+// 4096^3) but issues on 80 % of cycles against 90 %. The lost cycles are dispatch stalls
+// (0.23 per instruction against 0.10) and fixed-latency waits (0.14 against < 0.05): the
+// register banks and stall counts of ptxas's schedule, which CUDA C++ does not reach (see
+// docs/worklog.md, session 3).
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 2939.8 us, 46751 GFLOP/s, 91.2 % of cuBLAS, 233 registers
+//   BK=8,BM=256,BN=128,PAD=4,REG_TRANSPOSE=1,STAGES=3,TM=16,TN=8,WM=64,WN=64
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"

@@ -14,7 +14,10 @@
 //   FIXUP = 1: each block adds its partial tile into one workspace tile with vector atomics
 //              (red.global.add.v4.f32); the last one reads the sum (not bit-reproducible:
 //              the atomics land in any order) and zeroes the tile for the next launch.
-// The last block resets the tile's counter too, so the workspace is all zeros again after
+//   FIXUP = 2: no workspace tile: the first block to finish stores its part into C as a
+//              whole tile would be stored (alpha * acc + beta * C), the others wait for it
+//              and add alpha * acc into C with vector atomics (not bit-reproducible).
+// The last block resets the tile's counter(s) too, so the workspace is all zeros again after
 // every launch and needs no clearing pass. Split-K is the special case of sk_blocks =
 // tiles x s and no whole tiles (SPLIT = s); SPLIT = 1 is a persistent data-parallel kernel.
 // runtime/streamk.py plans the launch (dp_tiles, sk_tiles, sk_blocks, workspace).
@@ -46,8 +49,25 @@
 // the predicted 0-3 %. The atomic fix-up is 1-2 points faster than the ordered one at
 // 1024^3 (96.4 against 94.9 % at 128 x 128) and equal at 4096^3.
 //
+// FIXUP = 2 (session 3). Prediction: FIXUP 1 ends each split tile with one block that reads
+// the workspace tile (64 KB), zeroes it and stores C. That is ~1.5 us through one SM. With it
+// gone, +2-4 % at 1024^3 (every tile split) and nothing at 4096^3. Measured
+// (results/nvidia-h200/probe-fixup-1024-1000-2048-4096-20261129T1506Z.json):
+//   - 1024^3, 128 x 256 Stream-K: 99.0 -> 106.0 %;
+//   - 1024^3, 128 x 256 split-K 4: 98.5 -> 105.6 %;
+//   - 4096^3: 95.1 -> 95.5 %.
+// The gain is twice the prediction: at 1024^3 the fix-up chain after the last contributor
+// is the kernel's tail, and FIXUP 2 leaves only the last adder's atomics in it (inferred:
+// there is no timeline tool on the machine). A search at 1024^3 (tune-14_streamk-1024x1024x
+// 1024-20261129T151032Z.json) tops out at 106.9 % with 128 x 128, BK 16, 2 stages, TM 8 x
+// TN 16. The same configuration as Stream-K wins 10 of the table's 12 shapes (97.2 % at
+// 4096^3: table-square-ragged-skinny-20261129T151211Z.json).
+//
 // Measured: see the generated block at the end of this header.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 2805.8 us, 48983 GFLOP/s, 95.5 % of cuBLAS, ? registers
+//   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=64,WN=64
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
 // </measured>
 #define SGEMM_NO_ENTRY
 #include "13_hoisted.cu"
