@@ -350,6 +350,42 @@ def test_an_empty_report_is_compiled_again_until_one_comes(tmp_path, monkeypatch
     assert len(list(tmp_path.rglob("*.bin"))) == 1
 
 
+@pytest.mark.parametrize("name, registers, smem", [
+    ("inspect_03_smem_BS32_sm90.cubin", 32, 8192),  # As, Bs: 2 x 32 x 32 floats
+    ("inspect_10_warptiling_h200_vec4_sm90.cubin", 127, None),
+])
+def test_resources_from_the_cubin_when_ptxas_says_nothing(name, registers, smem):
+    cubin = (Path(__file__).parent / "data" / name).read_bytes()
+    res = compiler.resources_from_cubin(cubin)
+    assert res.registers == registers and res.stack_bytes == 0 and not res.spills
+    if smem is not None:
+        assert res.smem_bytes == smem
+    with pytest.raises(ValueError, match="no symbol"):
+        compiler.resources_from_cubin(cubin, "not_a_kernel")
+
+
+def test_a_fresh_cubin_reads_as_ptxas_reports_it(tmp_path, monkeypatch):
+    """The fallback agrees with ptxas on two builds of rung 14 (233 and 255 registers):
+    registers, shared memory, and no spills (no stack frame)."""
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    r = registry.rung(14)
+    for cfg in (r.seed, {**r.seed, "FIXUP": 2}):
+        out = compile_kernel(r.source, r.macros(cfg), ARCH, use_cache=False)
+        got = compiler.resources_from_cubin(out.cubin)
+        assert (got.registers, got.smem_bytes, got.spills) == (
+            out.resources.registers, out.resources.smem_bytes, out.resources.spills)
+
+
+def test_three_empty_reports_fall_back_to_the_cubin(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
+    cubin = (Path(__file__).parent / "data" / "inspect_03_smem_BS32_sm90.cubin").read_bytes()
+    monkeypatch.setattr(compiler, "_nvrtc", lambda *a: (cubin, ""))
+    r = registry.rung(3)
+    out = compile_kernel(r.source, r.macros({"BS": 32}), ARCH)
+    assert out.resources.known and out.resources.registers == 32
+    assert len(list(tmp_path.rglob("*.bin"))) == 1  # known now: cached
+
+
 def test_a_cached_entry_without_a_report_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
     r = registry.rung(3)

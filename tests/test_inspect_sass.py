@@ -40,6 +40,27 @@ def test_parse_and_find_the_innermost_loop():
     assert loop.overhead_per_ffma == 1.0 and loop.ffma_share == 0.5
 
 
+def _ffmas(*lines: str) -> list:
+    return [sass.Insn(16 * i, "FFMA", ops, None) for i, ops in enumerate(lines)]
+
+
+def test_bank_conflicts_model():
+    # R4 and R8 share bank 0: one conflict; R5 (bank 1) with R8 and R10 (bank 0) still has
+    # two in bank 0: a second; R9 + R8.reuse'd + R11 -> R9, R11 in bank 1, R8 from the cache
+    body = _ffmas("R9, R4, R8.reuse, R9", "R10, R5, R8, R10", "R12, R9, R8, R11")
+    assert sass.bank_conflicts(body) == 2
+    # the reuse flag on the second one keeps R8 out of the third's reads: R9 and R11 in bank 1
+    body = _ffmas("R9, R4, R8.reuse, R9", "R10, R5, R8.reuse, R10", "R12, R9, R8, R11")
+    assert sass.bank_conflicts(body) == 2
+    # operands in different banks, or immediates and RZ, never conflict
+    assert sass.bank_conflicts(_ffmas("R9, R4, R7, RZ", "R2, R3, 1.5, R2")) == 0
+    # any other instruction between two FFMAs clears the reuse cache
+    body = _ffmas("R1, R4.reuse, R7, RZ", "R3, R4, R9, R2")
+    assert sass.bank_conflicts(body) == 0  # R4 from the cache: R9 and R2 in two banks
+    body.insert(1, sass.Insn(8, "IADD3", "R0, R0, 0x4, RZ", None))
+    assert sass.bank_conflicts(body) == 1  # R4 read again, with R2 in bank 0
+
+
 def test_categories():
     assert sass.category("LDS.128") == "LDS" and sass.category("LDG.E.128.CONSTANT") == "LDG"
     assert sass.category("LDGSTS.E.BYPASS.128") == "LDGSTS"

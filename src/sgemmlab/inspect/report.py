@@ -138,6 +138,7 @@ def _us(x: float | None) -> str:
 def ladder_rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
     head = ["rung", "glob B/warp/k-step", "FLOP/B", "smem words/FFMA", "worst conflict",
             "LDG/STS/LDGSTS", "regs", "blocks/SM (limit)", "FFMA share", "overhead/FFMA",
+            "bank-conflict FFMA",
             "predicted", "limit", "measured", "pred/meas"]
     rows = []
     for it in items:
@@ -156,6 +157,7 @@ def ladder_rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
             f"{o['blocks']} ({', '.join(o['limits'])})",
             f"{100 * s['ffma_share']:.0f} %" if "ffma" in s else "—",
             f"{s['overhead_per_ffma']:.3f}" if "ffma" in s else "—",
+            f"{s.get('bank_conflicts', 0) / s['ffma']:.0%}" if s.get("ffma") else "—",
             _us(p["time_us"]), p["limit"], _us(meas) + ("" if not m or m["same_config"]
                                                         else " *"),
             f"{p['time_us'] / meas:.2f}" if meas else "—"])
@@ -239,7 +241,8 @@ def rung_text(it: dict) -> str:
     if "ffma" in s:
         L += [f"3. SASS hot loop [{s['start']:#06x}..{s['end']:#06x}]: {s['instructions']} "
               f"instructions, {s['ffma']} FFMA ({100 * s['ffma_share']:.1f} %), overhead "
-              f"{s['overhead_per_ffma']:.3f} per FFMA",
+              f"{s['overhead_per_ffma']:.3f} per FFMA, {s.get('bank_conflicts', 0)} FFMA with "
+              "two operands in one register bank (model)",
               f"  categories: {s['categories']}",
               f"  LDS by width (bits): {s['lds_widths']}; LDG: {s['ldg_widths']}; local memory "
               f"instructions in the kernel: {s['local_memory_instructions']}"]

@@ -8,6 +8,7 @@ its loop over tiles). Its instructions are
 sorted into FFMA, shared loads and stores, global loads and stores, local memory (spills),
 barriers, and overhead: integer, address and branch work that feeds no lane with a
 multiply-add. Overhead per FFMA is the seed's 0.170 -> 0.075 metric (cuBLAS: 0.131).
+bank_conflicts() counts the FFMAs whose operands share a register bank (a model: see there).
 """
 
 from __future__ import annotations
@@ -117,12 +118,45 @@ def category(opcode: str) -> str:
 OVERHEAD = ("integer/address", "branch", "float")
 
 
+_REG = re.compile(r"^[-|!]*R(\d+)(\.reuse)?")
+
+
+def bank_conflicts(body: list[Insn], banks: int = 2) -> int:
+    """FFMAs of `body` that read two or three operands from one register bank.
+
+    A model, not a hardware counter. Registers sit in `banks` banks (register number modulo
+    `banks`; two on Volta and later, per the microbenchmarks of Jia et al.), and a bank gives
+    one operand per cycle. An operand the previous FFMA marked `.reuse` in the same slot
+    comes from the reuse cache, not the register file. Ncu shows the cost as dispatch stalls:
+    the instruction was ready, and its operands were not."""
+    cached: dict[int, int] = {}
+    conflicts = 0
+    for insn in body:
+        if insn.opcode.split(".")[0] != "FFMA":
+            cached = {}  # any other instruction in between: assume the cache is gone
+            continue
+        reads, keep = [], {}
+        for slot, operand in enumerate(insn.operands.split(",")[1:4]):
+            m = _REG.match(operand.strip())
+            if not m:
+                continue  # an immediate, RZ or a constant-bank operand
+            reg = int(m.group(1))
+            if cached.get(slot) != reg:
+                reads.append(reg % banks)
+            if m.group(2):
+                keep[slot] = reg
+        cached = keep
+        conflicts += len(reads) > len(set(reads))
+    return conflicts
+
+
 @dataclass
 class LoopMix:
     start: int
     end: int
     counts: Counter = field(default_factory=Counter)  # category -> instructions
     opcodes: Counter = field(default_factory=Counter)  # full opcode -> instructions
+    bank_conflicts: int = 0  # FFMAs with two operands in one register bank (a model)
 
     @property
     def total(self) -> int:
@@ -162,6 +196,7 @@ class LoopMix:
         return {"start": self.start, "end": self.end, "instructions": self.total,
                 "ffma": self.ffma, "ffma_share": self.ffma_share,
                 "overhead_per_ffma": self.overhead_per_ffma, "categories": dict(self.counts),
+                "bank_conflicts": self.bank_conflicts,
                 "lds_widths": self.widths("LDS"), "ldg_widths": self.widths("LDG"),
                 "opcodes": dict(self.opcodes)}
 
@@ -190,7 +225,7 @@ def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
     _, lo, hi = min(inside, key=lambda r: (r[2] - r[1], -r[0], r[1]))
     body = insns[lo:hi + 1]
     return LoopMix(body[0].addr, body[-1].addr, Counter(category(i.opcode) for i in body),
-                   Counter(i.opcode for i in body))
+                   Counter(i.opcode for i in body), bank_conflicts(body))
 
 
 def whole_kernel(insns: list[Insn]) -> Counter:
