@@ -6,7 +6,10 @@ write fails; any NaN or Inf fails.
 
 The bound. The error of an FP32 dot product of length K with uniform inputs grows like
 sqrt(K) * u (u = 2^-24, unit roundoff) times the size of the terms, for any summation
-order a GEMM uses (blocked, split, tree). We normalise by max|C_ref| and allow
+order a GEMM uses (blocked, split, tree). We normalise by the largest of max|alpha A B|,
+max|beta C| and max|C_ref| (with beta != 0 the two can cancel in a small C: at 1 x 1, alpha AB + beta C can
+be a hundred times smaller than either, and its size then says nothing about the rounding;
+for beta == 0 this is max|C_ref|) and allow
     bound(K) = 16 * u * sqrt(K)      (4096: 6.1e-5;  1: 9.5e-7, floored at 1e-6)
 which passes correct FP32 kernels by a wide margin (cuBLAS: 0.7e-6 to 4.3e-6 on the H200)
 and fails TF32, whose 10-bit mantissa gives about 3e-4 at any K.
@@ -28,7 +31,7 @@ def error_bound(K: int) -> float:
 @dataclass(frozen=True)
 class CheckResult:
     ok: bool
-    error: float  # max|C - C_ref| / max|C_ref|, float64
+    error: float  # max|C - C_ref| / max(|alpha AB|, |beta C|, |C_ref|), in float64
     bound: float
     reason: str = ""
 
@@ -59,8 +62,13 @@ def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: 
 
     A, B, C = random_operands(M, N, K, beta=beta, generator=generator)
     ref = alpha * (A.double() @ B.double())
+    # the error is measured against the largest of alpha AB, beta C and their sum: the sum
+    # can cancel to almost nothing in a small C (1 x 1), and its size says nothing then
+    scale = float(ref.abs().max())
     if beta != 0:
+        scale = max(scale, float((beta * C.double()).abs().max()))
         ref += beta * C.double()
+        scale = max(scale, float(ref.abs().max()))
     fn(A, B, C, alpha, beta)
     torch.cuda.synchronize()
     bound = error_bound(K)
@@ -68,7 +76,6 @@ def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: 
         bad = int((~torch.isfinite(C)).sum())
         return CheckResult(False, math.inf, bound,
                            f"{bad} of {C.numel()} outputs are NaN/Inf (unwritten or wrong)")
-    scale = float(ref.abs().max())
     err = float((C.double() - ref).abs().max()) / (scale if scale > 0 else 1.0)
     if err > bound:
         return CheckResult(False, err, bound, f"error {err:.2e} exceeds the FP32 bound "
