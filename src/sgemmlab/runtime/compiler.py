@@ -188,7 +188,7 @@ def _nv_info(section: bytes) -> dict[int, list[bytes]]:
     return out
 
 
-def resources_from_cubin(cubin: bytes, entry: str = "sgemm") -> Resources:
+def resources_from_cubin(cubin: bytes, entry: str = ENTRY) -> Resources:
     """Registers, stack frame and static shared memory of `entry`, read from the cubin's
     .nv.info and .nv.shared sections. ptxas's spill counts are not in the cubin: a non-zero
     stack frame counts as spilled (both stores and loads = the frame's bytes), no frame as
@@ -280,9 +280,10 @@ def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, st
     return bytes(code.code), log.getvalue().replace("\x00", "")
 
 
-#: Compiles of one kernel before its cubin is taken without ptxas's report. On the H200
-#: machine, 16 parallel NVRTC compiles (tools/probe.py, 2026-11-29) returned a few cubins
-#: with an empty log, at random; a second compile of the same source gave the report.
+#: Compiles of one kernel before its resources are read from the cubin instead of ptxas's
+#: report. On the H200 machine NVRTC returned some cubins with an empty log (under 16
+#: parallel compiles, after ncu, after a killed pytest; 2026-11-29, cause unknown); once
+#: three compiles in a row did, so the cubin's own sections are the last word.
 REPORT_TRIES = 3
 
 
