@@ -264,6 +264,14 @@ def _warp_geometry(rung, c, t):
     return wr * WM + lr * c["TM"], wc * WN + lc * TN, WMITER, WSUBM, WSUBN
 
 
+def _lds_b_fragments(t, at, WNITER, WSUBN, TN):
+    """Rungs 10-12: a lane's B values at one k, float4 reads from row k of Bs starting at
+    `at`, TN per warp sub-tile, WNITER sub-tiles WSUBN apart."""
+    for wn in range(WNITER):
+        for j in range(0, TN, 4):
+            t.lds("Bs", at + wn * WSUBN + j, width=16)
+
+
 def _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN):
     """Rungs 10-12's epilogue: float4 stores of each sub-tile row."""
     t.epilogue = True
@@ -288,9 +296,7 @@ def _warptiling(rung, c, M, N, K):
         for wm in range(WMITER):
             for i in range(0, TM, 4):
                 t.lds("As", k * a_stride + trow + wm * WSUBM + i, width=16)
-        for wn in range(WNITER):
-            for j in range(0, TN, 4):
-                t.lds("Bs", k * BN + tcol + wn * WSUBN + j, width=16)
+        _lds_b_fragments(t, k * BN + tcol, WNITER, WSUBN, TN)
         t.ffma(WMITER * TM * WNITER * TN)
     _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN)
     return t.t
@@ -343,9 +349,7 @@ def _cp_async(rung, c, M, N, K):
                 else:  # TM scalar reads down a column of the row-major As
                     for q in range(4):
                         t.lds("As", a_at(r + q, k))
-        for wn in range(WNITER):
-            for j in range(0, TN, 4):
-                t.lds("Bs", k * BN + tcol + wn * WSUBN + j, width=16)
+        _lds_b_fragments(t, k * BN + tcol, WNITER, WSUBN, TN)
         t.ffma(WMITER * TM * WNITER * TN)
     _store_warp_tile(t, c, M, N, trow, tcol, WMITER, WSUBM, WSUBN)
     return t.t
