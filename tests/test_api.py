@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgemmlab
-from sgemmlab import LayoutError, OperandError, api, registry
+from sgemmlab import LayoutError, OperandError, api, plan, product, registry
 from sgemmlab.runtime.arrays import Operand, matrix_layouts, self_overlapping
 from sgemmlab.runtime.launch import ConfigError
 
@@ -134,7 +134,7 @@ class Emulated:
 @pytest.fixture
 def emulated(monkeypatch):
     memory = Memory()
-    real_as_operand = api.as_operand
+    real_as_operand = product.as_operand
     state = Emulated(memory, registry.best(), [])
     state.use_rung()
 
@@ -170,13 +170,13 @@ def emulated(monkeypatch):
 
     EmulatedLauncher.log = []
     EmulatedLauncher.memory = memory
-    monkeypatch.setattr(api, "as_operand", as_operand)
-    monkeypatch.setattr(api, "_choose", choose)
-    monkeypatch.setattr(api, "_new_output", new_output)
-    monkeypatch.setattr(api, "Launcher", EmulatedLauncher)
-    monkeypatch.setattr(api, "gpu_info", lambda i=0: Info())
-    monkeypatch.setattr(api, "_stream", lambda handle, device_id: handle)
-    monkeypatch.setattr(api, "_make_current", lambda device_id: None)
+    monkeypatch.setattr(product, "as_operand", as_operand)
+    monkeypatch.setattr(plan, "choose_rung", choose)
+    monkeypatch.setattr(product, "new_output", new_output)
+    monkeypatch.setattr(plan, "Launcher", EmulatedLauncher)
+    monkeypatch.setattr(plan, "gpu_info", lambda i=0: Info())
+    monkeypatch.setattr(plan, "stream_for", lambda handle, device_id: handle)
+    monkeypatch.setattr(product, "make_current", lambda device_id: None)
     api.clear_caches()
     yield state
     api.clear_caches()
@@ -256,7 +256,7 @@ def _geo(shape, strides):
 
 
 def test_row_major_operands_map_straight_through():
-    g = api.describe(_geo((4, 3), (3, 1)), _geo((3, 5), (8, 1)), _geo((4, 5), (5, 1)))
+    g = plan.describe(_geo((4, 3), (3, 1)), _geo((3, 5), (8, 1)), _geo((4, 5), (5, 1)))
     assert (g.M, g.N, g.K, g.batch, g.trans_a, g.trans_b, g.swap) == (4, 5, 3, 1, False,
                                                                        False, False)
     assert (g.lda, g.ldb, g.ldc) == (3, 8, 5)
@@ -264,44 +264,44 @@ def test_row_major_operands_map_straight_through():
 
 def test_transposed_views_are_column_major_operands():
     # a = x.T for x (3, 4) row-major: a is 4x3 with strides (1, 4)
-    g = api.describe(_geo((4, 3), (1, 4)), _geo((3, 5), (1, 3)), _geo((4, 5), (5, 1)))
+    g = plan.describe(_geo((4, 3), (1, 4)), _geo((3, 5), (1, 3)), _geo((4, 5), (5, 1)))
     assert (g.trans_a, g.lda, g.trans_b, g.ldb, g.swap) == (True, 4, True, 3, False)
 
 
 def test_a_column_major_out_is_computed_as_its_transpose():
     # C (4x5) column-major: C^T = B^T A^T, a 5x4 row-major product with the operands swapped
-    g = api.describe(_geo((4, 3), (3, 1)), _geo((3, 5), (5, 1)), _geo((4, 5), (1, 4)))
+    g = plan.describe(_geo((4, 3), (3, 1)), _geo((3, 5), (5, 1)), _geo((4, 5), (1, 4)))
     assert g.swap and (g.M, g.N, g.K) == (5, 4, 3)
     assert (g.trans_a, g.lda) == (True, 5)  # B^T: B row-major read as column-major
     assert (g.trans_b, g.ldb) == (True, 3)
     assert g.ldc == 4
     # all three column-major (Fortran order): the swapped problem is all row-major
-    g = api.describe(_geo((4, 3), (1, 4)), _geo((3, 5), (1, 3)), _geo((4, 5), (1, 4)))
+    g = plan.describe(_geo((4, 3), (1, 4)), _geo((3, 5), (1, 3)), _geo((4, 5), (1, 4)))
     assert g.swap and not g.trans_a and not g.trans_b
 
 
 def test_a_vector_out_takes_the_layout_that_leaves_fewer_transposes():
     # C is 1x5 (both layouts fit it); A^T and B^T column-major: computing C^T makes both
     # row-major for the kernel
-    g = api.describe(_geo((1, 3), (1, 1)), _geo((3, 5), (1, 3)), _geo((1, 5), (5, 1)))
+    g = plan.describe(_geo((1, 3), (1, 1)), _geo((3, 5), (1, 3)), _geo((1, 5), (5, 1)))
     assert g.swap and not g.trans_a and not g.trans_b
-    g = api.describe(_geo((1, 3), (3, 1)), _geo((3, 5), (5, 1)), _geo((1, 5), (5, 1)))
+    g = plan.describe(_geo((1, 3), (3, 1)), _geo((3, 5), (5, 1)), _geo((1, 5), (5, 1)))
     assert not g.swap and not g.trans_a and not g.trans_b
 
 
 def test_a_batch_against_a_shared_matrix_folds_into_one_taller_product():
-    g = api.describe(_geo((6, 4, 3), (12, 3, 1)), _geo((3, 5), (5, 1)),
+    g = plan.describe(_geo((6, 4, 3), (12, 3, 1)), _geo((3, 5), (5, 1)),
                      _geo((6, 4, 5), (20, 5, 1)))
     assert (g.batch, g.M, g.stride_a, g.stride_c) == (1, 24, 0, 0)
 
 
 def test_batches_that_cannot_fold_stay_batched_with_stride_zero_broadcast():
     # padded batch of A (stride 13 != 4*3): no fold; B 2-D: stride 0
-    g = api.describe(_geo((6, 4, 3), (13, 3, 1)), _geo((3, 5), (5, 1)),
+    g = plan.describe(_geo((6, 4, 3), (13, 3, 1)), _geo((3, 5), (5, 1)),
                      _geo((6, 4, 5), (20, 5, 1)))
     assert (g.batch, g.M, g.stride_a, g.stride_b, g.stride_c) == (6, 4, 13, 0, 20)
     # A shared (a batch of one), B batched
-    g = api.describe(_geo((1, 4, 3), (12, 3, 1)), _geo((6, 3, 5), (15, 5, 1)),
+    g = plan.describe(_geo((1, 4, 3), (12, 3, 1)), _geo((6, 3, 5), (15, 5, 1)),
                      _geo((6, 4, 5), (20, 5, 1)))
     assert (g.batch, g.stride_a, g.stride_b) == (6, 0, 15)
 
@@ -335,17 +335,17 @@ def test_self_overlap():
 ])
 def test_shapes_that_have_no_product(a_shape, b_shape, match):
     with pytest.raises(ValueError, match=match):
-        api.product_shape(a_shape, b_shape)
+        plan.product_shape(a_shape, b_shape)
 
 
 def test_broadcast_shapes():
-    assert api.product_shape((4, 3), (3, 5)) == (4, 5)
-    assert api.product_shape((7, 4, 3), (3, 5)) == (7, 4, 5)
-    assert api.product_shape((4, 3), (7, 3, 5)) == (7, 4, 5)
-    assert api.product_shape((1, 4, 3), (7, 3, 5)) == (7, 4, 5)
-    assert api.product_shape((7, 4, 3), (1, 3, 5)) == (7, 4, 5)
-    assert api.product_shape((0, 4, 3), (1, 3, 5)) == (0, 4, 5)
-    assert api.product_shape((1, 4, 3), (0, 3, 5)) == (0, 4, 5)
+    assert plan.product_shape((4, 3), (3, 5)) == (4, 5)
+    assert plan.product_shape((7, 4, 3), (3, 5)) == (7, 4, 5)
+    assert plan.product_shape((4, 3), (7, 3, 5)) == (7, 4, 5)
+    assert plan.product_shape((1, 4, 3), (7, 3, 5)) == (7, 4, 5)
+    assert plan.product_shape((7, 4, 3), (1, 3, 5)) == (7, 4, 5)
+    assert plan.product_shape((0, 4, 3), (1, 3, 5)) == (0, 4, 5)
+    assert plan.product_shape((1, 4, 3), (0, 3, 5)) == (0, 4, 5)
 
 
 @pytest.mark.parametrize("dim", ["M", "N", "K", "batch"])
@@ -356,14 +356,14 @@ def test_sizes_past_32_bits_are_refused_naming_the_size(dim):
     b = ((K, N), (0, 0))
     c = ((B, M, N), (M * N, N, 1))
     with pytest.raises(OverflowError, match=rf"^{dim} = {big} does not fit"):
-        api.describe(a, b, c)
+        plan.describe(a, b, c)
 
 
 def test_a_leading_dimension_past_32_bits_is_refused(emulated):
     x = emulated.array(np.zeros(8, F32))
     a = np.lib.stride_tricks.as_strided(x, (2, 2), (4 * 2**32, 4))  # never read
     b = emulated.array(np.zeros((2, 2), F32))
-    with pytest.raises(OverflowError, match=r"a: leading dimension 4294967296"):
+    with pytest.raises(OverflowError, match=r"a: leading dimension = 4294967296"):
         sgemmlab.matmul(a, b, out=emulated.array(np.zeros((2, 2), F32)))
     assert not emulated.binds
 
@@ -460,7 +460,7 @@ def test_a_read_only_out_is_refused(emulated):
         sgemmlab.matmul(a, a, out=out)
 
 
-_real_new_output = api._new_output  # before any fixture replaces it
+_real_new_output = product.new_output  # before any fixture replaces it
 
 
 def test_arrays_of_other_libraries_need_an_out():
@@ -499,7 +499,7 @@ def _run_case(emulated, rng, M, N, K, a_batch, b_batch, a_lay, b_lay, out_lay, a
               b_blay, out_blay, alpha, beta, c_mode):
     a_shape = (a_batch, M, K) if a_batch is not None else (M, K)
     b_shape = (b_batch, K, N) if b_batch is not None else (K, N)
-    out_shape = api.product_shape(a_shape, b_shape)
+    out_shape = plan.product_shape(a_shape, b_shape)
     a_buf, a = make(rng, a_shape, a_lay, a_blay)
     b_buf, b = make(rng, b_shape, b_lay, b_blay)
     out_blay = "padded" if out_blay == "broadcast" else out_blay
@@ -623,7 +623,7 @@ def test_empty_products_return_empty_results(emulated, a_shape, b_shape):
     a = emulated.array(np.ones(a_shape, F32))
     b = emulated.array(np.ones(b_shape, F32))
     c = sgemmlab.matmul(a, b)
-    assert c.shape == api.product_shape(a_shape, b_shape)
+    assert c.shape == plan.product_shape(a_shape, b_shape)
     assert not emulated.binds
 
 

@@ -309,8 +309,8 @@ def test_invalid_tables_are_refused(tmp_path, broken, words):
 
 
 def test_slugs_match_the_results_folders():
-    assert dispatch.slug("NVIDIA H200") == device.GPUInfo(0, "NVIDIA H200", (9, 0), 132, 0,
-                                                          0).slug == "nvidia-h200"
+    assert device.slug("NVIDIA H200") == device.GPUInfo(0, "NVIDIA H200", (9, 0), 132, 0,
+                                                        0).slug == "nvidia-h200"
     assert dispatch.package_table_path(GPU).name == "nvidia-h200.json"
 
 
@@ -392,7 +392,7 @@ def test_explain_for_another_gpu_and_layout(no_gpu):
 
 def test_explain_unknown_gpu_needs_its_sm_count(no_gpu):
     out = explain(64, 64, 64, "--gpu", "Imaginary")
-    assert out.exit_code == 1 and "--sms" in out.output
+    assert out.exit_code == 2 and "--sms" in out.output
     assert len(out.output.strip().splitlines()) == 1
     ok = explain(64, 64, 64, "--gpu", "Imaginary", "--sms", "10")
     assert ok.exit_code == 0 and "Imaginary (10 SMs)" in ok.output

@@ -9,12 +9,13 @@ docs/api.md is the reference; with torch, torch.ops.sgemmlab.matmul is the same 
 a PyTorch operator (autograd, torch.compile, CUDA graphs).
 """
 
-from .api import matmul, sgemm
-from .runtime.arrays import LayoutError, OperandError
-from .runtime.device import NoGPUError
+from .api import find_torch, matmul, sgemm
+from .errors import (ConfigError, DispatchError, LayoutError, NoGPUError, OperandError,
+                     TableError)
 
 __version__ = "0.1.0"
-__all__ = ["sgemm", "matmul", "OperandError", "LayoutError", "NoGPUError", "__version__"]
+__all__ = ["sgemm", "matmul", "OperandError", "LayoutError", "ConfigError", "DispatchError",
+           "TableError", "NoGPUError", "__version__"]
 
 
 def _register_torch_op() -> None:
@@ -23,9 +24,7 @@ def _register_torch_op() -> None:
     import sys
 
     if "torch" in sys.modules:
-        from . import api
-
-        api._find_torch()
+        find_torch()
 
 
 _register_torch_op()

@@ -32,8 +32,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import api
-from .runtime.arrays import LayoutError, Operand, OperandError, matrix_layout
+from .errors import LayoutError, OperandError
+from .plan import product_shape
+from .product import torch_product
+from .runtime.arrays import Operand, matrix_layout
 
 
 def _check(a: Tensor, b: Tensor) -> tuple:
@@ -43,7 +45,7 @@ def _check(a: Tensor, b: Tensor) -> tuple:
             raise OperandError(f"{name}: dtype is {t.dtype}, sgemmlab computes float32 only")
     if a.device != b.device:
         raise ValueError(f"a is on {a.device} and b on {b.device}")
-    return tuple(api.product_shape(tuple(a.shape), tuple(b.shape)))
+    return tuple(product_shape(tuple(a.shape), tuple(b.shape)))
 
 
 def _readable(t: Tensor) -> Tensor:
@@ -62,9 +64,9 @@ def matmul(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
     """a @ b in exact FP32 on the GPU, on torch's current stream."""
     det = deterministic or torch.are_deterministic_algorithms_enabled()
     try:
-        return api.torch_product(a, b, det)
+        return torch_product(a, b, det)
     except LayoutError:
-        return api.torch_product(_readable(a), _readable(b), det)
+        return torch_product(_readable(a), _readable(b), det)
 
 
 @matmul.register_kernel("cpu")

@@ -179,3 +179,33 @@ def ceilings_for(slug: str) -> dict[str, Any]:
 
 def stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _records_at(run: dict[str, Any], shape) -> dict[str, dict]:
+    return {r["kernel"]: r for r in run.get("records", [])
+            if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}
+
+
+def ladder_records(gpu_name: str, shape, root: Path | None = None
+                   ) -> tuple[dict[str, dict], str] | None:
+    """(kernel label -> record, the file shown) from the newest ladder results file of this
+    GPU at this shape; None when there is none."""
+    from ..runtime.device import slug
+
+    found = []
+    for p in ((root or results_root()) / slug(gpu_name)).glob("ladder-*.json"):
+        try:
+            run = load(p)
+        except (OSError, ValueError):
+            continue
+        if recs := _records_at(run, shape):
+            found.append((run.get("created", ""), p.name, recs, _shown(p)))
+    if not found:
+        return None
+    newest = max(found)
+    return newest[2], newest[3]
+
+
+def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:
+    """(kernel label -> record, the path) at this shape from one results file."""
+    return _records_at(load(path), shape), str(path)

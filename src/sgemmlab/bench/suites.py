@@ -96,3 +96,29 @@ def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
         return (rungs_for(rest) if rest else []), special
     except KeyError as exc:
         raise KeyError(f"{exc.args[0]}; or {', '.join(SPECIAL_KERNELS)}, all, best") from None
+
+
+def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[str], gpu
+               ) -> tuple[list, list[str]]:
+    """What `sgemmlab bench` measures: each rung at this GPU's default configuration, then
+    'auto' and 'matmul' if asked, then the extra baselines; and a note for each baseline
+    that cannot run here. ValueError names a rung that cannot be built."""
+    from ..errors import ConfigError
+    from ..runtime.compiler import CompileError
+    from .baselines import BaselineUnavailable, candidate
+    from .runner import auto_candidate, matmul_candidate, rung_candidate
+
+    out, notes = [], []
+    for r in rungs:
+        try:
+            out.append(rung_candidate(r, r.default(gpu.name)))
+        except (CompileError, ConfigError, OSError) as exc:
+            raise ValueError(f"{r.label} cannot be built: {str(exc).splitlines()[0]}") from None
+    for name in special:
+        out.append(auto_candidate(gpu) if name == "auto" else matmul_candidate())
+    for name in baselines:
+        try:
+            out.append(candidate(name))
+        except BaselineUnavailable as exc:
+            notes.append(str(exc))
+    return out, notes

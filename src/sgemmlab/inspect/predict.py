@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .bill import Bill
-from .occupancy import GPU
+from ..runtime.occupancy import GPU
 from .sass import LoopMix
 
 

@@ -3,7 +3,8 @@ gathered into one dict (the JSON output) and rendered as terminal text or Markdo
 
 Everything here is computed: the bill from the registry's configuration (bill.py), the
 resources from ptxas's report of a fresh NVRTC compile, the instruction mix from the cubin.
-No GPU is needed; a measured time is read from a ladder results file when one exists.
+No GPU is needed; measured times, when the caller passes them (the CLI reads the newest
+ladder results file: bench.results.ladder_records), are shown beside the prediction.
 """
 
 from __future__ import annotations
@@ -11,51 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import registry
-from ..bench import results
 from ..runtime.compiler import CompileError, compile_kernel
+from ..runtime.launch import variant_macros
+from ..runtime import occupancy as occ_mod
 from . import bill as bill_mod
-from . import occupancy as occ_mod
 from . import predict as predict_mod
 from . import sass as sass_mod
 
 
 def compile_for(rung: registry.Rung, config: registry.Config, arch: str):
     """As the launcher compiles it for aligned operands (float4 accesses where it can)."""
-    macros = rung.macros(config) | ({"SGEMM_VEC4": 1} if rung.vectorized else {})
+    macros = rung.macros(config) | variant_macros(rung, vec4=True)
     return compile_kernel(rung.source, macros, arch)
-
-
-def find_measured(g: occ_mod.GPU, shape, root: Path | None = None) -> tuple[dict, str] | None:
-    """kernel label -> record from the newest ladder results file for this GPU and shape."""
-    folder = (root or results.results_root()) / _slug(g.name)
-    found = []
-    for p in folder.glob("ladder-*.json"):
-        try:
-            run = results.load(p)
-        except (OSError, ValueError):
-            continue
-        recs = {r["kernel"]: r for r in run.get("records", [])
-                if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}
-        if recs:
-            shown = p.relative_to(results.REPO_DIR) if p.is_relative_to(results.REPO_DIR) \
-                else p
-            found.append((run.get("created", ""), p.name, recs, str(shown)))
-    if not found:
-        return None
-    newest = max(found)
-    return newest[2], newest[3]
-
-
-def measured_from(path: Path, shape) -> tuple[dict, str]:
-    run = results.load(path)
-    return ({r["kernel"]: r for r in run.get("records", [])
-             if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}, str(path))
-
-
-def _slug(name: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 class DoesNotCompile(ValueError):

@@ -23,13 +23,7 @@ from typing import Any
 
 import numpy as np
 
-
-class OperandError(ValueError):
-    """An operand sgemmlab cannot use as it is; the message names the problem."""
-
-
-class LayoutError(OperandError):
-    """An operand whose strides are neither row- nor column-major (a copy would fix it)."""
+from ..errors import LayoutError, OperandError
 
 
 def library_of(obj: Any) -> str:

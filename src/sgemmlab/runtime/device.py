@@ -7,8 +7,13 @@ from dataclasses import dataclass
 from functools import cache
 
 
-class NoGPUError(RuntimeError):
-    """No usable NVIDIA GPU (no driver, or no device)."""
+from ..errors import NoGPUError
+
+
+def slug(gpu_name: str) -> str:
+    """File-system name of a GPU, as results/ and the tables use it: 'NVIDIA H200' ->
+    'nvidia-h200'."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class GPUInfo:
     @property
     def slug(self) -> str:
         """File-system name: 'NVIDIA H200' -> 'nvidia-h200'."""
-        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")
+        return slug(self.name)
 
 
 @cache

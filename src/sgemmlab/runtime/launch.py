@@ -14,31 +14,15 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..registry import Config, Rung, config_key
 from .compiler import ENTRY, Compiled, compile_kernel
 from .device import device, gpu_info
-
-INT32_MAX = 2**31 - 1
+from .limits import INT32_MAX, check_int32, vec4_ok
 
 _loaded: dict[tuple, tuple[object, Compiled]] = {}
 _occupancy: dict[tuple, int] = {}
 _lock = threading.Lock()
-
-
-class ConfigError(ValueError):
-    """A configuration the registry calls illegal; the message lists the broken rules."""
-
-
-def vec4_ok(ptrs: tuple[int, ...], lds: tuple[int, ...]) -> bool:
-    """float4 global accesses are legal: every base 16-byte aligned, every ld a multiple of 4."""
-    return all(p % 16 == 0 for p in ptrs) and all(ld % 4 == 0 for ld in lds)
-
-
-def check_index_range(M: int, N: int, K: int, lda: int, ldb: int, ldc: int) -> None:
-    """Kernels take sizes as int32 and form row offsets in 64 bits; refuse what overflows."""
-    for name, v in (("M", M), ("N", N), ("K", K), ("lda", lda), ("ldb", ldb), ("ldc", ldc)):
-        if v > INT32_MAX:
-            raise OverflowError(f"{name} = {v} does not fit the kernels' 32-bit size arguments")
 
 
 def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False
@@ -132,7 +116,7 @@ class Launcher:
         if batch > 1 and not rung.supports("batched"):
             raise ConfigError(f"rung {rung.label} computes one product per launch; batches "
                               "need a rung with batches (13, 14)")
-        check_index_range(M, N, K, lda, ldb, ldc)
+        check_int32(M=M, N=N, K=K, lda=lda, ldb=ldb, ldc=ldc)
         vec4 = vec4_ok((a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),

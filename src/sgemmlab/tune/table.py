@@ -52,7 +52,7 @@ def candidates_for(rungs: Iterable[Rung], gpu_name: str,
     for r in rungs:
         base = r.default(gpu_name)
         add(r, base)
-        if "streamk" in dispatch.features(r) and "SPLIT" in r.space:
+        if "streamk" in r.features and "SPLIT" in r.space:
             for split in r.space["SPLIT"]:
                 fixups = r.space.get("FIXUP", (None,)) if split != 1 else (base.get("FIXUP"),)
                 for fixup in fixups:
@@ -69,7 +69,7 @@ def candidates_for(rungs: Iterable[Rung], gpu_name: str,
 def useful(rung: Rung, cfg: dict, M: int, N: int, K: int) -> bool:
     """False for split-K into parts of fewer than 2 k-iterations (nothing left to overlap:
     the fix-up alone would cost more)."""
-    split = cfg.get("SPLIT", 1) if "streamk" in dispatch.features(rung) else 1
+    split = cfg.get("SPLIT", 1) if "streamk" in rung.features else 1
     if split < 2:
         return True
     bk = cfg.get("BK") or 1
@@ -107,7 +107,7 @@ def entries_from(records: Iterable[dict], source: str) -> list[dict]:
             continue
         e = {"M": r["M"], "N": r["N"], "K": r["K"], "layout": r.get("layout", "NN"),
              "batch": r.get("batch", 1), "rung": rung.label, "config": dict(r["config"]),
-             "deterministic": dispatch.is_deterministic(rung, r["config"]),
+             "deterministic": rung.deterministic(r["config"]),
              "median_us": r["median_us"], "vs_cublas": r["vs_cublas"],
              "vs_cublas_min": r.get("vs_cublas_min", r["vs_cublas"]),
              "vs_cublas_max": r.get("vs_cublas_max", r["vs_cublas"]), "source": source}
@@ -123,7 +123,7 @@ def plan(shapes: list[Shape], layouts: list[str], cands: list[tuple[Rung, dict]]
     for layout in layouts:
         for M, N, K in shapes:
             left = [(r, cfg) for r, cfg in cands
-                    if (layout == "NN" or "layouts" in dispatch.features(r))
+                    if (layout == "NN" or "layouts" in r.features)
                     and useful(r, cfg, M, N, K)
                     and not log.has((layout, M, N, K, r.label, config_key(cfg)))]
             todo[(layout, (M, N, K))] = left

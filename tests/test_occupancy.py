@@ -1,10 +1,10 @@
-"""Occupancy (inspect/occupancy.py) against known cases: the seed's kernel-3 Tetris."""
+"""Occupancy (runtime/occupancy.py) against known cases: the seed's kernel-3 Tetris."""
 
 from __future__ import annotations
 
 import pytest
 
-from sgemmlab.inspect.occupancy import GPUS, gpu, occupancy
+from sgemmlab.runtime.occupancy import GPUS, gpu, occupancy
 
 
 def test_seed_kernel_3_on_the_a6000():

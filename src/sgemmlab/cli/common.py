@@ -1,0 +1,77 @@
+"""What every command shares: the app, the one error style, option parsing.
+
+One error style everywhere: a plain sentence on stderr, no traceback, and a non-zero exit
+(2 for a usage mistake, as typer's own parser uses; other codes say what failed).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="sgemmlab: FP32 GEMM on NVIDIA GPUs, and the ladder that explains it.")
+
+SizeOpt = Annotated[Optional[list[int]], typer.Option(
+    "--size", help="square size N (N×N×N); repeatable")]
+ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="M,N,K; repeatable")]
+KernelOpt = Annotated[Optional[list[str]], typer.Option(
+    "--kernel", "-k", help="rung number or name; repeatable (default: all)")]
+
+
+def fail(message: str, code: int = 1) -> None:
+    """One plain sentence on stderr and a non-zero exit: no traceback."""
+    typer.secho(message, err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    parts = [p for p in re.split(r"[,x×\s]+", text.strip()) if p]
+    if len(parts) != 3 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise typer.BadParameter(f"{text!r} is not a shape: expected M,N,K with each >= 1")
+    return tuple(int(p) for p in parts)  # type: ignore[return-value]
+
+
+def shapes_from(sizes: list[int] | None, shapes: list[str] | None,
+                default: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    for s in sizes or []:
+        if s < 1:
+            raise typer.BadParameter(f"--size {s}: sizes must be >= 1")
+    out = [(s, s, s) for s in sizes or []] + [parse_shape(s) for s in shapes or []]
+    return out or default
+
+
+def split(values: list[str] | None) -> list[str]:
+    """Repeated options and comma-separated lists alike: ['10,13', '14'] -> ['10', '13', '14']."""
+    return [v.strip() for text in values or [] for v in text.split(",") if v.strip()]
+
+
+def rungs_from(kernels: list[str] | None):
+    """Rungs named on the command line (numbers, names, 'all', 'best'); all by default."""
+    from ..bench.suites import rungs_for
+
+    try:
+        return rungs_for(kernels or ["all"])
+    except KeyError as exc:
+        raise typer.BadParameter(exc.args[0]) from None
+
+
+def require_torch() -> None:
+    """Measuring needs torch (cuBLAS, CUDA events, the L2 flush): say so in one sentence."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        fail("this command needs torch (cuBLAS, CUDA events and the L2 flush go through "
+             "it): pip install 'sgemmlab[torch]'")
+
+
+def require_gpu():
+    from ..errors import NoGPUError
+    from ..runtime.device import gpu_info
+
+    try:
+        return gpu_info()
+    except NoGPUError as exc:
+        fail(str(exc))

@@ -1,0 +1,218 @@
+"""The commands that need no GPU: explain, build, inspect, report, readme, info — and the
+predicted ladder that `sgemmlab ladder` shows where there is no GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import KernelOpt, app, fail, parse_shape, rungs_from
+
+
+def predicted_ladder(shapes: list[tuple[int, int, int]], why: str) -> None:
+    """No GPU: show the ladder `sgemmlab inspect --all` predicts for the H200 instead."""
+    from ..bench import results
+    from ..inspect import report
+    from ..runtime import occupancy
+
+    g = occupancy.gpu("h200")
+    typer.echo(f"No GPU here ({why.rstrip('.')}); showing the ladder PREDICTED for the "
+               f"{g.name}, not measured.\n")
+    for M, N, K in shapes:
+        items = report.ladder(g, (M, N, K), measured=results.ladder_records(g.name, (M, N, K)))
+        typer.echo(report.ladder_text(
+            items, f"{g.name}, {M}x{N}x{K}: predicted, not measured") + "\n")
+
+
+@app.command()
+def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
+            n: Annotated[int, typer.Argument(metavar="N", min=1)],
+            k: Annotated[int, typer.Argument(metavar="K", min=1)],
+            ta: Annotated[bool, typer.Option("--ta", help="A is column-major")] = False,
+            tb: Annotated[bool, typer.Option("--tb", help="B is column-major")] = False,
+            batch: Annotated[int, typer.Option(min=1, help="products in one call")] = 1,
+            deterministic: Annotated[bool, typer.Option(
+                help="bit-reproducible results only (no atomic fix-up)")] = False,
+            unaligned: Annotated[bool, typer.Option(
+                help="operands not 16-byte aligned or leading dimensions not multiples "
+                "of 4")] = False,
+            gpu: Annotated[Optional[str], typer.Option(
+                help="explain for this GPU (h200, 'NVIDIA H100 80GB HBM3', ...) instead of "
+                "the one here")] = None,
+            sms: Annotated[Optional[int], typer.Option(
+                min=1, help="its SM count (known GPUs have theirs)")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="the choice as JSON")] = False):
+    """What `matmul` would run for an M×N×K product, and why: the tuning-table entry and its
+    distance, or the heuristic's tiles, waves and occupancy. Needs no GPU."""
+    from .. import dispatch
+
+    try:
+        name, count, note = dispatch.target_gpu(gpu, sms)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    try:
+        choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
+                                 trans_b=tb, batch=batch, deterministic=deterministic,
+                                 aligned=not unaligned)
+    except ValueError as exc:  # DispatchError too
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps({"gpu": name, "sm_count": count, "M": m, "N": n, "K": k,
+                               "layout": dispatch.layout_of(ta, tb), "batch": batch,
+                               **choice.as_dict()}, indent=1))
+        return
+    if note:
+        typer.echo(f"note: {note}")
+    req = dispatch.Request(m, n, k, name, count, ta, tb, batch, deterministic, not unaligned)
+    typer.echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
+               f"{', unaligned' if unaligned else ''}")
+    typer.echo(choice.text())
+
+
+@app.command()
+def build(kernel: KernelOpt = None,
+          every: Annotated[bool, typer.Option("--all-configs", help="every legal configuration, not just the defaults")] = False,
+          arch: str = "sm_90", jobs: int = 2):
+    """Compile rungs with NVRTC (no GPU needed) and print their resource report."""
+    from ..registry import config_key
+    from ..tune.search import compile_many
+
+    rungs = rungs_from(kernel)
+    items = [(r, c) for r in rungs for c in (r.configs() if every else [r.default()])]
+    bad = 0
+    for (r, cfg), res in compile_many(items, arch, jobs):
+        if isinstance(res, Exception):
+            bad += 1
+            typer.echo(f"{r.label:16s} {config_key(cfg)}: FAILED {str(res).splitlines()[0]}")
+            continue
+        flag = "  SPILLS" if res.spills else ""
+        bad += bool(res.spills)
+        typer.echo(f"{r.label:16s} {config_key(cfg):60s} regs={res.registers:3d} "
+                   f"smem={res.smem_bytes:6d}B stack={res.stack_bytes}{flag}")
+    if bad:
+        fail(f"{bad} configuration(s) failed to compile or spilled", 2)
+
+
+@app.command()
+def inspect(
+    kernel: Annotated[Optional[str], typer.Argument(
+        metavar="RUNG", help="rung number or name (omit with --all)")] = None,
+    all_rungs: Annotated[bool, typer.Option("--all", help="the whole ladder as one table")]
+    = False,
+    config: Annotated[Optional[str], typer.Option(
+        help="e.g. 'BM=128,BN=128,...' (default: the GPU's tuned one)")] = None,
+    seed: Annotated[bool, typer.Option(
+        "--seed", help="the articles' (seed) configurations instead of the tuned ones")]
+    = False,
+    shape: Annotated[str, typer.Option(help="M,N,K")] = "4096,4096,4096",
+    gpu: Annotated[str, typer.Option(help="h200, h100, a100, a6000 or rtx4090")] = "h200",
+    measured: Annotated[Optional[Path], typer.Option(
+        help="ladder results file (default: the newest for this GPU and shape)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout")] = False,
+    markdown: Annotated[Optional[Path], typer.Option(
+        help="with --all: write the Markdown report here")] = None,
+):
+    """The bill, resources, occupancy, SASS mix and predicted bound of a rung (no GPU
+    needed): computed from the registry, the kernel's index arithmetic and its cubin."""
+    from .. import registry
+    from ..bench import results
+    from ..inspect import report
+    from ..runtime import occupancy
+
+    try:
+        g = occupancy.gpu(gpu)
+    except KeyError as exc:
+        raise typer.BadParameter(exc.args[0], param_hint="--gpu") from None
+    M, N, K = parse_shape(shape)
+    if not all_rungs and kernel is None:
+        raise typer.BadParameter("give a RUNG or --all")
+    try:
+        meas = (results.records_from(measured, (M, N, K)) if measured
+                else results.ladder_records(g.name, (M, N, K)))
+    except (OSError, ValueError) as exc:
+        fail(f"--measured: {exc}")
+    try:
+        if all_rungs:
+            items = report.ladder(g, (M, N, K), seed, meas)
+        else:
+            r = rungs_from([kernel])[0]
+            cfg = (registry.parse_config(config) if config
+                   else dict(r.seed) if seed else r.default(g.name))
+            items = [report.inspect_rung(r, cfg, (M, N, K), g, meas,
+                                         list(occupancy.GPUS.values()))]
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if as_json:
+        typer.echo(json.dumps(items if all_rungs else items[0], indent=1))
+    elif all_rungs:
+        typer.echo(report.ladder_text(items, f"{g.name}, {M}x{N}x{K}: the ladder "
+                                             f"({report.PREDICTED_LABEL})"))
+    else:
+        typer.echo(report.rung_text(items[0]))
+    if markdown is not None:
+        if not all_rungs:
+            fail("--markdown goes with --all", 2)
+        seed_items = report.ladder(g, (M, N, K), True, None)
+        cmd = (f"sgemmlab inspect --all --shape {M},{N},{K} --gpu {g.slug} "
+               f"--markdown {markdown}")
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(report.ladder_markdown(
+            items, seed_items, f"sgemmlab inspect: {g.name}, {M}×{N}×{K}", cmd) + "\n")
+        typer.echo(f"markdown: {markdown}")
+
+
+@app.command()
+def report(files: Annotated[list[Path], typer.Argument(
+               metavar="RESULTS...", help="results JSON files (bench, ladder, ceilings)")],
+           out: Annotated[Optional[Path], typer.Option(
+               help="folder for report.md and the charts (default: beside the first file)")]
+           = None):
+    """Markdown tables and charts (PNG, SVG) from results files."""
+    from ..bench import report as report_mod
+
+    try:
+        text, written = report_mod.build(files, out)
+    except ValueError as exc:
+        fail(str(exc))
+    typer.echo(text)
+    typer.echo(f"report: {written[0]}  ({len(written) - 1} charts beside it)")
+
+
+@app.command()
+def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON files")],
+           file: Annotated[str, typer.Option(help="the Markdown file to update")] = "README.md",
+           headers: Annotated[bool, typer.Option(help="also fill each rung header's <measured> block")] = True):
+    """Regenerate the scoreboard block of README.md (and the rung headers) from results."""
+    from ..bench.readme import update, update_headers
+
+    files = [Path(p) for p in paths]
+    try:
+        update(Path(file), files)
+        if headers:
+            typer.echo(f"rung headers updated: {', '.join(update_headers(files)) or 'none'}")
+    except (OSError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    typer.echo(f"updated {file}")
+
+
+@app.command()
+def info():
+    """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
+    from .. import registry
+    from ..errors import NoGPUError
+    from ..runtime.compiler import cache_dir, nvrtc_version
+    from ..runtime.device import gpu_info
+
+    try:
+        g = gpu_info()
+        typer.echo(f"GPU: {g.name} (sm_{g.compute_capability[0]}{g.compute_capability[1]}, "
+                   f"{g.sm_count} SMs, L2 {g.l2_bytes >> 20} MiB)")
+    except NoGPUError as exc:
+        typer.echo(f"GPU: none ({exc})")
+    typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}")
+    for r in registry.RUNGS:
+        typer.echo(f"  {r.number:2d} {r.name:12s} {r.title}  "
+                   f"[{sum(1 for _ in r.configs())} legal configurations]")

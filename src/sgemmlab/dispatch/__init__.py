@@ -1,0 +1,176 @@
+"""Per-shape dispatch: which rung, configuration and decomposition runs a given GEMM.
+
+cuBLAS carries many kernels and picks one per shape; so does sgemmlab. `choose` answers, for
+one request (GPU, M, N, K, layout, batch, whether the result must be bit-reproducible), with a
+`Choice`: the rung, its configuration, the decomposition (data-parallel, split-K, Stream-K)
+and the reason in words. The answer is cached per request, so a repeated call is one dict
+lookup.
+
+Where the answer comes from, in order:
+
+1. **The tuning table of this GPU** (`sgemmlab tune --table` writes it): for every measured
+   shape, every candidate (rung, configuration) timed against cuBLAS with the harness's
+   paired method. A request takes the *nearest measured shape* and, of the entries measured
+   there that can serve it, the fastest (highest paired ratio against cuBLAS). Nearness is
+   a distance in log-space, because GEMM behaviour changes with ratios, not differences:
+
+       d = sqrt( ln(M/M')^2 + ln(N/N')^2 + ln(K/K')^2 + ln(batch/batch')^2 )
+           + 0.5 if the layout differs  + 0.25 if the alignment class differs
+
+   A table shape farther than MAX_DISTANCE = 0.75 (one dimension off by a factor of ~2.1,
+   or all three by ~1.5) is not trusted: the heuristic decides instead.
+   Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
+   ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
+   (sgemmlab/data/tables/<gpu-slug>.json). A table measured on a GPU with another SM count
+   (a MIG slice, say) is not used.
+
+2. **The heuristic**, for shapes and GPUs no table covers. It reasons about waves of tiles:
+
+       tiles  = ceil(M / BM) * ceil(N / BN) * batch       (output tiles of the default config)
+       slots  = SMs * blocks per SM                        (occupancy: threads, registers,
+                                                            shared memory, block slots)
+       waves  = tiles / slots,   tail fill = waves / ceil(waves)
+       k-iterations = ceil(K / BK)
+
+   * the waves are at least 85 % full on average -> data-parallel tiles on the highest
+     eligible rung that is not persistent (one block per tile, no workspace); from 8 waves
+     on this always holds (8/9 > 85 %): an idle tail costs little;
+   * a tiny product (under 2^26 FLOP, about a microsecond of an H200: less than a launch
+     costs) or K too shallow to split (fewer than 2 x 4 k-iterations) -> data-parallel
+     anyway (a fix-up would cost more than the idle SMs);
+   * less than one wave, and K deep (K >= 4 * max(M, N)) or too little work to stream
+     (tiles x k-iterations < slots x 4) -> split-K into s parts, the largest s the
+     Stream-K rung offers with s <= slots / tiles and at least 4 k-iterations per part;
+   * otherwise (less than one wave, or a last wave mostly idle) -> Stream-K: full waves
+     of whole tiles, the remaining tiles' K-iterations streamed evenly over every slot.
+
+   Split tiles meet in a fix-up: atomic (faster, not bit-reproducible) unless the request
+   asks for `deterministic=True`, then in a fixed order. Unaligned operands (a base not
+   16-byte aligned, or a leading dimension not a multiple of 4) change no decision: the
+   float4 paths of the kernel fall back to scalar accesses, and the reason says so.
+
+Only rungs whose `features` cover the request are eligible: "layouts" for a column-major
+operand, "batched" for batch > 1; `deterministic=True` excludes configurations that are not
+bit-reproducible (`Rung.deterministic`).
+
+The package, top to bottom: this module chooses (and caches the choice); `lookup` finds the
+nearest measured shape; `waves` holds the heuristic (its wave rules); `table` the file format, reading
+and writing; `request` what a request and a choice are; `cache` what is remembered and who
+is told when it is forgotten (`on_clear`).
+"""
+
+from __future__ import annotations
+
+from .. import registry
+from ..errors import DispatchError, NoGPUError, TableError
+from ..registry import Rung
+from . import cache
+from .cache import clear_cache, on_clear
+from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
+from .lookup import MAX_DISTANCE, distance, from_table, nearest
+from .request import LAYOUTS, Choice, Request, decomposition, forced, layout_of
+from .table import (PACKAGE_TABLE_DIR, SHIPPED_GPU, TABLE_SCHEMA, Table, aligned_of,
+                    load_table, merge_entries, new_table, package_table_path, read_table,
+                    shape_key, user_table_path, validate, winners, write_table)
+
+__all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", "Choice", "Request",
+           "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",
+           "HEURISTIC_FIXUP", "Geometry", "geometry", "heuristic", "registers_of",
+           "MAX_DISTANCE", "distance", "from_table", "nearest", "PACKAGE_TABLE_DIR",
+           "SHIPPED_GPU", "TABLE_SCHEMA", "Table", "aligned_of", "load_table",
+           "merge_entries", "new_table", "package_table_path", "read_table", "shape_key",
+           "user_table_path", "validate", "winners", "write_table"]
+
+
+def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: bool = False,
+           trans_b: bool = False, batch: int = 1, deterministic: bool = False,
+           aligned: bool = True) -> Choice:
+    """The rung, configuration and decomposition for one GEMM request (cached).
+
+    trans_a / trans_b: the operand is column-major. aligned: every base is 16-byte aligned
+    and every leading dimension a multiple of 4 (float4 accesses possible). Raises
+    DispatchError when no rung has the features the request needs.
+    """
+    key = (M, N, K, gpu_name, sm_count, trans_a, trans_b, batch, deterministic, aligned)
+    hit = cache.choices.get(key)
+    if hit is None:
+        hit = _decide(Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b),
+                              batch, bool(deterministic), bool(aligned)))
+        cache.choices[key] = hit
+    return hit
+
+
+def eligible_rungs(req: Request) -> list[Rung]:
+    """Rungs that can serve the request, lowest number first."""
+    return [r for r in registry.RUNGS if req.needs <= r.features]
+
+
+def _check(req: Request) -> None:
+    for name in ("M", "N", "K", "batch", "sm_count"):
+        v = getattr(req, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
+
+
+def _decide(req: Request) -> Choice:
+    _check(req)
+    rungs = eligible_rungs(req)
+    if not rungs:
+        need = ", ".join(sorted(req.needs))
+        raise DispatchError(f"no rung supports {req.text()}: it needs the feature(s) "
+                            f"{need}, which no rung of the registry has")
+    notes: list[str] = []
+    table = load_table(req.gpu_name)
+    if table is not None and table.sm_count not in (None, req.sm_count):
+        notes.append(f"the {table.where} table of {table.gpu} was measured with "
+                     f"{table.sm_count} SMs, this GPU has {req.sm_count}: not used")
+        table = None
+    if table is None:
+        if not notes:
+            notes.append(f"no tuning table for {req.gpu_name} "
+                         f"(run `sgemmlab tune --table` on it)")
+    else:
+        hit = nearest(table, req)
+        if hit is not None and hit[1] <= MAX_DISTANCE:
+            return from_table(req, table, *hit)
+        if hit is None:
+            notes.append(f"the {table.where} table has no entry that can serve "
+                         f"{req.layout}{' batched' if req.batch > 1 else ''}"
+                         f"{' deterministic' if req.deterministic else ''} requests")
+        else:
+            e, d, _ = hit
+            notes.append(f"nearest measured shape {e['M']}×{e['N']}×{e['K']} "
+                         f"{e.get('layout', 'NN')} is at distance {d:.2f} > {MAX_DISTANCE}: "
+                         "too far to trust")
+    return heuristic(req, rungs, notes)
+
+
+
+def target_gpu(name: str | None = None, sms: int | None = None) -> tuple[str, int, str]:
+    """(GPU name, SM count, note) to choose for: `name` if given (a known GPU, or one whose
+    tuning table records its SM count, or any with `sms`), else the GPU here, else the GPU
+    of the shipped table (the note says so). ValueError when the SM count cannot be known."""
+    from ..runtime import occupancy
+    from ..runtime.device import gpu_info
+
+    note = ""
+    if name is None:
+        try:
+            g = gpu_info()
+            return g.name, sms or g.sm_count, ""
+        except NoGPUError:
+            name = SHIPPED_GPU
+            note = (f"no GPU here: explaining for the {name}, the GPU of the shipped table "
+                    "(--gpu NAME for another)")
+    try:
+        known = occupancy.gpu(name)
+        return known.name, sms or known.sms, note
+    except KeyError:
+        pass
+    if sms is None:
+        table = load_table(name)
+        if table is None or not table.sm_count:
+            raise ValueError(f"unknown GPU {name!r} and no tuning table for it: give its SM "
+                             f"count with --sms (known GPUs: {', '.join(occupancy.GPUS)})")
+        sms = table.sm_count
+    return name, sms, note

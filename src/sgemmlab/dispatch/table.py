@@ -1,0 +1,226 @@
+"""Tuning tables: the file format, reading, validating, merging and writing them.
+
+The table file (schema "sgemmlab.table/1"; docs/dispatch.md has an example):
+
+    {"schema": "sgemmlab.table/1", "gpu": "NVIDIA H200", "compute_capability": "9.0",
+     "sm_count": 132, "created", "command", "method", "sources": [results files],
+     "entries": [{"M", "N", "K", "layout": "NN", "batch": 1, "aligned": true,
+                  "rung": "14_streamk", "config": {...}, "deterministic": false,
+                  "median_us", "vs_cublas", "vs_cublas_min", "vs_cublas_max",
+                  "source": "results/nvidia-h200/table-....json"}, ...],
+     "winners": [{"M", "N", "K", "layout", "batch", "rung", "config", "median_us",
+                  "vs_cublas"}, ...]}
+
+`winners` (the fastest entry of each shape) is derived from `entries` and kept for readers;
+dispatch re-derives it under each request's constraints.
+
+Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
+~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
+(sgemmlab/data/tables/<gpu-slug>.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..errors import TableError
+from ..runtime.compiler import cache_dir
+from ..runtime.device import slug
+from . import cache
+from .request import LAYOUTS
+
+TABLE_SCHEMA = "sgemmlab.table/1"
+PACKAGE_TABLE_DIR = Path(__file__).resolve().parent.parent / "data" / "tables"
+#: The GPU whose table ships with the package (what `sgemmlab explain` assumes without one).
+SHIPPED_GPU = "NVIDIA H200"
+
+
+def shape_key(e: Mapping[str, Any]) -> tuple[int, int, int, str, int]:
+    """The shape class of an entry: (M, N, K, layout, batch)."""
+    return (int(e["M"]), int(e["N"]), int(e["K"]), e.get("layout", "NN"),
+            int(e.get("batch", 1)))
+
+
+def aligned_of(e: Mapping[str, Any]) -> bool:
+    """Whether an entry was measured on operands the float4 paths take (16-byte aligned
+    bases from the allocator; every leading dimension a multiple of 4)."""
+    if "aligned" in e:
+        return bool(e["aligned"])
+    M, N, K, layout, _ = shape_key(e)
+    lda = M if layout[0] == "T" else K
+    ldb = K if layout[1] == "T" else N
+    return lda % 4 == 0 and ldb % 4 == 0 and N % 4 == 0
+
+
+def _rank(e: Mapping[str, Any]) -> tuple[float, float]:
+    """Sort key, best first: the paired ratio against cuBLAS (clock drift cancels in it),
+    then the time."""
+    return (-float(e["vs_cublas"]), float(e["median_us"]))
+
+
+def winners(entries: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """The fastest entry of each shape, in the order shapes first appear."""
+    best: dict[tuple, Mapping[str, Any]] = {}
+    for e in entries:
+        k = shape_key(e)
+        if k not in best or _rank(e) < _rank(best[k]):
+            best[k] = e
+    return [{"M": e["M"], "N": e["N"], "K": e["K"], "layout": e.get("layout", "NN"),
+             "batch": e.get("batch", 1), "rung": e["rung"], "config": dict(e["config"]),
+             "median_us": e["median_us"], "vs_cublas": e["vs_cublas"]}
+            for e in best.values()]
+
+
+def merge_entries(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]]
+                  ) -> list[dict]:
+    """`new` replaces every old entry of a shape it measured (a shape's entries always come
+    from one run, so they were timed against the same cuBLAS); other old shapes stay."""
+    new = [dict(e) for e in new]
+    measured = {shape_key(e) for e in new}
+    return [dict(e) for e in old if shape_key(e) not in measured] + new
+
+
+def new_table(gpu_name: str, compute_capability: str, sm_count: int,
+              entries: Iterable[Mapping[str, Any]], *, command: str = "",
+              created: str = "", method: Mapping | None = None,
+              sources: Iterable[str] = ()) -> dict:
+    entries = sorted((dict(e) for e in entries),
+                     key=lambda e: (shape_key(e), _rank(e)))
+    return {"schema": TABLE_SCHEMA, "gpu": gpu_name, "compute_capability": compute_capability,
+            "sm_count": sm_count, "created": created, "command": command,
+            "method": dict(method or {}), "sources": sorted(set(sources)),
+            "entries": entries, "winners": winners(entries)}
+
+
+_ENTRY_FIELDS = {"M": int, "N": int, "K": int, "rung": str, "config": dict,
+                 "median_us": (int, float), "vs_cublas": (int, float)}
+
+
+def validate(data: Any) -> list[str]:
+    """What is wrong with a table, in words; empty when it is a good one."""
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    if data.get("schema") != TABLE_SCHEMA:
+        return [f"schema is {data.get('schema')!r}, expected {TABLE_SCHEMA!r}"]
+    problems = []
+    if not isinstance(data.get("gpu"), str) or not data["gpu"]:
+        problems.append("no gpu name")
+    if not isinstance(data.get("entries"), list):
+        return problems + ["entries is not a list"]
+    for i, e in enumerate(data["entries"]):
+        if not isinstance(e, dict):
+            problems.append(f"entry {i} is not an object")
+            continue
+        for name, kind in _ENTRY_FIELDS.items():
+            if not isinstance(e.get(name), kind) or isinstance(e.get(name), bool):
+                what = kind.__name__ if isinstance(kind, type) else "a number"
+                problems.append(f"entry {i}: {name} missing or not {what}")
+        if all(isinstance(e.get(d), int) for d in "MNK") and min(e["M"], e["N"], e["K"]) < 1:
+            problems.append(f"entry {i}: M, N, K must be >= 1")
+        if e.get("layout", "NN") not in LAYOUTS:
+            problems.append(f"entry {i}: layout {e.get('layout')!r} is not one of {LAYOUTS}")
+        if not isinstance(e.get("batch", 1), int) or e.get("batch", 1) < 1:
+            problems.append(f"entry {i}: batch must be an integer >= 1")
+        if isinstance(e.get("median_us"), (int, float)) and not e["median_us"] > 0:
+            problems.append(f"entry {i}: median_us must be > 0")
+    return problems
+
+
+@dataclass(frozen=True)
+class Table:
+    """A tuning table as dispatch reads it."""
+
+    data: Mapping[str, Any]
+    where: str  # "user cache" | "package" | a path
+    path: Path | None = None
+
+    @property
+    def gpu(self) -> str:
+        return self.data["gpu"]
+
+    @property
+    def sm_count(self) -> int | None:
+        return self.data.get("sm_count")
+
+    @property
+    def entries(self) -> list[dict]:
+        return self.data["entries"]
+
+    def shapes(self) -> dict[tuple, list[dict]]:
+        out: dict[tuple, list[dict]] = {}
+        for e in self.entries:
+            out.setdefault(shape_key(e), []).append(e)
+        return out
+
+    def label(self) -> str:
+        return f"{self.where}: {self.path}" if self.path else self.where
+
+
+def read_table(path: str | Path, where: str | None = None) -> Table:
+    """A table file, checked; raises TableError naming the file and the problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TableError(f"{path}: cannot read a tuning table ({exc})") from None
+    if problems := validate(data):
+        raise TableError(f"{path}: not a valid tuning table: " + "; ".join(problems[:3]))
+    return Table(data, where or str(path), path)
+
+
+def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
+    """Write a table atomically (readers see the old file or the whole new one)."""
+    if problems := validate(data):
+        raise TableError("refusing to write an invalid table: " + "; ".join(problems[:3]))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    cache.clear_cache()
+    return path
+
+
+def user_table_path(gpu_name: str) -> Path:
+    return cache_dir() / "tables" / f"{slug(gpu_name)}.json"
+
+
+def package_table_path(gpu_name: str) -> Path:
+    return PACKAGE_TABLE_DIR / f"{slug(gpu_name)}.json"
+
+
+def load_table(gpu_name: str) -> Table | None:
+    """This GPU's table: the user's cache directory first, then the package; None when
+    neither has one. A broken file is skipped with a warning, never fatal to a GEMM."""
+    if gpu_name in cache.tables:
+        return cache.tables[gpu_name]
+    found = None
+    for where, path in (("user cache", user_table_path(gpu_name)),
+                        ("package", package_table_path(gpu_name))):
+        if not path.is_file():
+            continue
+        try:
+            table = read_table(path, where)
+        except TableError as exc:
+            warnings.warn(f"{exc}; ignored", stacklevel=2)
+            continue
+        if table.gpu != gpu_name:
+            warnings.warn(f"{path}: a table for {table.gpu!r}, not {gpu_name!r}; ignored",
+                          stacklevel=2)
+            continue
+        found = table
+        break
+    cache.tables[gpu_name] = found
+    return found
+

@@ -1,0 +1,282 @@
+"""From the caller's arrays to the kernels' terms, and the plan of a call, made once.
+
+The kernels compute a row-major C = alpha A B + beta C, with A and B each row- or
+column-major, over a batch of strided products (`Launcher.bind`). `describe` maps the
+caller's operands onto that: a column-major C is computed as C^T = B^T A^T (the operands
+swap and their layouts flip), and a batch whose B is broadcast and whose A and C rows follow
+each other in memory is folded into one taller product.
+
+Everything about a call except its pointers — the checks, that mapping, the dispatcher's
+choice of rung and configuration, the launcher — is a `Plan`, made once per (shapes,
+strides, devices, alignment, options) and kept in one `PlanCache`; a plan caches the bound
+launch per (pointers, stream, alpha, beta), so a call that repeats one (a training step, the
+caching allocator handing back the same blocks) costs a few dict lookups and the launch.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from . import dispatch, registry
+from .errors import ConfigError, OperandError
+from .registry import config_key
+from .runtime import arrays, limits
+from .runtime.arrays import (Operand, batch_stride, matrix_layout, self_overlapping,
+                             stream_for)
+from .runtime.device import gpu_info
+from .runtime.launch import Launcher
+
+PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
+BOUND_LIMIT = 256  # bound launches kept per plan
+
+
+def dims(shape) -> str:
+    """'4x3x5': a shape in messages."""
+    return "x".join(str(n) for n in shape)
+
+
+def product_shape(a_shape, b_shape) -> tuple:
+    """The shape of a @ b, or ValueError saying why there is none.
+
+    (M, K) @ (K, N) -> (M, N). A 3-D operand is a batch: (batch, M, K) @ (K, N) and
+    (M, K) @ (batch, K, N) broadcast the 2-D operand over the batch; two batches must have
+    the same size, or one of them size 1 (broadcast). Also used, on symbolic sizes, by the
+    torch op's fake implementation."""
+    for name, shape in (("a", a_shape), ("b", b_shape)):
+        if len(shape) not in (2, 3):
+            raise OperandError(f"{name}: expected a 2-D matrix or a 3-D batch of matrices, "
+                               f"got shape ({', '.join(map(str, shape))})")
+    (M, K), (K2, N) = a_shape[-2:], b_shape[-2:]
+    if K != K2:
+        raise ValueError(f"inner dimensions differ: a is {dims(a_shape)}, "
+                         f"b is {dims(b_shape)}")
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return (M, N)
+    ba = a_shape[0] if len(a_shape) == 3 else None
+    bb = b_shape[0] if len(b_shape) == 3 else None
+    if ba is not None and bb is not None and ba != bb and ba != 1 and bb != 1:
+        raise ValueError(f"batch sizes differ: a has {ba}, b has {bb} (they must be equal, "
+                         "or one of them 1)")
+    if ba is None or ba == 1:
+        batch = bb if bb is not None else ba
+    else:
+        batch = ba
+    return (batch, M, N)
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """One call in the kernels' terms: a batch of row-major C = alpha A B + beta C."""
+
+    M: int
+    N: int
+    K: int
+    batch: int
+    trans_a: bool  # the kernel's A is column-major
+    trans_b: bool
+    lda: int
+    ldb: int
+    ldc: int
+    stride_a: int  # elements from one product of the batch to the next; 0 repeats it
+    stride_b: int
+    stride_c: int
+    swap: bool  # C is column-major: computed as C^T = B^T A^T, the caller's b is the A
+    out_shape: tuple[int, ...]
+
+    @property
+    def empty(self) -> bool:
+        return self.M == 0 or self.N == 0 or self.batch == 0
+
+
+Geometry = tuple  # (shape, strides) of one operand
+
+
+def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm:
+    """Map operands (shape, strides in elements) onto the kernels, or raise naming what
+    cannot be: shapes (ValueError), 32-bit sizes (OverflowError), strides (LayoutError), an
+    output whose elements share memory (OperandError)."""
+    out_shape = product_shape(a[0], b[0])
+    if tuple(c[0]) != tuple(out_shape):
+        raise ValueError(f"{c_name} is {dims(c[0])}, the product is {dims(out_shape)}")
+    M, K = a[0][-2:]
+    N = b[0][-1]
+    batch = out_shape[0] if len(out_shape) == 3 else 1
+    limits.check_int32(M=M, N=N, K=K, batch=batch)
+    ops = [Operand(None, 0, tuple(s), tuple(st), 0, "other") for s, st in (a, b, c)]
+    la, lb, lc = (matrix_layout(op, name) for op, name in zip(ops, ("a", "b", c_name)))
+    if self_overlapping(*c):
+        raise OperandError(f"{c_name}: strides {tuple(c[1])} of shape {dims(c[0])} make "
+                           "different elements share memory; the output must not")
+    # C: row-major unless only column-major fits it, or both do (a vector) and computing
+    # C^T leaves fewer transposed operands for the kernel
+    a_opts, b_opts = {t for t, _ in la}, {t for t, _ in lb}
+    forced = [next(iter(o)) for o in (a_opts, b_opts) if len(o) == 1]
+    c_opts = {t for t, _ in lc}
+    swap = c_opts == {True} or (len(c_opts) == 2
+                                and sum(not t for t in forced) < sum(forced))
+    ta, lda = next((t, ld) for t, ld in sorted(la, key=lambda x: x[0] != swap))
+    tb, ldb = next((t, ld) for t, ld in sorted(lb, key=lambda x: x[0] != swap))
+    ldc = next(ld for t, ld in lc if t == swap)
+    limits.check_int32(**{f"{name}: leading dimension": ld
+                          for name, ld in (("a", lda), ("b", ldb), (c_name, ldc))})
+    sa, sb, sc = (batch_stride(op) for op in ops)
+    if swap:  # C^T = B^T A^T: B^T is the kernel's A (its layout flips), A^T its B
+        M, N = N, M
+        (ta, lda, sa), (tb, ldb, sb) = (not tb, ldb, sb), (not ta, lda, sa)
+    if batch <= 1:
+        sa = sb = sc = 0
+    elif sb == 0 and not ta and sa == M * lda and sc == M * ldc and batch * M <= limits.INT32_MAX:
+        # B shared by the batch, A's and C's rows one after another: one taller product
+        M, batch, sa, sc = batch * M, 1, 0, 0
+    return Gemm(M, N, K, batch, ta, tb, lda, ldb, ldc, sa, sb, sc, swap, tuple(out_shape))
+
+
+
+
+def choose_rung(g: Gemm, device_id: int, deterministic: bool, aligned: bool):
+    """(Rung, configuration) the dispatcher picks for this product on this GPU."""
+    info = gpu_info(device_id)
+    c = dispatch.choose(g.M, g.N, g.K, gpu_name=info.name, sm_count=info.sm_count,
+                        trans_a=g.trans_a, trans_b=g.trans_b, batch=g.batch,
+                        deterministic=deterministic, aligned=aligned)
+    return registry.rung(c.rung), dict(c.config)
+
+
+def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool):
+    """(Rung, configuration) the caller named; refused early when it cannot serve."""
+    rung = registry.rung(kernel) if kernel is not None else registry.best()
+    cfg = dict(config) if config is not None else rung.default(gpu_info(device_id).name)
+    if (g.trans_a or g.trans_b) and not rung.supports("layouts"):
+        which = " and ".join(n for n, t in (("A", g.trans_a), ("B", g.trans_b)) if t)
+        raise ConfigError(f"rung {rung.label} reads row-major operands only, and the "
+                          f"kernel's {which} is column-major here (a transposed view, or a "
+                          "column-major out): name a rung with layouts, or let dispatch "
+                          "choose (kernel=None)")
+    if deterministic and not rung.deterministic(cfg):
+        raise ConfigError(f"rung {rung.label} at {config_key(cfg)} is not bit-reproducible "
+                          "(atomic fix-up of split tiles); deterministic=True refuses it")
+    return rung, cfg
+
+
+class Plan:
+    """One cached call shape. `launch(pa, pb, pc, stream, alpha, beta)` runs it on the
+    caller's pointers (in the caller's order: the plan swaps them when it computes C^T)."""
+
+    __slots__ = ("gemm", "out_shape", "kind", "device_id", "rung", "config", "launcher",
+                 "per_item", "reuse", "bound", "lock")
+
+    def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None):
+        self.gemm = gemm
+        self.out_shape = gemm.out_shape
+        self.device_id = device_id
+        self.kind = "empty" if gemm.empty else "scale" if gemm.K == 0 else "gemm"
+        self.rung, self.config = rung, config
+        self.launcher = Launcher(rung, config, device_id) if rung is not None else None
+        # a rung without batches computes a batch one product per launch
+        self.per_item = rung is not None and gemm.batch > 1 and not rung.supports("batched")
+        # a bound launch can be reused for the same pointers (a Stream-K launch re-reads
+        # its stream's workspace when a bigger call has replaced it)
+        self.reuse = rung is not None
+        self.bound: dict[tuple, Callable[[], None]] = {}
+        self.lock = threading.Lock()
+
+    def launch(self, pa: int, pb: int, pc: int, handle: int, alpha: float,
+               beta: float) -> None:
+        key = (pa, pb, pc, handle, alpha, beta)
+        fn = self.bound.get(key)
+        if fn is None:
+            fn = self._bind(key)
+        fn()
+
+    def _bind(self, key: tuple) -> Callable[[], None]:
+        pa, pb, pc, handle, alpha, beta = key
+        g = self.gemm
+        if g.swap:
+            pa, pb = pb, pa
+        stream = stream_for(handle, self.device_id)
+        bind = self.launcher.bind
+        kw = {"trans_a": True} if g.trans_a else {}
+        if g.trans_b:
+            kw["trans_b"] = True
+        if self.per_item:
+            fns = [bind(g.M, g.N, g.K, alpha, pa + 4 * i * g.stride_a, g.lda,
+                        pb + 4 * i * g.stride_b, g.ldb, beta, pc + 4 * i * g.stride_c, g.ldc,
+                        stream, **kw) for i in range(g.batch)]
+
+            def fn():
+                for f in fns:
+                    f()
+        else:
+            if g.batch > 1:
+                kw.update(batch=g.batch, stride_a=g.stride_a, stride_b=g.stride_b,
+                          stride_c=g.stride_c)
+            fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
+                      **kw)
+        if self.reuse:
+            with self.lock:
+                if len(self.bound) >= BOUND_LIMIT:
+                    self.bound.clear()
+                self.bound[key] = fn
+        return fn
+
+
+def aligned(g: Gemm, pointers_aligned: bool) -> bool:
+    """float4 paths possible: the pointers (checked by the caller) and every stride."""
+    return pointers_aligned and limits.strides_vec4_ok(
+        (g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c))
+
+
+def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
+              pointers_aligned: bool) -> Plan:
+    """The plan of one call shape: no rung for empty products and K == 0 (beta C)."""
+    if g.empty or g.K == 0:
+        return Plan(g, device_id)
+    if kernel is None and config is None:
+        rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned))
+    else:
+        rung, cfg = named_rung(g, device_id, kernel, config, deterministic)
+    return Plan(g, device_id, rung, cfg)
+
+
+class PlanCache:
+    """Every plan the API has made: the general path's, keyed by the full call shape, and
+    the torch hot path's (two plain tensors, keyed by what `Tensor` says of them). Bounded
+    (cleared when full), thread-safe, and forgotten whenever dispatch's choices are."""
+
+    def __init__(self, limit: int = PLAN_LIMIT):
+        self.limit = limit
+        self.general: dict[tuple, Plan] = {}
+        self.fast: dict[tuple, Plan] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, make: Callable[[], Plan]) -> Plan:
+        """The general path's plan for `key`, made by `make()` on first use (a `make` that
+        raises caches nothing: what cannot run is refused every time)."""
+        plan = self.general.get(key)
+        if plan is None:
+            with self._lock:
+                plan = self.general.get(key)
+                if plan is None:
+                    plan = make()
+                    if len(self.general) >= self.limit:
+                        self.general.clear()
+                    self.general[key] = plan
+        return plan
+
+    def remember_fast(self, key: tuple, plan: Plan) -> None:
+        if key not in self.fast:
+            with self._lock:
+                if len(self.fast) >= self.limit:
+                    self.fast.clear()
+                self.fast[key] = plan
+
+    def clear(self) -> None:
+        with self._lock:
+            self.general.clear()
+            self.fast.clear()
+
+
+PLANS = PlanCache()
+dispatch.on_clear(PLANS.clear)  # a new table: choices, and so plans, are stale

@@ -1,0 +1,294 @@
+"""The two call paths of a product: the general one (any array library) and the torch hot
+path. `sgemmlab.api` (sgemm, matmul) and `torch.ops.sgemmlab.matmul` both call these.
+
+A call flows down: operands -> `plan.describe` (a problem in the kernels' terms) -> a cached
+`plan.Plan` (the dispatcher's choice) -> a bound launch -> the runtime. For two plain torch
+tensors `torch_product` reads them directly (no protocol objects at all) and only looks up
+what an earlier call checked; anything new goes through `general`, which checks it all and
+fills the caches.
+
+sgemmlab never imports torch first: `TORCH.find()` picks it up once the caller has.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import OperandError
+from .plan import PLANS, Plan, describe, dims, make_plan, product_shape
+from .registry import config_key
+from .runtime import arrays
+from .runtime.arrays import Operand, as_operand, current_stream_handle
+from .runtime.device import device
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+# ---------------------------------------------------------------------------------------
+# Scalars and devices
+# ---------------------------------------------------------------------------------------
+def scalars(alpha, beta) -> tuple[float, float]:
+    """alpha and beta as the float32 values the kernels see (a value too large for float32
+    would become infinite: refused, like NaN and infinity, whose meaning BLAS leaves open)."""
+    out = []
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a real number, got {v!r}") from None
+        if not math.isfinite(f):
+            raise ValueError(f"alpha and beta must be finite (got alpha={alpha}, beta={beta})")
+        if abs(f) > FLT_MAX:
+            raise ValueError(f"alpha and beta must be finite in float32 (the kernels' type): "
+                             f"{name} = {f:g} overflows it")
+        out.append(float(np.float32(f)))
+    return out[0], out[1]
+
+
+_tls = threading.local()
+
+
+def make_current(device_id: int) -> None:
+    """The kernels launch into the calling thread's current CUDA context: make it the
+    device's primary context (the one torch and CuPy use too)."""
+    device(device_id)
+    _tls.device = device_id
+
+
+# ---------------------------------------------------------------------------------------
+# torch, once the caller has imported it
+# ---------------------------------------------------------------------------------------
+class TorchGlue:
+    """What the hot path needs of torch, looked up once: the module, the plain tensor
+    types, and torch's private fast calls for the current stream and device."""
+
+    def __init__(self):
+        self.module = None
+        self.Tensor: type | None = None
+        self.plain: frozenset = frozenset()  # torch.Tensor, torch.nn.Parameter
+        self.f32 = None
+        self.raw_stream: Callable[[int], int] | None = None
+        self.cur_device: Callable[[], int] | None = None
+        self.increment_version: Callable[[Any], None] | None = None
+
+    def find(self):
+        """torch if the caller imported it (sgemmlab never imports it first), else None."""
+        if self.module is None and "torch" in sys.modules:
+            torch = sys.modules["torch"]
+            C = torch._C
+            self.raw_stream = getattr(C, "_cuda_getCurrentRawStream", None) or (
+                lambda i: torch.cuda.current_stream(i).cuda_stream)
+            self.cur_device = getattr(C, "_cuda_getDevice", None) or torch.cuda.current_device
+            self.f32 = torch.float32
+            self.increment_version = getattr(torch.autograd.graph, "increment_version", None)
+            self.plain = frozenset({torch.Tensor, torch.nn.Parameter})
+            self.Tensor = torch.Tensor
+            self.module = torch
+        return self.module
+
+    def device_ready(self, dev: int) -> int | None:
+        """Make `dev` current for a launch on torch tensors; returns the device to switch
+        back to afterwards (torch code expects its current device unchanged), or None."""
+        prev = self.cur_device()
+        if prev == dev and getattr(_tls, "device", -1) == dev:
+            return None
+        make_current(dev)
+        return prev if prev != dev else None
+
+    @staticmethod
+    def restore(prev: int | None) -> None:
+        if prev is not None:
+            make_current(prev)
+
+    def bump_version(self, x) -> None:
+        """Tell autograd that `x` changed in place (a tensor saved for backward then errors
+        instead of silently giving wrong gradients)."""
+        if self.increment_version is not None and not x.is_inference():
+            self.increment_version(x)
+
+    def autograd_guard(self, a, b, c, out, beta: float) -> None:
+        """sgemm writes through raw pointers, which autograd cannot see: refuse rather than
+        return a result whose gradient would silently be missing."""
+        if self.Tensor is None or not self.module.is_grad_enabled():
+            return
+        for name, x in (("a", a), ("b", b), ("c", c if beta != 0 else None), ("out", out)):
+            if isinstance(x, self.Tensor) and x.requires_grad:
+                raise ValueError(f"{name} requires grad, and sgemm records no autograd graph: "
+                                 "use sgemmlab.matmul (differentiable), or call it under "
+                                 "torch.no_grad()")
+
+
+TORCH = TorchGlue()
+
+
+def _fast_key(a, b, pa: int, pb: int, deterministic: bool, out=None) -> tuple:
+    key = (a.shape, a.stride(), b.shape, b.stride(), a.get_device(), b.get_device(),
+           (pa | pb) & 15 == 0, deterministic)
+    return key if out is None else key + (out.shape, out.stride(), out.get_device())
+
+
+def torch_product(a, b, deterministic: bool = False, out=None):
+    """a @ b for plain torch tensors (into `out`, or a new tensor): the hot path of
+    `matmul` and of torch.ops.sgemmlab.matmul. It only looks up what an earlier call
+    checked: the plan of these shapes and strides and, with `out`, the bound launch of
+    these very pointers (whose overlap checks passed when it was bound). Anything new goes
+    through the general path, which checks it all and fills the caches."""
+    t = TORCH
+    if a.dtype is t.f32 and b.dtype is t.f32 and a.is_cuda and b.is_cuda:
+        pa, pb = a.data_ptr(), b.data_ptr()
+        if out is None:
+            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic))
+            if plan is not None:
+                out = a.new_empty(plan.out_shape)
+                if plan.kind == "gemm":
+                    dev = plan.device_id
+                    prev = t.device_ready(dev)
+                    plan.launch(pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0)
+                    t.restore(prev)
+                elif plan.kind == "scale":
+                    out.zero_()
+                return out
+        elif out.dtype is t.f32 and out.is_cuda:
+            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, out))
+            if plan is not None:
+                dev = plan.device_id
+                fn = plan.bound.get((pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0))
+                if fn is not None:
+                    prev = t.device_ready(dev)
+                    fn()
+                    t.restore(prev)
+                    t.bump_version(out)
+                    return out
+    return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs, copies and scaling in the caller's library
+# ---------------------------------------------------------------------------------------
+def new_output(like: Operand, shape: tuple[int, ...]):
+    if like.library == "torch":
+        torch = TORCH.module
+        return torch.empty(shape, dtype=torch.float32, device=like.obj.device)
+    if like.library == "cupy":
+        cupy = sys.modules["cupy"]
+        with cupy.cuda.Device(like.device_id):
+            return cupy.empty(shape, dtype=cupy.float32)
+    raise OperandError("pass `out` (or `c`) when the operands are neither torch nor CuPy "
+                       "arrays: sgemmlab cannot make a new array of their type")
+
+
+def _copy_into(dst: Operand, src: Operand) -> None:
+    """dst = src, on the caller's current stream (the one the launch follows)."""
+    if dst.library == "torch":
+        s = src.obj if src.library == "torch" else TORCH.module.as_tensor(
+            src.obj, device=dst.obj.device)
+        dst.obj.copy_(s)
+    elif dst.library == "cupy":
+        dst.obj[...] = sys.modules["cupy"].asarray(src.obj)
+    else:
+        try:
+            dst.obj[...] = src.obj
+        except Exception:
+            raise OperandError("out: copying c into it (beta != 0, out is not c) needs "
+                               "torch or CuPy arrays; pass out=c to update c in place") from None
+
+
+def _scale(dst: Operand, beta: float) -> None:
+    """K == 0: C = beta C (zeros when beta == 0: C is not read then)."""
+    x = dst.obj
+    try:
+        if beta == 0:
+            x[...] = 0
+        elif beta != 1:
+            x[...] = x * beta
+    except Exception:
+        raise OperandError("out: K == 0 leaves out = beta*c, which needs torch or CuPy "
+                           "arrays to compute") from None
+
+
+# ---------------------------------------------------------------------------------------
+# The general path
+# ---------------------------------------------------------------------------------------
+def general(a, b, c, alpha: float, beta: float, out, kernel, config, deterministic: bool,
+            fast: bool = False):
+    """C = alpha a @ b + beta c into out / c / a new array, every check made. fast=True:
+    called by `torch_product` (plain torch tensors, no kernel or config), whose caches it
+    fills; autograd is then the caller's business."""
+    if TORCH.module is None:
+        TORCH.find()
+    if TORCH.module is not None and not fast:
+        TORCH.autograd_guard(a, b, c, out, beta)
+    A, B = as_operand(a, "a"), as_operand(b, "b")
+    if A.device_id != B.device_id:
+        raise ValueError(f"a is on GPU {A.device_id} and b on GPU {B.device_id}")
+    out_shape = tuple(product_shape(A.shape, B.shape))
+    Cin = as_operand(c, "c") if c is not None else None
+    if Cin is not None:
+        if Cin.shape != out_shape:
+            raise ValueError(f"c is {dims(Cin.shape)}, the product is {dims(out_shape)}")
+        if Cin.device_id != A.device_id:
+            raise ValueError(f"c is on GPU {Cin.device_id}, a and b on GPU {A.device_id}")
+    if beta != 0 and Cin is None:
+        raise ValueError("beta != 0 needs c")
+    name = "out" if out is not None or c is None else "c"
+    options = (kernel, config_key(config) if config is not None else None, deterministic)
+
+    def plan_for(c_geometry: tuple, aligned: bool) -> Plan:
+        key = (A.shape, A.strides, B.shape, B.strides, *c_geometry, A.device_id, aligned,
+               *options)
+        return PLANS.get(key, lambda: make_plan(
+            describe((A.shape, A.strides), (B.shape, B.strides), c_geometry, name),
+            A.device_id, kernel, config, deterministic, aligned))
+
+    if out is None and c is None:
+        # a new, contiguous, allocator-aligned output: planned (and so checked) before it
+        # is allocated, and it overlaps nothing
+        if A.library == "other":
+            new_output(A, out_shape)  # refuses: there is no library to make one with
+        plan = plan_for((out_shape, arrays.contiguous_strides(out_shape)),
+                        (A.ptr | B.ptr) & 15 == 0)
+        if fast:  # the hot path serves these two tensors from now on
+            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic), plan)
+        target = new_output(A, out_shape)
+        C = as_operand(target, name)
+    else:
+        target = out if out is not None else c
+        C = as_operand(target, name)
+        if C.device_id != A.device_id:
+            raise ValueError(f"{name} is on GPU {C.device_id}, the operands on GPU "
+                             f"{A.device_id}")
+        if C.readonly:
+            raise OperandError(f"{name}: the array is read-only")
+        plan = plan_for((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
+        if fast and plan.kind == "gemm":  # the hot path, once this call has bound a launch
+            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, target), plan)
+        for other, m in (("a", A), ("b", B)):
+            if C.overlaps(m):
+                raise ValueError(f"{name} overlaps {other}: the kernels read {other} while "
+                                 f"writing {name}")
+        if Cin is not None and beta != 0 and not C.same_array(Cin) and C.overlaps(Cin):
+            raise ValueError(f"{name} partly overlaps c; pass the same array or disjoint ones")
+    if plan.kind == "empty":
+        return target
+    if beta != 0 and not C.same_array(Cin):
+        _copy_into(C, Cin)  # the kernel updates in place: C = alpha*AB + beta*C
+    if plan.kind == "scale":
+        _scale(C, beta)
+    else:
+        lead = C if C.library != "other" else A  # whose library's stream the call runs on
+        handle = current_stream_handle(lead)
+        if lead.library == "torch":
+            prev = TORCH.device_ready(A.device_id)
+            plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
+            TORCH.restore(prev)
+        else:
+            make_current(A.device_id)
+            plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
+    if C.library == "torch" and target is not None and (out is not None or c is not None):
+        TORCH.bump_version(C.obj)
+    return target
