@@ -516,8 +516,8 @@ RUNGS: tuple[Rung, ...] = (
 )
 
 def best() -> Rung:
-    """The rung used when nobody names one (`matmul`, `--kernel best`): for now the
-    highest-numbered rung; the per-shape dispatcher will replace this one function."""
+    """The rung `--kernel best` means, and `matmul(config=...)` without `kernel`: the
+    highest-numbered rung. (`matmul` with neither asks the dispatcher, per shape.)"""
     return max(RUNGS, key=lambda r: r.number)
 
 

@@ -1,4 +1,5 @@
-"""A predicted lower bound on a rung's time for a shape, from its bill, its SASS and the GPU.
+"""A predicted time for a rung at a shape, from its bill, its SASS and the GPU (an estimate:
+see "Latency, ..." below, and docs/inspect-h200.md on where it errs in each direction).
 
 Five services each need a time; the kernel cannot finish before the slowest, which is the
 predicted limit:
@@ -14,15 +15,15 @@ The counts are per warp per K step (bill.py), times warps per block, blocks and 
 blocks are the output tiles, which for rung 14 is the work its persistent grid shares out
 (the same tile x K step units, whoever computes them).
 Latency, occupancy and wave quantization are not in the model: where the measurement is far
-above the bound, that is what is left (and what rung 14's Stream-K wins back is in there).
+above the prediction, that is what is left (and what rung 14's Stream-K wins back is in there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bill import Bill
 from ..runtime.occupancy import GPU
+from .bill import Bill
 from .sass import LoopMix
 
 

@@ -5,7 +5,10 @@ k-tiles each. With G block slots on the GPU (SMs x blocks per SM):
 
 SPLIT = 1  data-parallel: every tile whole, min(T, G) persistent blocks looping over them.
 SPLIT = s  split-K: every tile's k-tiles cut into min(s, KT) equal ranges, one block each
-           (T x s blocks; not persistent: the fix-up never waits, so any grid works).
+           (T x s blocks; not persistent. FIXUP 0 and 1 never wait: the last block of a
+           tile to finish fixes it up, so any grid works. FIXUP 2 does wait: the first
+           finisher stores into C and the others spin until it has; they wait only on
+           a block that is already running, so any grid works there too).
 SPLIT = 0  Stream-K: when T is a whole number of waves (T % G == 0), all tiles whole. Else
            all but the last one or two waves' worth of tiles stay whole (dp_tiles, a multiple
            of G), and the k-tiles of the rest (G to 2G tiles, or all T when T < G) are cut
