@@ -189,3 +189,18 @@ def test_a_cpu_torch_tensor_is_refused_naming_the_device():
         sgemmlab.matmul(a, a)
     with pytest.raises(OperandError, match=r"^a: dtype is torch.float64"):
         sgemmlab.matmul(a.double(), a)
+
+
+def test_candidate_lists_for_a_search(tmp_path, cli):
+    from sgemmlab.cli.tune import search_lists
+
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"rung": "6", "config": {"BM": 64, "BN": 64}}\n\n'
+                 '{"rung": "06_vectorized", "config": {"BM": 64, "BN": 64}}\n'
+                 '{"rung": "warptiling", "config": {"BK": 16}}\n')
+    assert search_lists(f) == {"06_vectorized": [{"BM": 64, "BN": 64}],
+                               "10_warptiling": [{"BK": 16}]}
+    f.write_text('{"rung": "99", "config": {}}\n')
+    out = cli("tune", "--candidates", str(f))
+    assert out.exit_code == 2 and "--candidates" in out.output
+    assert cli("tune", "--table", "--candidates", str(f)).exit_code == 2

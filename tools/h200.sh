@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: conflicts stalls tune table bench overhead ladder
-#                               tests sanitize
+#   tools/h200.sh STAGE...      stages: conflicts stalls tune rerank table bench overhead
+#                               ladder tests sanitize
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -43,6 +43,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;
+    rerank)  # re-derive defaults from a short list, paired: CANDIDATES=file.jsonl SIZE=4096
+      sg tune --candidates "${CANDIDATES:-tools/rerank-candidates.jsonl}" --size "${SIZE:-4096}" \
+        --write-defaults --quiet || status=1 ;;
     table)  # this GPU's dispatch table over the suites, shipped in the package
       # TABLE_CONFIGS="14:BM=...,... 14:...": more candidates (full configurations)
       extra=(); for c in ${TABLE_CONFIGS:-}; do extra+=(--config "$c"); done
@@ -54,7 +57,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     overhead)
       sg overhead || status=1 ;;
     tests)  # every GPU test but the sanitizer's
-      python3 -m pytest -q -m gpu -p no:cacheprovider --ignore tests/test_sanitizer_gpu.py \
+      python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" \
+        --ignore tests/test_sanitizer_gpu.py \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     sanitize)

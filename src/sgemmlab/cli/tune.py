@@ -29,6 +29,23 @@ def _extra_configs(texts: list[str]):
 TUNE_TABLE_SUITES = ["square", "ragged", "skinny"]
 
 
+def search_lists(path: Path) -> dict[str, list[dict]]:
+    """rung label -> configurations, from a JSON-lines file of {"rung", "config"} (each
+    configuration once, in the file's order)."""
+    import json
+
+    out: dict[str, list[dict]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        label = registry.rung(item["rung"]).label
+        cfg = {k: int(v) for k, v in item["config"].items()}
+        if cfg not in out.setdefault(label, []):
+            out[label].append(cfg)
+    return out
+
+
 @app.command()
 def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "--kernel", "-k", "--rungs", help="rung numbers or names, comma-separated or "
@@ -50,9 +67,16 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              help="with --table: one more candidate, RUNG:NAME=VALUE,...; repeatable")] = None,
          resume: Annotated[bool, typer.Option(
              help="pick an interrupted tune up where it stopped")] = True,
-         write_defaults: Annotated[bool, typer.Option(help="store winners as this GPU's defaults")] = False,
-         jobs: Annotated[Optional[int], typer.Option(help="parallel NVRTC compiles (default: one per core)")] = None,
-         limit: Annotated[Optional[int], typer.Option(help="at most this many configurations per rung")] = None,
+         write_defaults: Annotated[bool, typer.Option(
+             help="store winners as this GPU's defaults")] = False,
+         jobs: Annotated[Optional[int], typer.Option(
+             help="parallel NVRTC compiles (default: one per core)")] = None,
+         limit: Annotated[Optional[int], typer.Option(
+             help="at most this many configurations per rung")] = None,
+         candidates: Annotated[Optional[Path], typer.Option(
+             help="measure only the configurations listed in this JSON-lines file, one "
+             '{"rung": ..., "config": {...}} a line, for the rungs it names (e.g. to '
+             "re-derive defaults from a short list)")] = None,
          where: Annotated[Optional[str], typer.Option(
              help="search only configurations with these values, NAME=VALUE,... "
              "(e.g. SPLIT=0,FIXUP=1)")] = None,
@@ -77,9 +101,13 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.args[0])
     if not table and (layout or config):
         fail("--layout and --config apply to --table")
-    if table and (write_defaults or limit is not None or where):
-        fail("--write-defaults, --limit and --where apply to the configuration search, "
-             "not --table")
+    if table and (write_defaults or limit is not None or where or candidates):
+        fail("--write-defaults, --limit, --where and --candidates apply to the configuration "
+             "search, not --table", 2)
+    try:
+        listed = search_lists(candidates) if candidates else None
+    except (OSError, ValueError, KeyError) as exc:
+        fail(f"--candidates: {exc}", 2)
     try:
         fixed = registry.parse_config(where) if where else None
     except ValueError as exc:
@@ -101,11 +129,14 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         return
     from ..tune import search
 
+    if listed is not None and rungs is None:
+        rungs = [registry.rung(label) for label in listed]
     for r in rungs or rungs_from(None):
         try:
-            path, best = search.tune_rung(r, todo, jobs=jobs, limit=limit,
-                                          write_defaults=write_defaults, resume=resume,
-                                          where=fixed, echo=typer.echo)
+            path, best = search.tune_rung(
+                r, todo, configs=None if listed is None else listed.get(r.label, []),
+                jobs=jobs, limit=limit, write_defaults=write_defaults, resume=resume,
+                where=fixed, echo=typer.echo)
         except ValueError as exc:
             fail(str(exc))
         typer.echo(f"{r.label}: best {best}  ->  {path}")
