@@ -3,17 +3,17 @@
 // What it does: thread (x, y) of the grid owns C[row][col] with row from x and col from y,
 // and walks row `row` of A and column `col` of B, one multiply-add per step of k.
 //
-// The bill: each FFMA loads one float of A and one of B from global memory: 8 bytes per
-// 2 FLOPs. Worse, threadIdx.x (the fastest-varying index inside a warp) picks the *row*:
-// the 32 lanes of a warp read A at 32 different rows (32 separate 32-byte sectors) and
-// B at one address (a broadcast), so a warp's step of k moves 32 sectors x 32 B = 1024 B
-// of A plus 32 B of B for 64 FLOPs, and its 32 stores to C land in 32 different rows.
-// Shared-memory loads per FFMA: 0 (it does not use shared memory).
+// The bill (`sgemmlab inspect 1 --gpu h200 [--seed]`, per warp per step of k): each lane
+// loads one float of A and one of B per FFMA, 256 B requested for 64 FLOPs; no shared memory;
+// 32 registers. threadIdx.x (the fastest-varying index inside a warp) picks the *row*, so the
+// lanes of a warp read A at different rows, one 32-byte sector each. Seed BS = 32: 32 rows,
+// 1024 B of A + 32 B of B moved for 64 FLOPs, and a warp's stores to C touch 32 sectors.
+// H200 default BS = 8 (a warp is 8 rows x 4 columns): 256 + 32 = 288 B moved.
 //
 // Prediction: bound by sectors moved through L1/L2, about 1 % of cuBLAS; the caches
 // absorb some of the waste, DRAM traffic is far below the bill.
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 74259.2 us, 1851 GFLOP/s, 3.6 % of cuBLAS, 32 registers
 //   BS=8
@@ -24,6 +24,7 @@
 // </measured>
 #include "common.cuh"
 
+// the message is the registry's rule text, shared by every rung: rung 1 has only BS
 static_assert(BS > 0, "every constant is positive (PAD and PREFETCH may be 0)");
 static_assert(BS * BS <= 1024, "threads per block <= 1024");
 static_assert(BS * BS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");

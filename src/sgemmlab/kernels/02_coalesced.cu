@@ -2,16 +2,16 @@
 //
 // What changed from rung 1: threadIdx.x now picks the *column*. One line moved, nothing else.
 //
-// The bill: a warp's step of k reads one float of A (the same address for all 32 lanes: one
-// 32-byte sector, broadcast) and 32 consecutive floats of B (128 bytes: four sectors, one
-// transaction). 160 B per 64 FLOPs instead of 1056 B: 6.6x fewer bytes requested, and the
-// stores to C are one 128-byte line per warp. Still 0 shared-memory loads per FFMA and still
-// one global load per FFMA per lane, so the kernel is bound by L1 load issue and L2
-// bandwidth, not by arithmetic.
+// The bill (`sgemmlab inspect 2 --gpu h200`, BS = 32, per warp per step of k): one float of
+// A (one address for all 32 lanes: one 32-byte sector, broadcast) and 32 consecutive floats
+// of B (four sectors): 160 B moved for 64 FLOPs, where rung 1 moves 1056 B at BS = 32 for the
+// same 256 B requested (6.6x fewer); a warp's stores to C are 4 sectors, one 128-byte line.
+// Still no shared memory and one global load per operand per FFMA, so L1 load issue and L2
+// bandwidth bind, not arithmetic; 32 registers.
 //
-// Prediction: about 6-8x rung 1 (the seed measured 6.4x on the A6000), around 10 % of cuBLAS.
+// Prediction: about 6-8x rung 1, around 10 % of cuBLAS.
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 21260.9 us, 6464 GFLOP/s, 12.6 % of cuBLAS, 32 registers
 //   BS=32

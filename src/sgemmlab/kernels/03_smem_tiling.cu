@@ -4,17 +4,18 @@
 // into shared memory, waits at a barrier, and every thread then runs BS steps of k out of
 // shared memory; a second barrier keeps the next copy from overwriting a tile still in use.
 //
-// The bill: each element of A and B is fetched from global memory once per block tile
-// instead of once per thread: global bytes per FLOP drop by BS (8 B / 2 FLOP / BS = 0.125 B
-// per FLOP at BS = 32). But every FFMA still needs two shared-memory loads (one of As, one of
-// Bs): 2.0 shared loads per FFMA. Shared memory serves 32 words per cycle per SM, so at
-// two words per FFMA the SM can feed at most 16 FFMA per cycle against its 128 lanes:
-// an eighth of the FFMA peak (about 8 TFLOP/s on the H200).
+// The bill (`sgemmlab inspect 3 --gpu h200`, BS = 32, per warp per tile of 32 k): A+B global
+// 256 B for 2048 FLOPs (8 FLOP/B; rung 2: 0.25): each element is fetched once per block tile
+// instead of once per thread. But every FFMA still reads a word of As and one of Bs: 2 shared
+// loads per FFMA, conflict-free (ptxas fuses the As reads along k: 32 LDS.32 + 8 LDS.128 per
+// 32 FFMA in the SASS). Shared memory serves 32 words per cycle per SM against 128 FFMA
+// lanes, so at 2 words per FFMA it feeds an eighth of the FFMA peak: inspect's shared-memory
+// bound at 4096^3 is 16.95 ms. 32 registers, 2 blocks of 1024 threads per SM.
 //
 // Prediction: faster than rung 2 by about 1.5x, held under ~15 % of cuBLAS by that
 // shared-memory ceiling (the profiler calls it "MIO throttle").
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 15940.1 us, 8622 GFLOP/s, 16.8 % of cuBLAS, 32 registers
 //   BS=32

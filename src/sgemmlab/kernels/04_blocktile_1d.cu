@@ -1,30 +1,25 @@
 // Rung 4 — 1D blocktiling: each thread computes TM outputs of one column of C.
 //
 // What changed from rung 3: a thread owns TM consecutive rows of one column of the block's
-// BM x BN tile instead of a single element, so the block is one-dimensional (THREADS =
-// BM/TM*BN threads) and the tiles are rectangles: As is BM x BK, Bs is BK x BN. The copy
-// loops stride by THREADS, so no relation between the tile sizes and the thread count is
-// needed. In the inner loop one value of Bs, held in a register, serves TM multiply-adds.
+// BM x BN tile, so the block is one-dimensional (BM/TM*BN threads) and the tiles are
+// rectangles, As BM x BK and Bs BK x BN, copied by loops that stride by THREADS. In the
+// inner loop one value of Bs, held in a register, serves TM multiply-adds.
 //
-// The bill: per step of k the block loads (BM + BN) * 4 bytes for 2 * BM * BN FLOPs:
-// 2 * (BM + BN) / (BM * BN) bytes per FLOP = 0.0625 B/FLOP for the seed's 64 x 64 tile,
-// half of rung 3's 0.125. Shared-memory loads per FFMA: (TM + 1) / TM = 9 loads for
-// 8 FFMA = 1.125 at TM = 8, down from 2.0. All 32 lanes of a warp share one row group (BN
-// >= 32), so their As reads are one broadcast address and their Bs reads 32 consecutive
-// words: no bank conflicts. That is the source's count; the machine code does better. The k
-// loop is unrolled and a row of As is contiguous along k, so the compiler fuses four steps
-// of k into one LDS.128: the seed issues 16 LDS.128 of As and 8 LDS of Bs per tile of
-// BK = 8, 24 load instructions for 64 FFMA (0.375 per FFMA), at the price of holding 4*TM
-// values of A in registers (see the register rule in the registry).
-//
-// Registers (seed BM=64 BN=64 BK=8 TM=8, 512 threads, sm_90): 44, no spills.
+// The bill (`sgemmlab inspect 4 --gpu h200 [--seed]`, per warp per tile of BK):
+//   seed BM=BN=64 BK=8 TM=8 (512 threads): A+B global 256 B for 4096 FLOPs (16 FLOP/B; rung
+//   3: 8); (TM + 1)/TM = 1.125 shared loads per FFMA (rung 3: 2), no conflicts (a warp's As
+//   reads are one broadcast address, its Bs reads 32 consecutive words); 44 registers.
+//   H200 default BM=64 BN=32 BK=16 TM=16 (128 threads): 1536 B for 16384 FLOPs (10.67
+//   FLOP/B); 1.062 shared loads per FFMA, no conflicts; 95 registers, 5 blocks/SM.
+// ptxas fuses four steps of k of a row of As into one LDS.128 (the k loop is unrolled): per
+// tile the seed issues 16 LDS.128 + 8 LDS.32 for 64 FFMA, the default 64 + 16 for 256 FFMA,
+// at the price of 4*TM values of A live in registers (the registry's register rule).
 //
 // Prediction: at 1.125 shared loads per FFMA the shared-memory ceiling would sit near a fifth
-// of the FFMA peak (32 words per cycle for 128 FFMA lanes); the fused loads lift it, so issue
-// and latency decide. With the block tile's global traffic halved as well: about 2x rung 3,
-// 30-35 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+// of the FFMA peak; the fused loads lift it, so issue and latency decide. With the block
+// tile's global traffic halved as well: about 2x rung 3, 30-35 % of cuBLAS.
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 8426.4 us, 16311 GFLOP/s, 31.8 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16

@@ -1,31 +1,25 @@
 // Rung 5 — 2D blocktiling: each thread computes a TM x TN patch of C as outer products.
 //
-// What changed from rung 4: the thread's strip of TM x 1 outputs becomes a TM x TN patch, so
+// What changed from rung 4: the thread's TM x 1 strip becomes a TM x TN patch, so
 // (BM/TM) * (BN/TN) threads cover the block tile. At each step of k a thread copies the TM
-// values of As it needs (a column fragment) into regM and the TN values of Bs (a row
-// fragment) into regN, then does the TM * TN multiply-adds of their outer product out of
-// registers alone. Rung 4 reused the value of B TM times; now every value of A is also reused
-// TN times.
+// values of As it needs into regM and the TN values of Bs into regN, then does the TM * TN
+// multiply-adds of their outer product from registers: each value of A is reused TN times.
 //
-// The bill: global bytes per FLOP 2 * (BM + BN) / (BM * BN) = 0.031 B/FLOP for the seed's
-// 128 x 128 tile (rung 4's 64 x 64: 0.0625). Shared-memory loads per FFMA: (TM + TN) /
-// (TM * TN) = 16 / 64 = 0.25 at 8 x 8 (rung 4: 1.125). Both fragments are contiguous in
-// shared memory (a row of As along k, a row of Bs along n), so with the k loop unrolled the
-// compiler already fuses them into LDS.128: the seed issues 16 + 16 LDS.128 per tile of
-// BK = 8 for 512 FFMA, 0.0625 LDS instructions per FFMA. A 128-bit shared load is served in
-// quarter-warp phases of 8 lanes; lanes tc = 0..7 read Bs at words 0, 8, ..., 56, so lanes 0
-// and 4 share banks: every Bs read conflicts 2-way at TN = 8 (rung 7 removes that). The As
-// reads are broadcasts: the 8 lanes of a phase share one row group (BN/TN >= 8).
-//
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90): 172, no spills. The 64
-// accumulators and 16 fragment values would need about 100; the rest is the price of the
-// fused As reads (four steps of k of TM rows live at once). At 172 x 256 registers one block
-// fits per SM: 8 warps.
+// The bill (`sgemmlab inspect 5 --gpu h200 [--seed]`, per warp per tile of BK):
+//   seed BM=BN=128 BK=8 TM=TN=8 (256 threads): A+B global 1024 B for 32768 FLOPs (32 FLOP/B;
+//   rung 4's seed: 16); (TM + TN)/(TM*TN) = 0.25 shared loads per FFMA (rung 4: 1.125); 172
+//   registers, 1 block (8 warps) per SM.
+//   H200 default BM=BN=64 BK=16 TM=8 TN=4 (128 threads): 2048 B for 32768 FLOPs (16 FLOP/B);
+//   0.375 shared loads per FFMA; 96 registers, 5 blocks/SM.
+// The bill counts the source's scalar reads (at the seed As 2-way, Bs 4-way); ptxas fuses
+// them along k and n into LDS.128 (32 per tile for 512 FFMA at the seed, 48 at the default),
+// served in quarter-warp phases: As broadcasts, and Bs 2-way at TN = 8 (lanes tc and tc + 4
+// 32 words apart: rung 6's float4 bill counts it, rung 7 removes it).
 //
 // Prediction: the shared-memory ceiling is gone; issue and the Bs conflicts limit it. About
-// 1.6-2x rung 4: 50-60 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+// 1.6-2x rung 4: 50-60 % of cuBLAS.
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 6151.3 us, 22343 GFLOP/s, 43.5 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4

@@ -3,27 +3,22 @@
 // What changed from rung 5: the copies move four floats per instruction. A is read as float4
 // along k and B as float4 along n (load4_or_zero: one 16-byte load when the launcher has
 // proven alignment and the four lie inside the matrix, scalar at an edge). A is stored
-// transposed, As[BK][BM], so a thread's column fragment As[k][tr*TM .. tr*TM+TM-1] is
-// contiguous and read as TM/4 explicit float4 loads, like the TN/4 of Bs. C is written as
-// float4 too (store4_c).
+// transposed, As[BK][BM], so a thread's column fragment is contiguous and read as TM/4
+// explicit float4 loads, like the TN/4 of Bs. C is written as float4 too (store4_c).
 //
-// The bill: global bytes per FLOP unchanged, 2 * (BM + BN) / (BM * BN) = 0.031 B/FLOP for
-// the seed's 128 x 128 tile, but the copy of one tile takes a quarter of the load
-// instructions: (BM + BN) * BK / 4 / THREADS = 2 LDG.128 per thread at the seed instead of 8
-// LDG. Shared-memory loads per FFMA: still (TM + TN) / (TM * TN) = 0.25 words, now issued as
-// (TM + TN) / 4 = 4 LDS.128 per k for TM * TN = 64 FFMA: 0.0625 LDS instructions per FFMA,
-// what the compiler had already made of rung 5's loops. The transposition costs scalar
-// stores: each float4 of A becomes four STS, BM*BK/THREADS = 4 per thread per tile at the
-// seed (and they conflict: rung 8). The Bs reads still conflict 2-way at TN = 8 (rung 7).
-//
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90): 109 with SGEMM_VEC4=1,
-// 119 with the scalar fallback; no spills. Rung 5 needed 172: a fragment of the transposed As
-// is TM values of one step of k, no longer four steps' worth, so two blocks fit per SM.
+// The bill (`sgemmlab inspect 6 --gpu h200 [--seed]`, per warp per tile of BK):
+//   seed BM=BN=128 BK=8 TM=TN=8: 1024 B for 32768 FLOPs, as rung 5; 2 LDG per thread per tile
+//   (rung 5: 8); 0.25 shared words in 0.0625 LDS.128 per FFMA; the transpose costs 4 STS per
+//   thread per tile, 2-way conflicted (rung 8); Bs reads 2-way at TN = 8 (rung 7); 109
+//   registers (rung 5: 172), 2 blocks/SM.
+//   H200 default BM=64 BN=128 BK=32 TM=8 TN=4: 3072 B for 65536 FLOPs (21.33 FLOP/B); 6 LDG
+//   and 12 STS per thread per tile; 0.375 words in 0.094 LDS.128 per FFMA; Bs reads 1-way
+//   (TN = 4), As stores 8-way (BK = 32); 63 registers, 4 blocks/SM.
 //
 // Prediction: fewer load and address instructions leave more issue slots for FFMA: 10-25 %
-// over rung 5, about 60-65 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
+// over rung 5, about 60-65 % of cuBLAS.
 //
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3861.2 us, 35595 GFLOP/s, 69.3 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4

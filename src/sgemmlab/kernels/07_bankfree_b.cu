@@ -2,43 +2,23 @@
 //
 // What changed from rung 6: only which columns of the tile a thread owns. In rung 6 thread tc
 // owned the TN adjacent columns tc*TN .. tc*TN+TN-1. Here it owns TN/4 groups of four,
-// spaced BN*4/TN columns apart: columns g*(BN*4/TN) + tc*4 + 0..3 for g = 0 .. TN/4-1. Its
+// GROUP_STRIDE = BN*4/TN columns apart: g*GROUP_STRIDE + tc*4 + 0..3, g = 0 .. TN/4-1. Its
 // reads of Bs and its stores to C follow that mapping; nothing else moves.
+// Why: an LDS.128 is served in quarter-warp phases of 8 lanes, one pass when they touch 32
+// distinct banks. In rung 6 at TN = 8, lanes tc = 0..7 start at words 0, 8, ..., 56: tc and
+// tc+4 are 32 words apart, in the same banks: two passes. Here the 8 lanes read 32
+// consecutive words. At TN = 4 there is one group: the mapping, and the kernel, are rung 6's.
 //
-// Why: a 128-bit shared load is served in quarter-warp phases of 8 lanes, and a phase takes
-// one pass when its 8 lanes touch 32 distinct banks (or share addresses). In rung 6 with
-// TN = 8, lanes tc = 0..7 of a phase start their LDS.128 of Bs[k] at words 0, 8, ..., 56: the
-// lanes tc and tc+4 are 32 words apart, in the same four banks, so every B fragment read
-// needs two passes (2-way conflict). With the split mapping the 8 lanes of a phase read
-// words g*(BN*4/TN) + 0 .. 31 of one row: 128 contiguous bytes, 32 banks, one pass. At
-// TN = 4 there is one group and the mapping is rung 6's, which was conflict-free already.
-// The A fragment reads are untouched and need no fix: As[k][tr*TM ..] depends on tr only, and
-// the 8 lanes of a phase share tr whenever BN/TN >= 8 threads sit on one row of patches
-// (true for every configuration of this rung: BN >= 64, TN <= 8), so they are broadcasts.
-// The C stores gain too: 8 lanes write 128 contiguous bytes per STG.128.
+// The bill (`sgemmlab inspect 7 --gpu h200 [--seed]`): rung 6's except the B side. At the
+// seed (TN = 8) the Bs reads take 64 wavefronts per warp per tile (rung 6: 128), 1-way, and
+// the C stores 256 sectors (rung 6: 512); 109 registers. At the H200 default (BM=64 BN=128
+// BK=32 TM=8 TN=4) the bill is rung 6's line for line, 63 registers.
 //
-// The bill: as rung 6. Global bytes per FLOP 2 * (BM + BN) / (BM * BN) = 0.031 B/FLOP for
-// the seed's 128 x 128 tile; 0.25 shared words per FFMA in (TM + TN) / 4 = 4 LDS.128 per k for
-// 64 FFMA (0.0625 LDS per FFMA); but at TN = 8 a warp's LDS.128 of Bs now takes 4 passes
-// (one per phase) instead of 8: half the shared-memory time spent on the B fragment.
+// Prediction: a few % to 10 % over rung 6 at TN = 8, identical at TN = 4: 62-70 % of cuBLAS.
+// The hardware's count at the seed, 4096^3: 268.9 M shared-load bank conflicts in rung 6,
+// 0.43 M here (results/nvidia-h200/ncu-bank-conflicts-4096.txt).
 //
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8, 256 threads, sm_90): 109 with SGEMM_VEC4=1,
-// 119 with the scalar fallback; no spills.
-//
-// Prediction: a few % to 10 % over rung 6 at TN = 8 (the conflicts add passes and latency to
-// every B fragment read, but shared memory is no longer the main limit), identical at
-// TN = 4: 62-70 % of cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64).
-//
-// What the H200 said. The conflict is real and this rung removes it: at the seed
-// configuration the hardware counts 268.9 M shared-load bank conflicts in rung 6 and 0.43 M
-// here (results/nvidia-h200/ncu-bank-conflicts-4096.txt). In the searches of rungs 6 and 7
-// (tune-06_* and tune-07_*, same configurations), rung 7 is faster at all 24 TN = 8
-// configurations, 1.03x to 1.46x, and within 0.5 % at every TN = 4 one. But the fastest
-// configuration of both rungs has TN = 4, where 8 lanes of a phase already read 128
-// contiguous bytes: the tuner side-stepped the conflict, so in the ladder (each rung at its
-// own best) rungs 6 and 7 tie. Not faster, because at their best there was nothing to fix.
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3861.2 us, 35595 GFLOP/s, 69.3 % of cuBLAS, 63 registers
 //   BK=32,BM=64,BN=128,TM=8,TN=4

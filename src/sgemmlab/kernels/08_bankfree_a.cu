@@ -2,35 +2,24 @@
 //
 // What changed from rung 7: the transposed A tile gets PAD extra floats at the end of each of
 // its BK rows, As[BK][BM + PAD]. Nothing else moves; PAD = 0 is rung 7.
+// Why: the copy turns a float4 of A (four k of row r, k-group q) into four STS down a column
+// of As, at word (4q + j) * (BM + PAD) + r. One STS of a warp covers 128/BK rows and all BK/4
+// groups; with BM a multiple of 32 its bank is (4q*PAD + j*PAD + r) mod 32. PAD = 0: the
+// groups of a row collide, BK/4-way. PAD = 4: group q moves 16 banks, so only q and q+2
+// collide: conflict-free at BK = 8, 2-way at 16, 4-way at 32. PAD stays a multiple of 4 so
+// the rows stay 16-byte aligned for the float4 fragment reads (broadcasts, unaffected).
 //
-// Why: the copy turns each float4 of A (four values along k) into four scalar stores down a
-// column of As: As[4q + j][r] = A[r][k0 + 4q + j] for j = 0..3, where lane i of the copy
-// loop takes row r = i / (BK/4) and k-group q = i % (BK/4). One STS (fixed j) of a warp
-// therefore covers 128/BK rows r and all BK/4 groups q, at word (4q + j) * (BM + PAD) + r.
-// Every BM of this rung is a multiple of 32, so the bank is (4q*PAD + j*PAD + r) mod 32.
-//   PAD = 0: bank = r mod 32 for every q: the BK/4 groups of one row collide,
-//            BK = 8: 2-way, BK = 16: 4-way, BK = 32: 8-way.
-//   PAD = 4: bank = (16q + 4j + r) mod 32: group q shifts by 16 banks, so groups q and q+1
-//            no longer collide, only q and q+2:
-//            BK = 8: 16 rows x 2 groups fill all 32 banks, conflict-free;
-//            BK = 16: 8 rows x 4 groups, 2-way; BK = 32: 4 rows x 8 groups, 4-way.
-// PAD is a multiple of 4 so each row of As still starts 16-byte aligned for the float4
-// fragment reads, which are broadcasts and do not care about the padding.
+// The bill (`sgemmlab inspect 8 --gpu h200 [--seed]`): rung 7's plus BK*PAD*4 bytes of shared
+// memory, except the As stores. At the seed (BK = 8) they take 4 wavefronts per warp per tile
+// (rung 7: 8), 1-way; 109 registers. At the H200 default BM=BN=128 BK=32 TM=8 TN=4 PAD=4 (512
+// threads): 32 wavefronts, 4-way (PAD = 0: 64, 8-way); 2048 B for 65536 FLOPs (32 FLOP/B);
+// 0.375 shared words in 0.094 LDS.128 per FFMA; 63 registers, 2 blocks/SM.
 //
-// The bill: as rung 7 (0.031 global B/FLOP at the seed's 128 x 128 tile; 0.25 shared words
-// and 0.0625 LDS.128 per FFMA), plus BK*PAD*4 bytes of shared memory (128 B at the seed).
-// What PAD saves is small: the transposing stores are BM*BK/THREADS = 4 STS per thread per
-// tile at the seed, one extra pass each at BK = 8, against BK*TN/4 = 16 LDS.128 of Bs per
-// tile, each of which rung 7 saved 4 passes (per warp): 4 passes saved here against 64 there.
+// Prediction: within a few % of rung 7 (at the seed the stores save 4 passes per warp per tile
+// where rung 7 saved 64 on the Bs reads, and the copy is off the critical path once other
+// warps compute): 62-70 % of cuBLAS. The gain grows with BK.
 //
-// Registers (seed BM=128 BN=128 BK=8 TM=8 TN=8 PAD=4, 256 threads, sm_90): 109 with
-// SGEMM_VEC4=1, 119 with the scalar fallback; no spills.
-//
-// Prediction: within a few % of rung 7 (the stores are a sixteenth of the passes rung 7
-// removed, and the copy is off the critical path once other warps compute): 62-70 % of
-// cuBLAS (~51 TFLOP/s at 4096^3 on the H200, FFMA peak ~64). The gain grows with BK.
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3685.3 us, 37294 GFLOP/s, 72.7 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4

@@ -1,64 +1,25 @@
-// Rung 10 — warptiling: block tile, warp tile, thread tile.
+// Rung 10 — warptiling: block tile, warp tile, thread tile; the copy split in two.
 //
-// What changed from rung 8/9: a level between the block and the thread. The block tile
-// BM x BN is cut into (BM/WM) x (BN/WN) warp tiles, one per warp. A warp computes its WM x WN
-// tile as WMITER x WNITER sub-tiles of WSUBM x WSUBN (WSUBM = WM/WMITER, WSUBN = WN/WNITER),
-// and in every sub-tile each lane owns the same TM x TN piece: the 32 lanes form
-// (WSUBM/TM) rows x (WSUBN/TN) columns of pieces. So a lane's outputs are WMITER x WNITER
-// pieces spaced WSUBM rows and WSUBN columns apart, and per step of k it loads WMITER*TM
-// values of A and WNITER*TN of B (regM, regN) and does all (WMITER*TM) x (WNITER*TN) FFMAs
-// of their outer product. The copies into shared memory, the padded transposed As and the
-// float4 accesses are rung 8's.
+// What changed from rung 8/9: a level between the block and the thread. The BM x BN block
+// tile is cut into (BM/WM) x (BN/WN) warp tiles, one per warp; a warp computes its tile as
+// WMITER x WNITER sub-tiles of (WM/WMITER) x (WN/WNITER), in each of which every lane owns the
+// same TM x TN piece, so the words a warp reads per step of k are few and shared. Per step of
+// k a lane loads WMITER*TM values of A and WNITER*TN of B and does their outer product. The
+// copy is split into fetch (global -> registers) and stash (registers -> shared); PREFETCH = 1
+// fetches tile k+1 right after the barrier that publishes tile k, so its loads fly while tile
+// k's FFMAs issue.
 //
-// Why: the warp is what the hardware schedules and what touches shared memory at once. In
-// rung 8 the 32 lanes of a warp covered a thin strip of the block tile (one or two rows of
-// patches); here they cover a compact WSUBM x WSUBN sub-tile, so the As and Bs words a warp
-// reads per step of k are few and reused by several lanes, and the spacing of the pieces
-// keeps 8 lanes of a phase on 32 consecutive words of Bs (TN = 4: 16-byte pieces side by
-// side, no conflict; lanes of other rows of the sub-tile read the same words, a broadcast).
-// The As reads of a phase touch at most 4 rows of pieces, TM words apart: no conflict for
-// any configuration of the space (it would take 8 rows of lanes in a phase at TM = 8,
-// i.e. WSUBN = TN, WSUBM = 256). Each thread also owns more outputs (WM*WN/32, up to 128),
-// so more independent FFMAs per load and per barrier.
+// The bill (`sgemmlab inspect 10 --gpu h200 [--seed]`, per warp per tile of BK = 16): H200
+// default BM=64 BN=256 WM=32 WN=64 WNITER=1 TM=TN=4 PREFETCH=1 (WMITER = 4, 256 threads, 64
+// outputs per lane): 2560 B for 65536 FLOPs (25.6 FLOP/B); 0.3125 shared words in 0.078
+// LDS.128 per FFMA, conflict-free; 4 transposing STS per thread per tile (the seed, BM = 128:
+// 8), 2-way (PAD = 4, BK = 16); 127 registers, 2 blocks/SM. At most 64 accumulators per
+// thread: 79 to 225 registers over the space (tune-10_warptiling-*-20261129T121738Z.json).
 //
-// The bill (BM=128 BN=128 BK=16 WM=64 WN=32 WNITER=2 TM=8 TN=4: WMITER=1, sub-tiles
-// 64 x 16, 256 threads, 64 outputs per thread): global bytes per FLOP 2 * (BM + BN) /
-// (BM * BN) = 0.031 B/FLOP; shared words per FFMA (WMITER*TM + WNITER*TN) / (WMITER*TM *
-// WNITER*TN) = 16 / 64 = 0.25 (rung 8 at 8x8: 0.25), in 2 + 2 = 4 LDS.128 per k for 64 FFMA:
-// 0.0625 LDS per FFMA (rung 8: 0.0625). Transposing stores: BM*BK/THREADS = 16 STS per thread
-// per tile, 2-way at BK = 16 with PAD = 4 (see rung 8).
+// Prediction: the copy latency exposed at rungs 6-9's plateau, mostly hidden by PREFETCH = 1:
+// +10-20 %, to 80-90 % of cuBLAS at 4096^3.
 //
-// Registers: 64 to about 200 over the space (sm_90, no spills); at most 64 accumulators per
-// thread, since 128 outputs plus the copy registers spill.
-//
-// PREFETCH, the H200 retune. The first search of this rung on the H200 (BK 8/16, warp tiles
-// up to 128, the copy inline as in rungs 3-9: results/nvidia-h200/tune-10_warptiling-*)
-// plateaued at 71 % of cuBLAS, like rungs 6-9 (69-73 %): the best configurations were the
-// small ones (32 outputs per thread, 64 registers, 4 blocks per SM) and the 128-output ones
-// fell to 37 %. What separates them is occupancy, and occupancy matters here only because
-// each block stops for a whole global-memory round trip (~1 us on a busy H200) every BK steps
-// of k, with nothing of its own to issue: the more other blocks an SM holds, the more of
-// that wait they fill. So the copy is split into fetch (global -> registers) and stash
-// (registers -> shared): PREFETCH = 1 fetches tile k+1 right after the barrier that publishes
-// tile k, so its loads fly while tile k's FFMAs issue; one set of copy registers (A_LOADS +
-// B_LOADS float4 per thread), one shared buffer, the same two barriers. PREFETCH = 0 keeps
-// the alternating copy and math of the rungs before.
-// Prediction for PREFETCH = 1: the exposed copy latency, about a quarter of the time at the
-// plateau, mostly hidden: +10-20 %, to 80-90 % of cuBLAS at 4096^3, with the larger
-// thread tiles (64 outputs, 2 blocks per SM) winning now that occupancy matters less.
-//
-// What the second search said (tune-10_warptiling-4096x4096x4096-20261129T121738Z.json; the
-// first: ...T120027Z.json; ratios to cuBLAS are paired within each run): the winner is a
-// 64-output tile (BM=64 BN=256 BK=16 WM=32 WN=64 TM=TN=4, 127 registers) at 86 % of cuBLAS
-// with PREFETCH = 1, as predicted. But most of the gain came before the prefetch: the same
-// configuration with PREFETCH = 0 reaches 82 %, where the first search's inline copy
-// gave it 65 %. Splitting the copy made each thread issue all its global loads of a tile
-// back to back before its first shared store (A_LOADS + B_LOADS loads in flight, not one),
-// so a block's copy costs about one memory round trip instead of several. Moving the fetch
-// in front of the math then added 4 % (paired, same run); over all 118 configuration pairs
-// PREFETCH = 1 is 0.87x to 1.45x PREFETCH = 0, 1.11x at the median.
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3110.4 us, 44187 GFLOP/s, 86.2 % of cuBLAS, 127 registers
 //   BK=16,BM=64,BN=256,PAD=4,PREFETCH=1,TM=4,TN=4,WM=32,WN=64,WNITER=1

@@ -1,59 +1,28 @@
 // Rung 11 — cp.async multistage pipeline.
 //
 // What changed from rung 10: the copy. Rung 10 moved each tile global -> registers -> shared
-// (fetch, then stash) and kept one shared buffer, so a block could hold one tile in flight.
-// Here every thread issues cp.async copies that go from global memory straight into shared
-// memory, without passing through registers, into a ring of STAGES buffers (stages): while
-// the block computes on tile t in stage t % STAGES, the copies of tiles t+1 .. t+STAGES-1
-// are in flight into the other stages. Before a tile is used, cp.async.wait_group lets each
-// thread wait for its own copies of that tile, and one __syncthreads() publishes everybody's
-// copies and also frees the stage read in the step before, which the next copy overwrites:
-// one barrier per tile instead of rung 10's two.
+// into one buffer. Here every thread issues cp.async copies straight from global into shared
+// memory, into a ring of STAGES buffers: while the block computes on tile t in stage
+// t % STAGES, the copies of tiles t+1 .. t+STAGES-1 are in flight. cp.async.wait_group waits
+// for the thread's own copies of a tile, and one __syncthreads() publishes everybody's and
+// frees the stage read in the step before: one barrier per tile instead of two. A 16-byte
+// cp.async cannot transpose, so A keeps its row-major layout (As[m][k], rows padded by PAD)
+// and a lane reads its TM values of A at one k as TM scalar loads. A copy past the edge is
+// zero-filled (async_copy.cuh). Rung 12's switches (TRANSPOSE_A, REGPF) live here, at 0.
 //
-// A 16-byte cp.async cannot transpose: it writes 4 consecutive floats. So A keeps its
-// row-major layout in shared memory here (As[m][k], rows padded by PAD), and a lane reads its
-// TM values of A at one k as TM scalar loads (rung 10 read them as TM/4 float4 loads of its
-// transposed As). Rung 12 brings the transpose back (4-byte copies scatter A into As[k][m])
-// and adds register double-buffering; its two switches live in this file (TRANSPOSE_A,
-// REGPF) and are 0 for this rung.
+// The bill (`sgemmlab inspect 11 --gpu h200`; H200 default = seed BM=128 BN=64 BK=16 WM=64
+// WN=32 WNITER=1 TM=8 TN=4 STAGES=3, 128 threads): A+B global 3072 B for 65536 FLOPs per warp
+// per tile (21.33 FLOP/B); per tile per thread 4 cp.async.16 of A and 2 of B, nothing through
+// registers; 0.3125 shared words in 0.2656 loads per FFMA: per k 16 LDS.32 of A, 4-way
+// (lanes TM rows = 160 words apart), and 1 LDS.128 of B; 43008 B of shared memory; 193
+// registers, 2 blocks (8 warps) per SM. The SASS has 80 LDS.128 + 3 LDS.32 per tile, not the
+// source's 272 loads: ptxas fuses the A reads along k.
 //
-// Edges: a copy past the edge of A or B asks for fewer source bytes than it writes and the
-// rest is zero-filled (src_bytes, see async_copy.cuh), so the math needs no branch. Without
-// float4 alignment (SGEMM_VEC4 = 0) every copy is 4 bytes.
+// Prediction: the copy wait disappears with STAGES >= 3, but the scalar, conflicting A reads
+// cost more issue slots than rung 10's float4 reads: 80-90 % of cuBLAS at 4096^3, no better
+// than rung 10, the winner at TM = 4 (fewer A conflicts).
 //
-// The bill (BM=128 BN=64 BK=16 WM=64 WN=32 WNITER=1 TM=8 TN=4, 128 threads, STAGES=3):
-// global bytes per FLOP 2 * (BM + BN) / (BM * BN) = 0.047 B/FLOP; per k per thread 2 x 8
-// LDS.32 of A (WMITER = 2) + 1 LDS.128 of B for 64 FFMA: 0.27 LDS per FFMA (rung 10's
-// tuned tile: 2 LDS.128 for 16 FFMA). Copies per tile per thread: 4 cp.async.16 of A and
-// 2 of B, nothing through registers (rung 10: LDG.128 into registers, then STS.32 x 4 and
-// STS.128 from them). Shared memory: STAGES x (BM x (BK+PAD) + BK x BN) x 4 = 3 x 14 KB =
-// 43 KB; the 48 KB static limit caps STAGES x tile size.
-//
-// The A reads conflict: the lanes of a warp that read different rows of As at one k are TM
-// rows apart, TM * (BK + PAD) words, and for BK = 16, PAD = 4, TM = 8 that is 160 words =
-// 0 mod 32: every such lane hits the same bank. PAD = 4 with TM = 4 gives 80 words = 16 mod
-// 32: two banks. (A PAD that made the row length odd would fix it, but a 16-byte copy needs
-// rows that are a multiple of 4 floats.)
-//
-// Prediction: the copy wait, which rung 10's PREFETCH only half hid (one tile ahead, through
-// registers), disappears with STAGES >= 3; but the scalar, conflicting A reads cost more
-// issue slots and shared bandwidth than rung 10's float4 reads. At 4096^3 the two roughly
-// cancel: 80-90 % of cuBLAS, no better than rung 10, with the winner at TM = 4 (fewer A
-// conflicts). This rung is the pipeline; rung 12 makes the reads cheap again.
-//
-// What the H200 said (tools/probe.py, results/nvidia-h200/probe-rungs-10-14-1024-4096-20261129T1346Z.json; paired with cuBLAS in
-// that run; the seed configuration, not a search): 84.9 % of cuBLAS at 1024^3 and 76.3 % at
-// 4096^3, where rung 10 ran at 49.9 % and 86.1 %. Half of the prediction held: at 4096^3 the
-// pipeline alone does not beat rung 10. But the reason given above is wrong. ptxas does
-// not issue the A reads as scalars: As[m][k] keeps k contiguous, the k loop is unrolled, so
-// it fuses four consecutive k of one row into one LDS.128 (the hot loop has 80 LDS.128 and
-// 3 LDS.32 per tile, not 256 + 16; `sgemmlab inspect 11` shows source against SASS), and
-// the 8 lanes of a phase that read one row read one address: no conflict. What the rung
-// does lose is warps: 185 registers x 128 threads leave 2 blocks, 8 warps, per SM against
-// rung 10's 16. At 1024^3 the 128 x 64 tile gives 128 blocks, one wave on 132 SMs, where
-// rung 10's 64 x 256 gives 64: that, not the copy, is most of the 1024^3 gain.
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3558.4 us, 38624 GFLOP/s, 75.3 % of cuBLAS, 193 registers
 //   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1

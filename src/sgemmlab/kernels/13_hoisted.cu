@@ -1,72 +1,28 @@
 // Rung 13 — 16 x 8 patches with hoisted addressing (and any layout, and batches).
 //
 // What changed from rung 12: three things, all about doing less around the FFMAs.
-//
-// 1. Bigger patches. A lane owns TM x TN outputs, up to 128 (16 x 8 or 8 x 16), built of
-//    (TM/4) x (TN/4) pieces of 4 x 4 spaced WM/(TM/4) rows and WN/(TN/4) columns apart, so a
-//    lane's A values at one k are TM/4 float4 loads and its B values TN/4 float4 loads, and
-//    within each piece the lanes of a warp read consecutive 16-byte words of the B row (the
-//    8 lanes of a quarter-warp: 128 contiguous bytes, no bank conflict) and of the A row.
-//    A TM x TN patch needs TM + TN values for TM*TN FFMAs: 24 for 128 at 16 x 8, against 16
-//    for 64 at rung 12's 8 x 8 (0.1875 -> 0.25 shared words per FFMA... per value: 5.3 FFMAs
-//    per shared float instead of 4).
-// 2. Hoisted addressing. Rungs 11-12 recompute every copy's source address from (row, k0,
-//    lda) at every tile: an IMAD chain per copy, and the matrix sizes reloaded from the
-//    constant bank. Here each thread works out once, before the loop, where its copies come
-//    from (one 64-bit pointer per copy) and where they land (one shared offset, the others
-//    being compile-time distances from it); every tile then adds a fixed step to each
-//    pointer (BK along a row, or BK*ld down the rows) and the stage indices advance by
-//    add-and-wrap instead of t % STAGES. Edges cost nothing in the loop either: rows of A
-//    and columns of B past the edge are read from the last valid row (clamped once; they
-//    only feed outputs that are never stored) or zero-filled through the copy's byte count
+// 1. Bigger patches: a lane owns TM x TN outputs, up to 128 (16 x 8 or 8 x 16), built of 4 x 4
+//    pieces WM/(TM/4) rows and WN/(TN/4) columns apart: TM/4 + TN/4 LDS.128 per k.
+// 2. Hoisted addressing: each thread works out once, before the loop, where its copies come
+//    from (one pointer each) and land (one shared offset); every tile adds a fixed step. Rows
+//    and columns past the edge read the last valid row or are zero-filled by a byte count
 //    computed once; only the last, partial k-tile takes the checking path.
-// 3. Register prefetch across tiles: the fragments of the next tile's first k are loaded
-//    right after the barrier that publishes it, during the current tile's last k, so no
-//    k-step ever waits on its own shared loads.
+// 3. Register prefetch across tiles: the next tile's first fragments load during this tile's
+//    last k. REG_TRANSPOSE = 1 moves A through registers (LDG.128, 4 STS.32 a k-tile later)
+//    instead of 4-byte cp.async. SGEMM_TA/SGEMM_TB compile the layouts; blockIdx.z batches.
 //
-// Layouts (SGEMM_TA, SGEMM_TB, compiled as variants by the launcher): shared memory always
-// holds As[k][m] and Bs[k][n]. An operand whose memory runs along k (row-major A,
-// column-major B) is scattered there by 4-byte copies, 4 consecutive k per thread; one that
-// runs along m or n (column-major A, row-major B) arrives in 16-byte copies. One TileCopy
-// type serves both operands in both layouts. Batches: blockIdx.z picks the batch, and the
-// three strides (elements, 64-bit, 0 to broadcast one operand) move A, B and C.
+// The bill (`sgemmlab inspect 13 --gpu h200`, H200 default BM=256 BN=128 BK=8 WM=WN=64 TM=16
+// TN=8 REG_TRANSPOSE=1 STAGES=3, 256 threads, per warp per tile): A+B global 1536 B for 65536
+// FLOPs (42.67 FLOP/B; rung 12: 21.33); 0.1875 shared words in 0.047 LDS.128 per FFMA (rung
+// 12: 0.3125 words), every shared access 1-way; per thread per tile 2 LDG, 8 STS and 1
+// cp.async; 233 registers, 1 block (8 warps) per SM; SASS hot loop 0.076 non-FFMA
+// instructions per FFMA (rung 12: 0.137).
 //
-// The bill (BM=128 BN=128 BK=8 WM=WN=64 TM=16 TN=8, 128 threads, STAGES=3): per k per
-// thread 4 + 2 LDS.128 for 128 FFMA (0.047 per FFMA; rung 12's example 0.0625); per tile
-// per thread 8 cp.async.4 of A (2 rows x 4 k) and 2 cp.async.16 of B, whose addresses are
-// a register plus an immediate, and 4 pointer steps. Shared memory 3 x 8 x (132 + 132) x 4 =
-// 25 KB; 128 accumulators + 48 fragment values: ~230 registers, so 2 blocks of 128 threads
-// per SM (8 warps; 2 per scheduler).
+// Prediction: overhead down to ~0.1 per FFMA and 40 % fewer shared words per FFMA than rung
+// 12: within 5 % of cuBLAS at 4096^3 or better; at 1024^3 (64 tiles of 128 x 128 on 132 SMs)
+// no better than ~60 %: that is rung 14's.
 //
-// Prediction: overhead instructions per FFMA (everything that is not FFMA) fall from ~0.4 in
-// rung 12 to ~0.1 (the worklog: 0.170 -> 0.075; cuBLAS 0.131), and the larger patches halve
-// the shared loads per FFMA: at 4096^3 within 5 % of cuBLAS or better; at 1024^3 (64 tiles
-// of 128 x 128 on 132 SMs: half the machine idle) no better than ~60 %: that is rung 14's.
-//
-// What the H200 said (results/nvidia-h200/probe-rungs-13-14-1024-4096-20261129T1415Z.json, % of cuBLAS, paired): the transposing
-// copy decides. With A scattered by 4-byte cp.async (REG_TRANSPOSE=0) the 128 x 128 tile
-// runs at 81.1 % at 4096^3; through registers (REG_TRANSPOSE=1: one LDG.128 per 4 k of a
-// row, 4 STS.32 a whole k-tile later) 91.5 %, and the 256 x 128 tile 84.9 -> 93.5 %. The
-// full search of the space at 2048^3 (248 configurations in 44 s,
-// results/nvidia-h200/tune-13_hoisted-2048x2048x2048-20261129T141359Z.json) tops out at
-// 94.1 % (128 x 256, BK 8, 2 stages). So the prediction (within 5 % at 4096^3) missed by
-// 1.5 points; 1024^3 came out at 53-57 %, as predicted (64 tiles). The SASS hot loop of the
-// 256 x 128 default: 1024 FFMA and about 176 other instructions per k-tile, 0.17 per FFMA
-// (the H100 worklog's hoisted kernel: 0.075; cuBLAS: 0.131) - the edge path of the copy is
-// still compiled into the loop body, and stage pointers are recomputed per tile.
-//
-// Session 3 cut the loop further: fragment loads now use one per-lane pointer per stage
-// (the register plus a constant), and a full tile's 16-byte copies take their byte count with
-// no select. The static count fell to 0.076 per FFMA and the registers from 245 to 233.
-// Predicted: +1-3 %. Measured: nothing (91.2 % in ladder-4096x4096x4096-20261129T152429Z.json).
-// ncu (results/nvidia-h200/ncu-stalls-4096-20261129T1456Z.txt) shows why: this kernel
-// executes fewer instructions than cuBLAS (2.36 G against 2.43 G warp instructions at
-// 4096^3) but issues on 80 % of cycles against 90 %. The lost cycles are dispatch stalls
-// (0.23 per instruction against 0.10) and fixed-latency waits (0.14 against < 0.05): the
-// register banks and stall counts of ptxas's schedule, which CUDA C++ does not reach (see
-// docs/worklog.md, session 3).
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 2939.8 us, 46751 GFLOP/s, 91.2 % of cuBLAS, 233 registers
 //   BK=8,BM=256,BN=128,PAD=4,REG_TRANSPOSE=1,STAGES=3,TM=16,TN=8,WM=64,WN=64

@@ -1,69 +1,28 @@
 // Rung 14 — Stream-K: a persistent grid that shares out (tile, k-range) work evenly.
 //
 // What changed from rung 13: who computes what. Rung 13 launches one block per output tile,
-// and a shape with few tiles leaves SMs idle: 1024^3 in 128 x 128 tiles is 64 tiles for 132
-// SMs that hold two blocks each, so a quarter of the block slots work and each SM scheduler
-// has one warp or none. Here the grid is persistent (as many blocks as fit at once, or fewer)
-// and the work is a stream of k-tiles: tile 0's k-tiles, then tile 1's, ... Whole tiles go
-// first, in full waves (dp_tiles of them, one tile per block per wave, as in rung 13); the
-// k-tiles of the remaining sk_tiles tiles are cut into sk_blocks equal ranges, one per block,
-// so a block's range may start and end inside tiles. A tile computed by several blocks has
-// its partial sums combined by the last block to finish it (a counter per tile):
-//   FIXUP = 0: each block writes its partial tile to its own workspace slot; the last one
-//              adds the slots in the order of the blocks (bit-reproducible);
-//   FIXUP = 1: each block adds its partial tile into one workspace tile with vector atomics
-//              (red.global.add.v4.f32); the last one reads the sum (not bit-reproducible:
-//              the atomics land in any order) and zeroes the tile for the next launch.
-//   FIXUP = 2: no workspace tile: the first block to finish stores its part into C as a
-//              whole tile would be stored (alpha * acc + beta * C), the others wait for it
-//              and add alpha * acc into C with vector atomics (not bit-reproducible).
-// The last block resets the tile's counter(s) too, so the workspace is all zeros again after
-// every launch and needs no clearing pass. Split-K is the special case of sk_blocks =
-// tiles x s and no whole tiles (SPLIT = s); SPLIT = 1 is a persistent data-parallel kernel.
-// runtime/streamk.py plans the launch (dp_tiles, sk_tiles, sk_blocks, workspace).
+// and a shape with few tiles leaves SMs idle (1024^3 in 128 x 128 tiles: 64 tiles for 264
+// block slots). Here the grid is persistent and the work is a stream of k-tiles: whole tiles
+// first, in full waves (dp_tiles), then the k-tiles of the other sk_tiles cut into sk_blocks
+// equal ranges, one per block, which may start and end inside tiles. The blocks that share a
+// tile combine it by FIXUP: 0, each writes its partial to its own workspace slot and the last
+// adds them in block order (bit-reproducible); 1, vector atomics into one workspace tile,
+// which the last reads and zeroes; 2, the first to finish stores into C and the others wait
+// for it, then add with vector atomics (1 and 2 are not bit-reproducible). The counters reset
+// themselves. SPLIT = s is split-K, SPLIT = 1 data-parallel; runtime/streamk.py plans.
 //
-// The bill: the FFMAs and shared traffic are rung 13's. Per split tile the fix-up moves
-// BM x BN floats per contributor into the workspace (an L2 round trip) and, in the last block,
-// back out: at 1024^3 with 128 x 128 tiles over 264 blocks (64 tiles, ~4 blocks each), 64 x 4
-// x 64 KB = 16 MB written and 12 MB read, against 12 MB of A and B: small next to the gain of
-// running all 264 blocks instead of 64.
+// The bill (`sgemmlab inspect 14 --gpu h200 [--shape 1024,1024,1024]`, H200 default BM=128
+// BN=256 BK=8 TM=16 TN=8 FIXUP=2 SPLIT=0, 256 threads): rung 13's FFMAs and shared traffic
+// (42.67 FLOP/B, 0.1875 shared words per FFMA); 255 registers, 1 block per SM. 4096^3: 512
+// tiles on 132 resident blocks, planned as 264 whole tiles, then 248 tiles streamed over 132
+// blocks: 128 split tiles, 256 partials, 16.8 MB written into C. 1024^3: 32 tiles streamed
+// over 132 blocks, 160 partials, 16.8 MB written.
 //
-// Prediction: at 1024^3 the grid goes from 64 busy blocks of 264 slots to 264: ~2x the warps
-// per scheduler, so the issue rate that rung 13 loses to dependency stalls comes back: from
-// ~60 % of cuBLAS to 105-115 %. At 4096^3 (512 tiles of 128 x 128 on 264 slots: 1.94 waves)
-// the last partial wave is shared out instead of running 248 tiles on 264 slots: +0-3 %.
+// Prediction: at 1024^3 the grid goes from 64 busy blocks to all of them: from ~60 % of
+// cuBLAS to 105-115 %. At 4096^3 (512 tiles on 132 slots: 3.9 waves) the last partial wave
+// is shared out: +0-3 %.
 //
-// Corrections to the bill above, from `sgemmlab inspect 14`: 4096^3 in 128 x 128 tiles is
-// 1024 tiles (3.9 waves on 264 slots), and at 1024^3 the ordered fix-up re-reads every
-// partial, the last block's own included: ~5 contributors per tile, 320 partial tiles, 21 MB
-// written and 21 MB read.
-//
-// What the H200 said (results/nvidia-h200/probe-rungs-13-14-1024-4096-20261129T1415Z.json; results/nvidia-h200/bench-square-ragged-skinny-20261129T140958Z.json, 15 paired rounds):
-// at 1024^3 Stream-K takes the 128 x 128 tile from 56.6 % of cuBLAS (rung 13) to 96.4 %;
-// the best probe configuration (BK 16, 2 stages) reaches 99.7 %, the default (128 x 256)
-// 99.3 % in the probe and 98.1 % in the 15-round confirmation. The prediction (105-115 %)
-// missed: the grid is full now, but each scheduler still has 2 warps (250 registers x 128
-// threads, or 256 threads at 1 block/SM), the same issue-rate limit as cuBLAS's own
-// 128 x 64 kernel, and the fix-up adds a round trip through L2 per split tile. At 4096^3
-// 94.8 % (probe) / 94.4 % (confirmation) against rung 13's 93.5 %: +1.3 points, within
-// the predicted 0-3 %. The atomic fix-up is 1-2 points faster than the ordered one at
-// 1024^3 (96.4 against 94.9 % at 128 x 128) and equal at 4096^3.
-//
-// FIXUP = 2 (session 3). Prediction: FIXUP 1 ends each split tile with one block that reads
-// the workspace tile (64 KB), zeroes it and stores C. That is ~1.5 us through one SM. With it
-// gone, +2-4 % at 1024^3 (every tile split) and nothing at 4096^3. Measured
-// (results/nvidia-h200/probe-fixup-1024-1000-2048-4096-20261129T1506Z.json):
-//   - 1024^3, 128 x 256 Stream-K: 99.0 -> 106.0 %;
-//   - 1024^3, 128 x 256 split-K 4: 98.5 -> 105.6 %;
-//   - 4096^3: 95.1 -> 95.5 %.
-// The gain is twice the prediction: at 1024^3 the fix-up chain after the last contributor
-// is the kernel's tail, and FIXUP 2 leaves only the last adder's atomics in it (inferred:
-// there is no timeline tool on the machine). A search at 1024^3 (tune-14_streamk-1024x1024x
-// 1024-20261129T151032Z.json) tops out at 106.9 % with 128 x 128, BK 16, 2 stages, TM 8 x
-// TN 16. The same configuration as Stream-K wins 10 of the table's 12 shapes (97.2 % at
-// 4096^3: table-square-ragged-skinny-20261129T151211Z.json).
-//
-// Measured: see the generated block at the end of this header.
+// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
 // NVIDIA H200 4096x4096x4096: 2805.8 us, 48983 GFLOP/s, 95.5 % of cuBLAS, ? registers
 //   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=64,WN=64
