@@ -154,6 +154,10 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool):
                           f"kernel's {which} is column-major here (a transposed view, or a "
                           "column-major out): name a rung with layouts, or let dispatch "
                           "choose (kernel=None)")
+    if not rung.serves(g.M, g.N, g.K):
+        raise ConfigError(f"rung {rung.label} computes {rung.domain}, and this product is "
+                          f"{g.M}x{g.N}x{g.K} in the kernels' terms: name another rung, or "
+                          "let dispatch choose (kernel=None)")
     if deterministic and not rung.deterministic(cfg):
         raise ConfigError(f"rung {rung.label} at {config_key(cfg)} is not bit-reproducible "
                           "(atomic fix-up of split tiles); deterministic=True refuses it")

@@ -83,6 +83,10 @@ class Rung:
     derived: Callable[[Config], Mapping[str, int]] = field(default=lambda cfg: {})
     features: frozenset[str] = frozenset()  # see FEATURES
     host_only: frozenset[str] = frozenset()  # configuration keys the host reads, not NVRTC
+    #: The products this rung computes: every shape for the ladder; a family rung (the
+    #: memory-bound ones) says which, in words (`domain`) and as a test (`serves`).
+    domain: str = "any M, N, K"
+    serves: Callable[[int, int, int], bool] = field(default=lambda M, N, K: True)
 
     @property
     def label(self) -> str:
@@ -515,14 +519,23 @@ RUNGS: tuple[Rung, ...] = (
     ),
 )
 
+#: Rungs outside the ladder's climb, each for a part of the shape space the ladder serves
+#: badly (kernels/membound/: products whose bill is bytes, not FLOPs). They are numbered
+#: after the ladder, looked up like any rung, and chosen by dispatch for the shapes they
+#: serve; `sgemmlab ladder` (RUNGS) leaves them out.
+FAMILY: tuple[Rung, ...] = ()
+
+ALL: tuple[Rung, ...] = RUNGS + FAMILY
+
+
 def best() -> Rung:
     """The rung `--kernel best` means, and `matmul(config=...)` without `kernel`: the
-    highest-numbered rung. (`matmul` with neither asks the dispatcher, per shape.)"""
+    highest-numbered rung of the ladder. (`matmul` with neither asks the dispatcher.)"""
     return max(RUNGS, key=lambda r: r.number)
 
 
-_BY_NAME = {r.name: r for r in RUNGS} | {r.label: r for r in RUNGS} | {
-    str(r.number): r for r in RUNGS}
+_BY_NAME = {r.name: r for r in ALL} | {r.label: r for r in ALL} | {
+    str(r.number): r for r in ALL}
 
 
 def rung(key: str | int) -> Rung:
@@ -530,5 +543,5 @@ def rung(key: str | int) -> Rung:
     try:
         return _BY_NAME[str(key)]
     except KeyError:
-        names = ", ".join(f"{r.number} ({r.name})" for r in RUNGS)
+        names = ", ".join(f"{r.number} ({r.name})" for r in ALL)
         raise KeyError(f"unknown kernel {key!r}; known rungs: {names}") from None

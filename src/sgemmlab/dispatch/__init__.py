@@ -102,7 +102,8 @@ def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: boo
 
 def eligible_rungs(req: Request) -> list[Rung]:
     """Rungs that can serve the request, lowest number first."""
-    return [r for r in registry.RUNGS if req.needs <= r.features]
+    return [r for r in registry.RUNGS if req.needs <= r.features
+            and r.serves(req.M, req.N, req.K)]
 
 
 def _check(req: Request) -> None:

@@ -37,10 +37,10 @@ def _known(e: Mapping[str, Any]) -> Rung | None:
 
 
 def _usable(e: Mapping[str, Any], req: Request) -> bool:
-    """The entry can serve the request: a known rung with the features the request needs,
-    bit-reproducible if asked."""
+    """The entry can serve the request: a known rung that computes this shape, with the
+    features the request needs, bit-reproducible if asked."""
     r = _known(e)
-    if r is None or not req.needs <= r.features:
+    if r is None or not req.needs <= r.features or not r.serves(req.M, req.N, req.K):
         return False
     return not req.deterministic or r.deterministic(e["config"])
 

@@ -113,6 +113,9 @@ class Launcher:
         rung = self.rung
         if batch < 1:
             raise ValueError(f"batch must be >= 1 (got {batch})")
+        if not rung.serves(M, N, K):
+            raise ConfigError(f"rung {rung.label} computes {rung.domain}, not "
+                              f"{M}x{N}x{K}")
         if batch > 1 and not rung.supports("batched"):
             raise ConfigError(f"rung {rung.label} computes one product per launch; batches "
                               "need a rung with batches (13, 14)")

@@ -37,7 +37,7 @@ Shape = tuple[int, int, int]
 
 
 def default_rungs() -> list[Rung]:
-    return [r for r in registry.RUNGS if r.number >= TABLE_FROM_RUNG]
+    return [r for r in registry.ALL if r.number >= TABLE_FROM_RUNG]
 
 
 def candidates_for(rungs: Iterable[Rung], gpu_name: str,
@@ -67,8 +67,10 @@ def candidates_for(rungs: Iterable[Rung], gpu_name: str,
 
 
 def useful(rung: Rung, cfg: dict, M: int, N: int, K: int) -> bool:
-    """False for split-K into parts of fewer than 2 k-iterations (nothing left to overlap:
-    the fix-up alone would cost more)."""
+    """False where the rung does not serve the shape, and for split-K into parts of fewer
+    than 2 k-iterations (nothing left to overlap: the fix-up alone would cost more)."""
+    if not rung.serves(M, N, K):
+        return False
     split = cfg.get("SPLIT", 1) if "streamk" in rung.features else 1
     if split < 2:
         return True
