@@ -22,7 +22,7 @@ class Script:
         self.script, self.calls, self.count = script, [], {}
         monkeypatch.setattr(measure, "time_launches", self)
 
-    def __call__(self, fn, n, flush):
+    def __call__(self, fn, n, flush, mode="isolated", timer=None):
         name = fn.__name__
         i = self.count.get(name, 0)
         self.count[name] = i + 1
@@ -116,6 +116,14 @@ def test_confirm_is_the_published_method_and_quick_is_lighter():
     assert (CONFIRM.launches, CONFIRM.rounds) == (40, 15)
     assert QUICK.launches * QUICK.rounds < CONFIRM.launches * CONFIRM.rounds
     assert QUICK.rounds % 2 == 1  # an odd count: the median round is a real round
+    assert QUICK.mode == CONFIRM.mode == "isolated"
+
+
+def test_the_mode_is_recorded_and_checked():
+    assert Method(mode="throughput").as_dict() == {
+        "launches_per_round": 20, "rounds": 3, "warmup": 3, "mode": "throughput"}
+    with pytest.raises(ValueError, match="unknown timing mode"):
+        Method(mode="fast")
 
 
 def test_tflops():

@@ -7,8 +7,8 @@
     together take every value of every constant, then evenly spread ones; `sgemmlab tune`
     compiles the rest and drops whatever spills. In a sampled space a spill of a
     configuration other than the seed and the tuned defaults is tolerated (the register
-    rule there is an estimate; the tuner reads the ptxas report). The column-major variants of the rungs that
-    have them compile too;
+    rule there is an estimate; the tuner reads the ptxas report). The column-major variants
+    of the rungs that have them compile too;
 (b) the registry's rules agree with the kernels' static_asserts, in both directions;
 (c) the ptxas report is read correctly;
 (d) the disk cache: what the key covers, hits, corrupt entries, concurrent writers.
@@ -593,7 +593,8 @@ def test_concurrent_compiles_of_one_key_all_succeed_and_leave_one_entry(tmp_path
 
 def test_the_generated_measured_block_is_not_part_of_the_cache_key(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "KERNEL_DIR", tmp_path)
-    body = "// header\n// <measured>\n{}\n// </measured>\nextern \"C\" __global__ void sgemm() {{}}\n"
+    body = ("// header\n// <measured>\n{}\n// </measured>\n"
+            "extern \"C\" __global__ void sgemm() {{}}\n")
     (tmp_path / "k.cu").write_text(body.format("// 1.0 us"))
     before = compiler.cache_key("k.cu", {"BS": 8}, ARCH)
     (tmp_path / "k.cu").write_text(body.format("// 2.0 us, a new measurement"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import sgemmlab
-from sgemmlab.bench.check import error_bound
+from sgemmlab.bench.check import check_result
 
 pytestmark = pytest.mark.gpu
 
@@ -24,10 +24,8 @@ def _operands():
 def _assert_close(c, ref):
     import torch
 
-    c = torch.as_tensor(c, device="cuda").double()
-    assert bool(torch.isfinite(c).all())
-    err = float((c - ref).abs().max() / ref.abs().max())
-    assert err <= error_bound(K), err
+    res = check_result(torch.as_tensor(c, device="cuda"), ref, K)
+    assert res.ok, res.reason
 
 
 class OnlyCAI:

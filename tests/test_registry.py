@@ -35,13 +35,16 @@ def test_lookup_by_number_name_and_label(r):
         assert registry.rung(key) is r, f"rung({key!r}) is not {r.label}"
 
 
-@pytest.mark.parametrize("key", [0, 15, "15", "nope", "", "warp", "10_naive", "Naive"])
+_PAST = max(r.number for r in registry.ALL) + 1  # the first number no rung has
+
+
+@pytest.mark.parametrize("key", [0, _PAST, str(_PAST), "nope", "", "warp", "10_naive", "Naive"])
 def test_unknown_rung_is_a_key_error_listing_the_known_ones(key):
     with pytest.raises(KeyError) as err:
         registry.rung(key)
     message = err.value.args[0]
     assert f"unknown kernel {key!r}" in message
-    for r in RUNGS:  # the message is the user's menu
+    for r in registry.ALL:  # the message is the user's menu
         assert f"{r.number} ({r.name})" in message
 
 
@@ -296,3 +299,14 @@ def test_covering_sample_starts_with_first_and_takes_every_value():
         assert {c[name] for c in picked} == {c[name] for c in configs}, name
     assert registry.covering_sample(configs[:5], 24) == configs[:5]
     assert registry.covering_sample(configs, 24, first=[r.seed]) == picked  # deterministic
+
+
+def test_the_h200_defaults_of_rungs_6_to_9_show_their_ideas():
+    """Each rung of 6-9 is one idea, so at its H200 default the idea must be visible: rungs
+    6 and 7 share a tile where 6's B reads conflict (TN = 8: two groups of four columns,
+    which rung 7 splits apart; at TN = 4 the two kernels are the same); rung 8 is that tile
+    with padded A; rung 9, the wide search, runs something rung 8 does not."""
+    d = {n: registry.rung(n).default("NVIDIA H200") for n in (6, 7, 8, 9)}
+    assert d[6] == d[7] and d[6]["TN"] >= 8
+    assert {k: v for k, v in d[8].items() if k != "PAD"} == d[7] and d[8]["PAD"] > 0
+    assert d[9] != d[8]

@@ -104,9 +104,10 @@ def fake_measure(calls, stop_after=None):
             raise Stop
         calls.append((config_key(cfg), shape))
         M, N, K = shape
+        us = 100.0 + cfg["BM"] - cfg["STAGES"]
         return {"kernel": R13.label, "config": cfg, "M": M, "N": N, "K": K, "status": "ok",
-                "correct": True, "median_us": 100.0 + cfg["BM"] - cfg["STAGES"],
-                "vs_cublas": 1.0}
+                "correct": True, "median_us": us, "vs_cublas": 90.0 / us,
+                "cublas_times_us": [[90.0], [91.0]]}
     return measure
 
 
@@ -161,15 +162,12 @@ def test_records_of_a_changed_kernel_are_measured_again(tmp_path, monkeypatch):
 class FakeGPUMeasure:
     made = 0
 
-    def __init__(self, rung, shapes, launches, gpu):
+    def __init__(self, rung, method, gpu):
         type(self).made += 1
+        assert method == search.TUNE
         self.flush = types.SimpleNamespace(nbytes=256 << 20)
         self.calls: list = []
         self.measure = fake_measure(self.calls, FakeGPUMeasure.stop_after)
-
-    def cublas_records(self):
-        return [{"kernel": "cublas", "M": 256, "N": 256, "K": 256, "status": "ok",
-                 "median_us": 90.0, "vs_cublas": 1.0}]
 
 
 def test_tune_rung_resumes_and_writes_one_results_file(tmp_path, monkeypatch):
@@ -201,6 +199,10 @@ def test_tune_rung_resumes_and_writes_one_results_file(tmp_path, monkeypatch):
     want = min((c for c in list(R13.configs())[:4]), key=lambda c: c["BM"] - c["STAGES"])
     assert best == want and data["best"] == want
     assert any("resuming" in n for n in data["notes"])
+    assert data["method"] == {**search.TUNE.as_dict(), "l2_flush_bytes": 256 << 20}
+    cublas = [r for r in data["records"] if r["kernel"] == "cublas"]
+    assert sorted(r["M"] for r in cublas) == [256, 512]  # one per shape, from every pairing
+    assert all(r["rounds"] == 2 * 4 and r["median_us"] == 90.5 for r in cublas)
 
 
 # -- the table build -----------------------------------------------------------------------
@@ -396,27 +398,27 @@ def test_tune_export_on_the_command_line(monkeypatch, tmp_path):
     assert dispatch.read_table(tmp_path / "t.json").data == data
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--table", "--suite", "huge"], "unknown suite"),
-    (["--table", "-k", "10,99"], "unknown kernel '99'"),
-    (["--table", "--config", "13"], "RUNG:NAME=VALUE"),
-    (["--table", "--config", "13:BM=x"], "malformed"),
-    (["--layout", "TN"], "apply to --table"),
-    (["--table", "--write-defaults"], "not --table"),
+@pytest.mark.parametrize("args, words, code", [
+    (["--table", "--suite", "huge"], "unknown suite", 1),
+    (["--table", "-k", "10,99"], "unknown kernel '99'", 1),
+    (["--table", "--config", "13"], "RUNG:NAME=VALUE", 1),
+    (["--table", "--config", "13:BM=x"], "malformed", 1),
+    (["--layout", "TN"], "apply to --table", 1),
+    (["--table", "--write-defaults"], "not --table", 2),
 ])
-def test_tune_argument_errors_come_before_the_gpu(args, words, monkeypatch):
+def test_tune_argument_errors_come_before_the_gpu(args, words, code, monkeypatch):
     def refuse(index=0):
         raise device.NoGPUError("No usable NVIDIA GPU was found (test)")
 
     monkeypatch.setattr(device, "gpu_info", refuse)
     out = cli("tune", *args)
-    assert out.exit_code == 1 and words in out.output, out.output
+    assert out.exit_code == code and words in out.output, out.output
     assert len(out.output.strip().splitlines()) == 1
 
 
 def test_tune_table_on_the_command_line(fake_gpu, monkeypatch, tmp_path):
     fake_gpu(fake_shape([], ratio=streamk_wins_small))
-    monkeypatch.setattr("sgemmlab.cli.require_torch", lambda: None)
+    monkeypatch.setattr("sgemmlab.cli.tune.require_torch", lambda: None)
     out = cli("tune", "--table", "--suite", "square", "--shape", "100,200,300",
               "--rungs", "13,14", "--export", str(tmp_path / "t.json"), "--quiet")
     assert out.exit_code == 0, out.output

@@ -43,9 +43,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;
-    rerank)  # re-derive defaults from a short list, paired: CANDIDATES=file.jsonl SIZE=4096
-      sg tune --candidates "${CANDIDATES:-tools/rerank-candidates.jsonl}" --size "${SIZE:-4096}" \
-        --write-defaults --quiet || status=1 ;;
+    rerank)  # re-derive defaults from short lists, paired: CANDIDATES="a.jsonl b.jsonl"
+      for f in ${CANDIDATES:-tools/rerank-candidates.jsonl tools/idea-candidates.jsonl}; do
+        sg tune --candidates "$f" --size "${SIZE:-4096}" --write-defaults --quiet || status=1
+      done ;;
     table)  # this GPU's dispatch table over the suites, shipped in the package
       # TABLE_CONFIGS="14:BM=...,... 14:...": more candidates (full configurations)
       extra=(); for c in ${TABLE_CONFIGS:-}; do extra+=(--config "$c"); done
@@ -60,6 +61,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" \
         --ignore tests/test_sanitizer_gpu.py \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      # the host-time test needs the GPU to itself (it skips under -n): alone, afterwards
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_measure_host_time.py \
+        2>&1 | tee "$OUT/pytest-gpu-host-time.txt" | tail -5
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     sanitize)
       python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_sanitizer_gpu.py \

@@ -12,6 +12,8 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 from typing import Callable
 
+from .candidates import Candidate
+
 #: Extra baselines by command-line name -> the name their records carry.
 RECORD_NAMES = {"tf32": "cublas_tf32", "triton": "triton"}
 
@@ -84,11 +86,9 @@ def cublas_gemm(A, B, C, alpha: float, beta: float, tf32: bool = False) -> None:
             C.copy_(torch.addmm(C, A, B, beta=beta, alpha=alpha))
 
 
-def candidate(name: str):
-    """The runner.Candidate for an extra baseline ('tf32' or 'triton').
+def candidate(name: str) -> Candidate:
+    """The Candidate for an extra baseline ('tf32' or 'triton').
     Raises BaselineUnavailable when its package is not installed."""
-    from .runner import Candidate
-
     if name == "tf32":
         return Candidate(RECORD_NAMES[name],
                          lambda A, B, C, alpha, beta: cublas_gemm(A, B, C, alpha, beta,

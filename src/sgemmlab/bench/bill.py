@@ -3,7 +3,8 @@
 This is the x coordinate of a kernel on the roofline; the count itself lives in
 sgemmlab.inspect.bill (the whole bill of every rung), this module keeps the report's names.
 It is a model, not a measurement: it counts the traffic of one block tile between DRAM and
-the SM and assumes nothing is reused across blocks through the L2 (which makes it a lower bound on the intensity a profiler sees).
+the SM and assumes nothing is reused across blocks through the L2 (which makes it a lower
+bound on the intensity a profiler sees).
 
 A block computing a BM x BN tile of C walks K in steps of BK; each step reads a BM x BK
 slice of A and a BK x BN slice of B (4 bytes a float) and performs 2*BM*BN*BK FLOPs:

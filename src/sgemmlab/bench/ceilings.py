@@ -6,6 +6,9 @@
     copy bandwidth   torch's device-to-device copy_ of a 1 GiB buffer; bytes read + written
                      / median time. What DRAM delivers to a kernel that streams.
 
+Both are timed in measure.py's throughput mode (`launches` calls back to back between one
+pair of events, the time per call; the median of ROUNDS such rounds): a ceiling is what the
+chip sustains, so the host work of a launch, hidden behind the kernel before it, stays out.
 Neither flushes the L2: the FFMA kernel reads no memory, and the copy's buffers are far
 larger than the L2. Results go to results/<gpu>/ceilings-<time>.json; bench, ladder and
 report use the newest one for the GPU (results.ceilings_for).
@@ -21,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from . import results
-from .measure import median, time_launches
+from .measure import Method, median, time_launches
 
 SOURCE, ENTRY = "ceiling_ffma.cu", "ffma_peak"
 FFMA = {"CHAINS": 16, "UNROLL": 32}  # FFMA instructions per loop trip: CHAINS x UNROLL
@@ -30,6 +33,18 @@ BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads, a full Hopper SM: every scheduler h
 ITERS = 2048  # ~9 ms a launch on an H200: launch gaps vanish against it
 COPY_BYTES = 1 << 30
 WARMUP = 3  # untimed launches first: clocks ramp up, modules load
+ROUNDS = 3  # throughput samples of `launches` calls each
+
+
+def method(launches: int) -> Method:
+    return Method(launches=launches, rounds=ROUNDS, warmup=WARMUP, mode="throughput")
+
+
+def _time(fn, launches: int) -> list[float]:
+    """ROUNDS samples, each the time per call of `launches` calls back to back."""
+    for _ in range(WARMUP):
+        fn()
+    return [t for _ in range(ROUNDS) for t in time_launches(fn, launches, None, "throughput")]
 
 
 class CeilingError(RuntimeError):
@@ -98,9 +113,7 @@ def measure_ffma(gpu, launches: int) -> dict:
     def fn() -> None:
         launch(stream, config, kernel, *args)
 
-    for _ in range(WARMUP):
-        fn()
-    times = time_launches(fn, launches, None)
+    times = _time(fn, launches)
     us = median(times)
     flops = 2 * FFMA["CHAINS"] * FFMA["UNROLL"] * ITERS * blocks * THREADS
     return {"kernel": "ffma_peak", "status": "ok",
@@ -119,9 +132,7 @@ def measure_copy(launches: int, nbytes: int = COPY_BYTES) -> dict:
     def fn() -> None:
         dst.copy_(src)
 
-    for _ in range(WARMUP):
-        fn()
-    times = time_launches(fn, launches, None)
+    times = _time(fn, launches)
     us = median(times)
     moved = 2 * nbytes  # every byte is read once and written once
     return {"kernel": "d2d_copy", "status": "ok", "config": {"BYTES": nbytes},
@@ -138,9 +149,8 @@ def run(launches: int = 20) -> tuple[dict, Path]:
     name = f"ceilings-{results.stamp()}"
     ceilings = {"ffma_tflops": ffma["tflops"], "copy_tbps": copy["tbps"],
                 "source": f"{name}.json"}
-    method = {"launches_per_round": launches, "rounds": 1, "warmup": WARMUP,
-              "l2_flush_bytes": 0}
-    out = results.new_run("ceilings", gpu, method, ceilings)
+    out = results.new_run("ceilings", gpu, {**method(launches).as_dict(), "l2_flush_bytes": 0},
+                          ceilings)
     out["records"] = [ffma, copy]
     if ffma["sass_ffma"] is None:
         out["notes"].append("FFMA count not checked in SASS: neither nvdisasm nor "

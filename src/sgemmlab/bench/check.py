@@ -4,12 +4,19 @@ Fresh random inputs each call (uniform in [-1, 1]: never zeros, which hide unwri
 the output is poisoned with NaN beforehand when beta == 0, so an element the kernel did not
 write fails; any NaN or Inf fails.
 
+The metric — the only one in sgemmlab (the harness, the tuner, `overhead` and every test
+call `relative_error` / `check_result`):
+
+    error = max|C - C_ref| / max(max|alpha A B|, max|beta C0|, max|C_ref|)     in float64
+
+With beta != 0 the two terms can cancel in a small C (at 1 x 1, alpha AB + beta C0 can be a
+hundred times smaller than either), and the result's own size then says nothing about the
+rounding: the terms' sizes do. For beta == 0 the denominator is max|C_ref|; so it is when
+the terms are not given, which is never looser. (All zeros: the error is absolute.)
+
 The bound. The error of an FP32 dot product of length K with uniform inputs grows like
 sqrt(K) * u (u = 2^-24, unit roundoff) times the size of the terms, for any summation
-order a GEMM uses (blocked, split, tree). We normalise by the largest of max|alpha A B|,
-max|beta C| and max|C_ref| (with beta != 0 the two can cancel in a small C: at 1 x 1, alpha AB + beta C can
-be a hundred times smaller than either, and its size then says nothing about the rounding;
-for beta == 0 this is max|C_ref|) and allow
+order a GEMM uses (blocked, split, tree). We allow
     bound(K) = 16 * u * sqrt(K)      (4096: 6.1e-5;  1: 9.5e-7, floored at 1e-6)
 which passes correct FP32 kernels by a wide margin (cuBLAS: 0.7e-6 to 4.3e-6 on the H200)
 and fails TF32, whose 10-bit mantissa gives about 3e-4 at any K.
@@ -28,16 +35,65 @@ def error_bound(K: int) -> float:
     return max(16 * U32 * math.sqrt(max(K, 1)), 1e-6)
 
 
+def _f64(x):
+    """x in float64, as a torch tensor (any device) if it is one, else a numpy array."""
+    if hasattr(x, "double") and hasattr(x, "device"):
+        return x.double()
+    import numpy as np
+
+    return np.asarray(x, dtype=np.float64)
+
+
+def _size(x) -> int:
+    return int(x.numel()) if hasattr(x, "numel") else int(x.size)
+
+
+def _absmax(x) -> float:
+    return float(abs(x).max()) if _size(x) else 0.0
+
+
+def _nonfinite(x) -> int:
+    """How many elements are NaN or Inf (NaN < inf is False, as is inf < inf)."""
+    return int((~(abs(x) < math.inf)).sum()) if _size(x) else 0
+
+
+def relative_error(C, ref, *, alpha_ab=None, beta_c=None) -> float:
+    """max|C - ref| over the largest of max|ref|, max|alpha_ab| and max|beta_c| (the
+    module's metric; pass the terms alpha*A@B and beta*C0 when beta != 0); inf if C holds
+    a NaN or an Inf. Torch tensors (any device) or numpy arrays; shapes broadcast."""
+    C, ref = _f64(C), _f64(ref)
+    if _nonfinite(C):
+        return math.inf
+    scale = max([_absmax(ref)] + [_absmax(_f64(t)) for t in (alpha_ab, beta_c)
+                                  if t is not None])
+    err = _absmax(C - ref)
+    return err / scale if scale > 0 else err
+
+
 @dataclass(frozen=True)
 class CheckResult:
     ok: bool
-    error: float  # max|C - C_ref| / max(|alpha AB|, |beta C|, |C_ref|), in float64
+    error: float  # relative_error: max|C - C_ref| / max(|alpha AB|, |beta C|, |C_ref|)
     bound: float
     reason: str = ""
 
     def as_dict(self) -> dict:
         return {"correct": self.ok, "error": self.error, "error_bound": self.bound,
                 "check_note": self.reason}
+
+
+def check_result(C, ref, K: int, *, alpha_ab=None, beta_c=None) -> CheckResult:
+    """`C` against the float64 `ref` of a product of depth `K`: relative_error within
+    error_bound(K), and no NaN or Inf anywhere in C."""
+    bound = error_bound(K)
+    if bad := _nonfinite(_f64(C)):
+        return CheckResult(False, math.inf, bound,
+                           f"{bad} of {_size(C)} outputs are NaN/Inf (unwritten or wrong)")
+    err = relative_error(C, ref, alpha_ab=alpha_ab, beta_c=beta_c)
+    if not err <= bound:  # a NaN in ref fails too
+        return CheckResult(False, err, bound, f"error {err:.2e} exceeds the FP32 bound "
+                           f"{bound:.2e} for K={K}")
+    return CheckResult(True, err, bound)
 
 
 def random_operands(M: int, N: int, K: int, *, beta: float = 0.0, generator=None):
@@ -61,23 +117,9 @@ def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: 
     import torch
 
     A, B, C = random_operands(M, N, K, beta=beta, generator=generator)
-    ref = alpha * (A.double() @ B.double())
-    # the error is measured against the largest of alpha AB, beta C and their sum: the sum
-    # can cancel to almost nothing in a small C (1 x 1), and its size says nothing then
-    scale = float(ref.abs().max())
-    if beta != 0:
-        scale = max(scale, float((beta * C.double()).abs().max()))
-        ref += beta * C.double()
-        scale = max(scale, float(ref.abs().max()))
+    ab = alpha * (A.double() @ B.double())
+    bc = beta * C.double() if beta != 0 else None
+    ref = ab + bc if bc is not None else ab
     fn(A, B, C, alpha, beta)
     torch.cuda.synchronize()
-    bound = error_bound(K)
-    if not bool(torch.isfinite(C).all()):
-        bad = int((~torch.isfinite(C)).sum())
-        return CheckResult(False, math.inf, bound,
-                           f"{bad} of {C.numel()} outputs are NaN/Inf (unwritten or wrong)")
-    err = float((C.double() - ref).abs().max()) / (scale if scale > 0 else 1.0)
-    if err > bound:
-        return CheckResult(False, err, bound, f"error {err:.2e} exceeds the FP32 bound "
-                           f"{bound:.2e} for K={K}")
-    return CheckResult(True, err, bound)
+    return check_result(C, ref, K, alpha_ab=ab, beta_c=bc)

@@ -1,22 +1,34 @@
-"""The measurement core every sgemmlab number comes from (ladder, bench, tune).
+"""The measurement core every sgemmlab number comes from (ladder, bench, tune, tables).
 
 Method (../shared/seeds/001: "The confirmed result"):
   * correctness first: a kernel that fails the float64 check is never timed (check.py);
-  * the L2 is flushed before every timed launch by writing a buffer >= 4x the L2, outside the
-    timed region: each launch starts from DRAM, as in a real model where other layers evict;
-  * one pair of CUDA events around each launch; the median of `launches` per round;
   * `rounds` rounds alternate candidate and baseline (which goes first alternates too), so
     each round gives a paired ratio baseline/candidate measured seconds apart on the same
-    clocks; we report the median ratio and its min-max over rounds.
+    clocks; we report the median ratio and its min-max over rounds;
+  * what one launch's time is depends on the mode (`Method.mode`):
+
+    isolated (the default)  per launch: flush the L2 (a write of >= 4x its size: each launch
+        starts from DRAM, as in a model where other layers evict), synchronize so the GPU is
+        idle, record the start event, call, record the end event. The start event fires the
+        moment it is recorded, so the time is the whole call as its caller pays it: host
+        work (argument checks, dispatch, binding, the launch itself) plus the kernel, for
+        sgemmlab and cuBLAS alike. The median of `launches` per round.
+    throughput  `launches` calls queued back to back between one pair of events, no flush
+        and no synchronize in between: the time per call of a loop, where one call's host
+        work overlaps the kernel before it. One sample per round. For small shapes, where
+        the two differ most, both are worth knowing.
+
+Times come from a `Timer` (CUDA events by default; the tests pass a simulated one).
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 Launch = Callable[[], None]
+MODES = ("isolated", "throughput")
 
 
 @dataclass(frozen=True)
@@ -24,14 +36,57 @@ class Method:
     launches: int = 20  # timed launches per round
     rounds: int = 3  # alternating rounds (each gives one paired ratio)
     warmup: int = 3  # untimed launches before the first round
+    mode: str = "isolated"  # see the module docstring
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown timing mode {self.mode!r}; choose from {MODES}")
 
     def as_dict(self) -> dict:
         return {"launches_per_round": self.launches, "rounds": self.rounds,
-                "warmup": self.warmup}
+                "warmup": self.warmup, "mode": self.mode}
 
 
 QUICK = Method()
 CONFIRM = Method(launches=40, rounds=15)
+
+
+class Timer(Protocol):
+    """Where times come from: marks recorded in the GPU's stream, and a wait for it."""
+
+    def record(self) -> Any: ...  # a mark at this point of the stream
+
+    def synchronize(self) -> None: ...  # return once the GPU has done all queued work
+
+    def elapsed_us(self, start: Any, end: Any) -> float: ...
+
+
+class CudaTimer:
+    """torch.cuda events on the current stream. The events of a series are made before it
+    (`prepare`): making one costs host time, which must not fall between a start and an end."""
+
+    def __init__(self):
+        self._pool: list = []
+
+    def prepare(self, n: int) -> None:
+        import torch
+
+        self._pool = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+
+    def record(self):
+        import torch
+
+        event = self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def synchronize(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+
+    def elapsed_us(self, start, end) -> float:
+        return start.elapsed_time(end) * 1e3
 
 
 class L2Flusher:
@@ -49,21 +104,34 @@ class L2Flusher:
         self.buffer.fill_(self._value)
 
 
-def time_launches(fn: Launch, n: int, flush: L2Flusher | None) -> list[float]:
-    """Microseconds of `n` launches of `fn`, each on a flushed L2 (unless `flush` is None:
-    the ceilings, which never read the same data twice), timed with CUDA events."""
-    import torch
-
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(n)]
-    for start, end in events:
+def time_launches(fn: Launch, n: int, flush: Callable[[], None] | None,
+                  mode: str = "isolated", timer: Timer | None = None) -> list[float]:
+    """Microseconds per launch of `fn`, measured as `mode` says (module docstring):
+    isolated, `n` samples, each after `flush` (None: no flush) and a synchronize;
+    throughput, one sample, the time per call of `n` calls queued back to back."""
+    timer = timer or CudaTimer()
+    if hasattr(timer, "prepare"):
+        timer.prepare(2 * n)
+    if mode == "throughput":
+        timer.synchronize()
+        start = timer.record()
+        for _ in range(n):
+            fn()
+        end = timer.record()
+        timer.synchronize()
+        return [timer.elapsed_us(start, end) / n]
+    if mode != "isolated":
+        raise ValueError(f"unknown timing mode {mode!r}; choose from {MODES}")
+    marks = []
+    for _ in range(n):
         if flush is not None:
             flush()
-        start.record()
+        timer.synchronize()  # the GPU is idle: the call's host work is inside its time
+        start = timer.record()
         fn()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) * 1e3 for start, end in events]
+        marks.append((start, timer.record()))
+    timer.synchronize()
+    return [timer.elapsed_us(start, end) for start, end in marks]
 
 
 def median(xs: list[float]) -> float:
@@ -97,29 +165,35 @@ class Paired:
                 "rounds": len(r), "round_ratios": r}
 
 
-def adapt_launches(fn: Launch, method: Method, flush: L2Flusher,
-                   budget_us: float = 2e6) -> int:
+def adapt_launches(fn: Launch, method: Method, flush: L2Flusher | None,
+                   budget_us: float = 2e6, timer: Timer | None = None) -> int:
     """Launches per round, cut down for very slow kernels (rung 1 at 4096^3 takes ~0.3 s)
     so one round stays near `budget_us`; never below 3."""
-    one = median(time_launches(fn, 1, flush))
+    one = median(time_launches(fn, 1, flush, method.mode, timer))
     return max(3, min(method.launches, int(budget_us // max(one, 1.0))))
 
 
-def paired(candidate: Launch, baseline: Launch, method: Method, flush: L2Flusher,
-           on_round: Callable[[int], None] | None = None) -> Paired:
+def paired(candidate: Launch, baseline: Launch, method: Method, flush: L2Flusher | None,
+           on_round: Callable[[int], None] | None = None,
+           timer: Timer | None = None) -> Paired:
     """Time `candidate` and `baseline` in `method.rounds` alternating rounds."""
+    timer = timer or CudaTimer()
     for _ in range(method.warmup):
         candidate()
         baseline()
-    n = adapt_launches(candidate, method, flush)
+    n = adapt_launches(candidate, method, flush, timer=timer)
+
+    def timed(fn: Launch) -> list[float]:
+        return time_launches(fn, n, flush, method.mode, timer)
+
     out = Paired()
     for r in range(method.rounds):
         if r % 2 == 0:
-            c = time_launches(candidate, n, flush)
-            b = time_launches(baseline, n, flush)
+            c = timed(candidate)
+            b = timed(baseline)
         else:
-            b = time_launches(baseline, n, flush)
-            c = time_launches(candidate, n, flush)
+            b = timed(baseline)
+            c = timed(candidate)
         out.candidate_us.append(c)
         out.baseline_us.append(b)
         if on_round:

@@ -1,41 +1,37 @@
 """One loop for every measurement: check each candidate, then time it paired with cuBLAS.
 
-`sgemmlab ladder`, `sgemmlab bench` and the tuner all call `measure_shape`; they differ only
-in which candidates they pass and what they print. `run` measures a list of shapes and
-writes the results file (`sgemmlab bench` uses it).
+`sgemmlab ladder`, `sgemmlab bench`, the tuner (tune/search.py: one configuration at a
+time) and the table builder (tune/table.py) all call `measure_shape`; they differ only in
+which candidates they pass, the `Method` and what they print. `run` measures a list of
+shapes and writes the results file (`sgemmlab bench` uses it).
 
-Candidates: a rung at a configuration (`rung_candidate`), the dispatcher's choice per shape
+What a time is (measure.py): in the default isolated mode, one call from a synchronized,
+idle GPU with a flushed L2, the events around the call itself, so the host work of the
+call (for `matmul_candidate`, the whole API) is inside its time, cuBLAS's included; in
+throughput mode, the time per call of calls queued back to back. Every ratio is paired:
+candidate and cuBLAS alternate round by round at the same shape.
+
+Candidates (candidates.Candidate): a rung at a configuration (`rung_candidate`: a launch
+bound once, so only the launch's own host work is timed), the dispatcher's choice per shape
 (`auto_candidate`: what `--kernel auto` measures), the public API called on every launch
-(`matmul_candidate`: `--kernel matmul`, host overhead included), and the baselines.
+(`matmul_candidate`: `--kernel matmul`, its host overhead included), and the baselines
+(baselines.py).
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from . import results
 from .baselines import cublas_fp32, cublas_gemm, tf32_is_on
-from .check import CheckResult, GemmFn, check_gemm
+from .candidates import Candidate
+from .check import CheckResult, check_gemm
 from .measure import L2Flusher, Method, median, paired, tflops
 
 #: alpha/beta used by the second correctness check of every candidate.
 CHECK_ALPHA, CHECK_BETA = 0.75, -1.25
-
-
-@dataclass
-class Candidate:
-    kernel: str  # the name results files use: a rung label, "cublas", "triton", ...
-    gemm: GemmFn  # fn(A, B, C, alpha, beta): for the correctness check
-    bind: Callable[[Any, Any, Any], Callable[[], None]]  # (A, B, C) -> launch of C = A @ B
-    config: dict | None = None
-    info: dict = field(default_factory=dict)  # registers, notes: copied into the record
-    fp32: bool = True  # False for TF32 baselines: their check is reported, never gating
-    #: (M, N, K) -> fields of that shape's record (its config, what dispatch chose...), for
-    #: candidates that are a different kernel at each shape ("auto")
-    per_shape: Callable[[int, int, int], dict] | None = None
 
 
 def check_candidate(c: Candidate, M: int, N: int, K: int) -> CheckResult:

@@ -74,7 +74,8 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
 
 @app.command()
 def build(kernel: KernelOpt = None,
-          every: Annotated[bool, typer.Option("--all-configs", help="every legal configuration, not just the defaults")] = False,
+          every: Annotated[bool, typer.Option(
+              "--all-configs", help="every legal configuration, not just the defaults")] = False,
           arch: str = "sm_90", jobs: int = 2):
     """Compile rungs with NVRTC (no GPU needed) and print their resource report."""
     from ..registry import config_key
@@ -184,7 +185,8 @@ def report(files: Annotated[list[Path], typer.Argument(
 @app.command()
 def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON files")],
            file: Annotated[str, typer.Option(help="the Markdown file to update")] = "README.md",
-           headers: Annotated[bool, typer.Option(help="also fill each rung header's <measured> block")] = True):
+           headers: Annotated[bool, typer.Option(
+               help="also fill each rung header's <measured> block")] = True):
     """Regenerate the scoreboard block of README.md (and the rung headers) from results."""
     from ..bench.readme import update, update_headers
 

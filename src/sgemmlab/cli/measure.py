@@ -10,8 +10,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (KernelOpt, ShapeOpt, SizeOpt, app, fail, parse_shape, require_gpu,
-                     require_torch, rungs_from, shapes_from)
+from .common import (
+    KernelOpt,
+    ShapeOpt,
+    SizeOpt,
+    app,
+    fail,
+    parse_shape,
+    require_gpu,
+    require_torch,
+    rungs_from,
+    shapes_from,
+)
 
 
 @app.command()

@@ -8,8 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from .. import registry
-from .common import (ShapeOpt, SizeOpt, app, fail, parse_shape, require_gpu, require_torch,
-                     rungs_from, split)
+from .common import (
+    ShapeOpt,
+    SizeOpt,
+    app,
+    fail,
+    parse_shape,
+    require_gpu,
+    require_torch,
+    rungs_from,
+    split,
+)
 
 
 def _extra_configs(texts: list[str]):

@@ -54,9 +54,9 @@ operand, "batched" for batch > 1; `deterministic=True` excludes configurations t
 bit-reproducible (`Rung.deterministic`).
 
 The package, top to bottom: this module chooses (and caches the choice); `lookup` finds the
-nearest measured shape; `waves` holds the heuristic (its wave rules); `table` the file format, reading
-and writing; `request` what a request and a choice are; `cache` what is remembered and who
-is told when it is forgotten (`on_clear`).
+nearest measured shape; `waves` holds the heuristic (its wave rules); `table` the file
+format, reading and writing; `request` what a request and a choice are; `cache` what is
+remembered and who is told when it is forgotten (`on_clear`).
 """
 
 from __future__ import annotations
@@ -66,12 +66,26 @@ from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung
 from . import cache
 from .cache import clear_cache, on_clear
-from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 from .lookup import MAX_DISTANCE, distance, from_table, nearest
 from .request import LAYOUTS, Choice, Request, decomposition, forced, layout_of
-from .table import (PACKAGE_TABLE_DIR, SHIPPED_GPU, TABLE_SCHEMA, Table, aligned_of,
-                    load_table, merge_entries, new_table, package_table_path, read_table,
-                    shape_key, user_table_path, validate, winners, write_table)
+from .table import (
+    PACKAGE_TABLE_DIR,
+    SHIPPED_GPU,
+    TABLE_SCHEMA,
+    Table,
+    aligned_of,
+    load_table,
+    merge_entries,
+    new_table,
+    package_table_path,
+    read_table,
+    shape_key,
+    user_table_path,
+    validate,
+    winners,
+    write_table,
+)
+from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 
 __all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", "Choice", "Request",
            "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",

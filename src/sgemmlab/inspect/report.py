@@ -9,12 +9,10 @@ ladder results file: bench.results.ladder_records), are shown beside the predict
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .. import registry
+from ..runtime import occupancy as occ_mod
 from ..runtime.compiler import CompileError, compile_kernel
 from ..runtime.launch import variant_macros
-from ..runtime import occupancy as occ_mod
 from . import bill as bill_mod
 from . import predict as predict_mod
 from . import sass as sass_mod
@@ -243,12 +241,12 @@ estimate, not a bound: it leaves out latency (which makes it too fast), and it c
 shared-memory traffic at source level, before the compiler fuses loads (which can make it
 too slow: rungs 11-12 are predicted slower than measured, because ptxas fuses their scalar
 A reads into LDS.128). *pred/meas* below 1 is time the model does not explain; above 1,
-work it counted that the compiled kernel does not do. The bill's columns are per warp per K step; *smem words/FFMA* is the
-articles' "shared loads per FFMA" at source level (the compiler fuses some, see the SASS
-columns); *LDG/STS/LDGSTS* counts the instructions that bring A and B in: global loads,
-shared stores, and cp.async copies (rungs 11-14), which do both without registers. Rung
-14's Stream-K fix-up is paid per split tile, not per K step: it is in *predicted* (DRAM)
-only."""
+work it counted that the compiled kernel does not do. The bill's columns are per warp per
+K step; *smem words/FFMA* is the articles' "shared loads per FFMA" at source level (the
+compiler fuses some, see the SASS columns); *LDG/STS/LDGSTS* counts the instructions that
+bring A and B in: global loads, shared stores, and cp.async copies (rungs 11-14), which do
+both without registers. Rung 14's Stream-K fix-up is paid per split tile, not per K step:
+it is in *predicted* (DRAM) only."""
 
 
 def ladder_markdown(items: list[dict], seed_items: list[dict], title: str, command: str) -> str:

@@ -1,9 +1,14 @@
 """Search a rung's configuration space on the GPU at hand.
 
 Legality is the registry's (decided before anything compiles); candidates compile in parallel
-with NVRTC; any that fails or spills is dropped on the ptxas report; survivors are checked
-against float64 (at the tuning shape and at a ragged one) and timed with the harness's
-method (flushed L2, CUDA events, median). The winner can be stored as this GPU's default.
+with NVRTC; any that fails or spills is dropped on the ptxas report. Each survivor is checked
+against float64 once at a ragged shape (RAGGED_CHECK), then measured at every tuning shape by
+the harness's own runner.measure_shape: checked there (beta = 0 on NaN-poisoned output, then
+alpha/beta), then timed paired with cuBLAS in alternating rounds (TUNE: cheap, but paired).
+The winner is the configuration with the best paired ratio to cuBLAS (the geometric mean
+over the shapes of each shape's median ratio), never a raw time from another round; it can
+be stored as this GPU's default. `tune_rung(configs=...)` re-measures a given list instead
+of the space (the shipped defaults are re-derived that way from a candidate list).
 
 Every record is written to a partial file as soon as it is measured, so an interrupted
 search run again picks up where it stopped (tune/resume.py); the dispatch tables are built
@@ -12,7 +17,9 @@ by tune/table.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -20,11 +27,17 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from .. import registry
+from ..bench.check import CheckResult
+from ..bench.measure import Method
 from ..registry import Rung, config_key
 from ..runtime.compiler import CompileError, Resources, compile_kernel
+from ..runtime.launch import variant_macros
 from .resume import PartialLog, kernel_digest
 
 RAGGED_CHECK = (67, 45, 33)  # multiples of no tile: every edge path runs
+RAGGED_ALPHA, RAGGED_BETA = 0.5, 2.0
+#: The tuner's method: few launches, but paired and alternating like every other number.
+TUNE = Method(launches=10, rounds=3, warmup=1)
 DEFAULTS_PATH = Path(__file__).resolve().parent.parent / "data" / "defaults.json"
 
 
@@ -44,8 +57,8 @@ def compile_many(items: list[tuple[Rung, dict]], arch: str = "sm_90", jobs: int 
     in either variant is the configuration's."""
     work, owner = [], []
     for i, (r, cfg) in enumerate(items):
-        for vec4 in ((1, 0) if r.vectorized else (0,)):
-            work.append((r.source, r.macros(cfg) | ({"SGEMM_VEC4": 1} if vec4 else {}), arch))
+        for vec4 in ((True, False) if r.vectorized else (False,)):
+            work.append((r.source, r.macros(cfg) | variant_macros(r, vec4), arch))
             owner.append(i)
     per_item: list[list[Resources | Exception]] = [[] for _ in items]
     if jobs <= 1 or len(work) <= 1:
@@ -95,14 +108,26 @@ def measurement_key(rec: dict) -> tuple:
     return (rec["kernel"], config_key(rec["config"]), shape)
 
 
-def partial_path(slug: str, rung: Rung, shapes: list[tuple[int, int, int]]) -> Path:
+def partial_path(slug: str, rung: Rung, shapes: list[tuple[int, int, int]],
+                 listed: list[dict] | None = None) -> Path:
     from ..bench import results
 
-    return results.results_root() / slug / f"tune-{rung.label}-{shapes_tag(shapes)}.partial.jsonl"
+    return results.results_root() / slug / f"{run_name(rung, shapes, listed)}.partial.jsonl"
 
 
 def shapes_tag(shapes: list[tuple[int, int, int]]) -> str:
     return "_".join(f"{M}x{N}x{K}" for M, N, K in shapes)
+
+
+def run_name(rung: Rung, shapes: list[tuple[int, int, int]],
+             listed: list[dict] | None = None) -> str:
+    """tune-<rung>-<shapes>, and -list<digest> for a given configuration list (its own
+    partial file: finishing it never throws away an interrupted search of the space)."""
+    name = f"tune-{rung.label}-{shapes_tag(shapes)}"
+    if listed is None:
+        return name
+    keys = "\n".join(sorted(config_key(c) for c in listed))
+    return f"{name}-list{hashlib.sha256(keys.encode()).hexdigest()[:8]}"
 
 
 Measure = Callable[[dict, tuple[int, int, int], Resources], dict]
@@ -138,28 +163,35 @@ def search(rung: Rung, configs: list[dict], shapes: list[tuple[int, int, int]],
     return log.records
 
 
-def tune_rung(rung: Rung, shapes: list[tuple[int, int, int]], *, jobs: int | None = None,
-              limit: int | None = None, write_defaults: bool = False,
-              launches: int = 10, resume: bool = True, where: Mapping[str, int] | None = None,
+def tune_rung(rung: Rung, shapes: list[tuple[int, int, int]], *,
+              configs: list[dict] | None = None, method: Method = TUNE,
+              jobs: int | None = None, limit: int | None = None, write_defaults: bool = False,
+              resume: bool = True, where: Mapping[str, int] | None = None,
               echo: Callable[[str], None] = lambda text: None) -> tuple[Path, dict | None]:
     """Search the rung's legal configurations at `shapes` on this GPU; write the results
-    file (and, if asked, the winner as this GPU's default). Resumes an interrupted search
-    of the same rung and shapes unless `resume` is False (see tune/resume.py). `where`
-    fixes some constants (only the configurations with those values are searched)."""
+    file (and, if asked, the winner as this GPU's default). `configs` measures that list
+    instead of the whole space (each must be legal); `where` keeps only the configurations
+    with those values, `limit` the first ones. Resumes an interrupted search of the same
+    rung, shapes and list unless `resume` is False (see tune/resume.py)."""
     from ..bench import results
     from ..bench.runner import progress_bar
     from ..runtime.compiler import nvrtc_version
     from ..runtime.device import gpu_info
 
     gpu = gpu_info()
-    configs = [c for c in rung.configs()
+    listed = None if configs is None else [dict(c) for c in configs]
+    for c in listed or []:
+        if problems := rung.violations(c):
+            raise ValueError(f"illegal configuration {config_key(c)} for {rung.label}: "
+                             + "; ".join(problems))
+    configs = [c for c in (rung.configs() if listed is None else listed)
                if all(c.get(k) == v for k, v in (where or {}).items())][:limit]
     if not configs:
-        raise ValueError(f"{rung.label} has no legal configuration with {dict(where or {})}")
-    method = {"launches_per_round": launches, "rounds": 1, "warmup": 1}
+        raise ValueError(f"no configuration of {rung.label} is listed" if listed == [] else
+                         f"{rung.label} has no legal configuration with {dict(where or {})}")
     digest = kernel_digest(rung.source)
-    log = PartialLog(partial_path(gpu.slug, rung, shapes),
-                     {"gpu": gpu.name, "nvrtc": nvrtc_version(), "method": method},
+    log = PartialLog(partial_path(gpu.slug, rung, shapes, listed),
+                     {"gpu": gpu.name, "nvrtc": nvrtc_version(), "method": method.as_dict()},
                      measurement_key, resume=resume,
                      fresh=lambda rec: rec.get("kernel_digest") == digest)
     if log.note:
@@ -169,24 +201,25 @@ def tune_rung(rung: Rung, shapes: list[tuple[int, int, int]], *, jobs: int | Non
     compiled = dict(zip(map(config_key, todo), (
         res for _, res in compile_many([(rung, c) for c in todo], gpu.arch,
                                        jobs or default_jobs()))))
-    bench = _GPUMeasure(rung, shapes, launches, gpu) if todo else None
+    bench = _GPUMeasure(rung, method, gpu) if todo else None
     with progress_bar() as progress:
         task = progress.add_task(f"tune {rung.label}", total=len(configs))
         search(rung, configs, shapes, compiled, bench.measure if bench else _nothing, log,
                lambda: progress.advance(task))
 
-    run = results.new_run("tune", gpu, {**method, "l2_flush_bytes":
+    run = results.new_run("tune", gpu, {**method.as_dict(), "l2_flush_bytes":
                                         bench.flush.nbytes if bench else None})
     if log.note:
         run["notes"].append(log.note)
     wanted = {config_key(c) for c in configs}
     run["records"] = [r for r in log.records if config_key(r["config"]) in wanted
                       and (r.get("status") == "rejected" or (r["M"], r["N"], r["K"]) in shapes)]
-    run["records"] += bench.cublas_records() if bench else []
-    best = _best(rung, run["records"], len(shapes))
+    run["records"] += cublas_records(run["records"])
+    if listed is not None:
+        run["configs"] = configs
+    best = best_config(rung, run["records"], shapes)
     run["best"] = best
-    path = results.write(run, gpu.slug, f"tune-{rung.label}-{shapes_tag(shapes)}-"
-                                         f"{results.stamp()}")
+    path = results.write(run, gpu.slug, f"{run_name(rung, shapes, listed)}-{results.stamp()}")
     log.finish()
     if write_defaults and best is not None:
         _store_default(gpu.name, rung, best, str(path.relative_to(path.parents[2])))
@@ -198,77 +231,75 @@ def _nothing(cfg, shape, res) -> dict:
 
 
 class _GPUMeasure:
-    """The GPU side of a search: operands and cuBLAS times per shape, set up once; one
-    record per (configuration, shape): checked against float64 (at a ragged shape once per
-    configuration, then at the shape), then timed on a flushed L2."""
+    """The GPU side of a search: one record per (configuration, shape), made by
+    runner.measure_shape with the search's method, after a check at RAGGED_CHECK once per
+    configuration (a configuration wrong there is never timed)."""
 
-    def __init__(self, rung: Rung, shapes, launches: int, gpu):
-        import torch
+    def __init__(self, rung: Rung, method: Method, gpu):
+        from ..bench import results
+        from ..bench.measure import L2Flusher
 
-        from ..bench.baselines import cublas_fp32
-        from ..bench.measure import L2Flusher, median, time_launches
-
-        self.rung, self.launches = rung, launches
+        self.rung, self.method = rung, method
         self.flush = L2Flusher(gpu.l2_bytes)
-        self.ops = {}
-        self.small: dict[str, object] = {}
-        for M, N, K in shapes:
-            A = torch.rand(M, K, device="cuda") * 2 - 1
-            B = torch.rand(K, N, device="cuda") * 2 - 1
-            C = torch.empty(M, N, device="cuda")
-            ref = A.double() @ B.double()
-            cub = cublas_fp32(A, B, torch.empty(M, N, device="cuda"))
-            self.ops[(M, N, K)] = (A, B, C, ref, median(time_launches(cub, launches,
-                                                                       self.flush)))
+        self.peak = results.ceilings_for(gpu.slug)["ffma_tflops"]
+        self.ragged: dict[str, CheckResult] = {}
 
     def measure(self, cfg: dict, shape, res: Resources) -> dict:
-        import torch
-
-        from ..bench.check import check_gemm, error_bound
-        from ..bench.measure import median, time_launches, tflops
-        from ..bench.runner import rung_candidate
+        from ..bench import runner
+        from ..bench.check import check_gemm
 
         M, N, K = shape
-        A, B, C, ref, cub_us = self.ops[shape]
-        cand = rung_candidate(self.rung, cfg)
+        cand = runner.rung_candidate(self.rung, cfg)
         key = config_key(cfg)
-        if key not in self.small:
-            self.small[key] = check_gemm(cand.gemm, *RAGGED_CHECK, alpha=0.5, beta=2.0)
-        small = self.small[key]
-        rec = {"kernel": self.rung.label, "config": cfg, "registers": res.registers,
-               "smem_bytes": res.smem_bytes, "M": M, "N": N, "K": K}
-        C.fill_(float("nan"))
-        launch = cand.bind(A, B, C)
-        launch()
-        torch.cuda.synchronize()
-        err = float((C.double() - ref).abs().max() / ref.abs().max())
-        ok = small.ok and bool(torch.isfinite(C).all()) and err <= error_bound(K)
-        rec.update(error=err, correct=ok)
-        if not ok:
-            return {**rec, "status": "failed", "note": small.reason or "wrong result"}
-        times = time_launches(launch, self.launches, self.flush)
-        us = median(times)
-        return {**rec, "status": "ok", "median_us": us, "tflops": tflops(M, N, K, us),
-                "vs_cublas": cub_us / us, "times_us": [times]}
-
-    def cublas_records(self) -> list[dict]:
-        from ..bench.measure import tflops
-
-        return [{"kernel": "cublas", "M": M, "N": N, "K": K, "status": "ok",
-                 "median_us": us, "tflops": tflops(M, N, K, us), "vs_cublas": 1.0}
-                for (M, N, K), (*_, us) in self.ops.items()]
+        if key not in self.ragged:
+            self.ragged[key] = check_gemm(cand.gemm, *RAGGED_CHECK, alpha=RAGGED_ALPHA,
+                                          beta=RAGGED_BETA)
+        ragged = self.ragged[key]
+        if not ragged.ok:
+            where = "x".join(map(str, RAGGED_CHECK))
+            return {"kernel": self.rung.label, "config": cfg, "M": M, "N": N, "K": K,
+                    "fp32": True, **ragged.as_dict(), **cand.info, "status": "failed",
+                    "check_note": f"at {where}: {ragged.reason}"}
+        recs = runner.measure_shape(M, N, K, [cand], self.method, self.flush, self.peak)
+        if problem := runner.fp32_baseline_problem(recs):
+            raise runner.BaselineError(f"{problem}: nothing is measured against it")
+        return recs[1]
 
 
-def _best(rung: Rung, records: list[dict], nshapes: int) -> dict | None:
-    """The configuration with the least total time over all shapes, correct on every one."""
-    total: dict[str, float] = {}
-    count: dict[str, int] = {}
+def cublas_records(records: list[dict]) -> list[dict]:
+    """One cuBLAS record per shape, from the rounds cuBLAS was timed in, paired with each
+    configuration measured there (the records' cublas_times_us)."""
+    from ..bench.measure import median, tflops
+
+    rounds: dict[tuple[int, int, int], list[list[float]]] = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("cublas_times_us"):
+            rounds.setdefault((r["M"], r["N"], r["K"]), []).extend(r["cublas_times_us"])
+    out = []
+    for (M, N, K), times in rounds.items():
+        us = median([median(t) for t in times])
+        out.append({"kernel": "cublas", "config": None, "M": M, "N": N, "K": K,
+                    "status": "ok", "median_us": us, "tflops": tflops(M, N, K, us),
+                    "vs_cublas": 1.0, "rounds": len(times), "times_us": times})
+    return out
+
+
+def best_config(rung: Rung, records: list[dict], shapes: list[tuple[int, int, int]]
+                ) -> dict | None:
+    """The configuration with the best paired ratio to cuBLAS: the geometric mean over
+    `shapes` of each shape's median ratio (vs_cublas), among those measured correct at
+    every shape. Raw times never compare across rounds."""
+    ratios: dict[str, dict[tuple, float]] = {}
     for r in records:
         if r["kernel"] == rung.label and r.get("status") == "ok":
-            k = config_key(r["config"])
-            total[k] = total.get(k, 0.0) + r["median_us"]
-            count[k] = count.get(k, 0) + 1
-    done = [k for k in total if count[k] == nshapes]
+            ratios.setdefault(config_key(r["config"]), {})[(r["M"], r["N"], r["K"])] = \
+                r["vs_cublas"]
+    wanted = set(map(tuple, shapes))
+    done = {k: v for k, v in ratios.items() if wanted <= set(v)}
     if not done:
         return None
-    return registry.parse_config(min(done, key=total.__getitem__))
+
+    def score(k: str) -> float:
+        return math.exp(sum(math.log(done[k][s]) for s in wanted) / len(wanted))
+
+    return registry.parse_config(max(done, key=score))

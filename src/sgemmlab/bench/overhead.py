@@ -48,7 +48,7 @@ def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 
     import sgemmlab
     import sgemmlab.torch_ops  # noqa: F401
 
-    from .bench.check import error_bound
+    from .check import check_result
 
     dev = torch.device("cuda", device_id)
     tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -59,12 +59,10 @@ def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 
             a = torch.rand(size, size, device=dev, generator=g) * 2 - 1
             b = torch.rand(size, size, device=dev, generator=g) * 2 - 1
             out = torch.empty(size, size, device=dev)
-            ref = a.double() @ b.double()
-            got = sgemmlab.matmul(a, b).double()
-            error = float((got - ref).abs().max() / ref.abs().max())
-            if not error <= error_bound(size):
-                raise AssertionError(f"sgemmlab.matmul at {size}^3 is wrong: error {error:.2e}"
-                                     f" > {error_bound(size):.2e}")
+            checked = check_result(sgemmlab.matmul(a, b), a.double() @ b.double(), size)
+            if not checked.ok:
+                raise AssertionError(f"sgemmlab.matmul at {size}^3 is wrong: {checked.reason}")
+            error = checked.error
             op = torch.ops.sgemmlab.matmul
             paths: dict[str, Callable[[], Any]] = {
                 "torch.matmul": lambda: torch.matmul(a, b),
@@ -106,8 +104,8 @@ def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 
 def _choice(size: int, device_id: int) -> dict[str, Any] | None:
     """What dispatch runs at this shape (recorded beside the times)."""
     try:
-        from .dispatch import choose
-        from .runtime.device import gpu_info
+        from ..dispatch import choose
+        from ..runtime.device import gpu_info
 
         info = gpu_info(device_id)
         c = choose(size, size, size, gpu_name=info.name, sm_count=info.sm_count)
@@ -118,8 +116,8 @@ def _choice(size: int, device_id: int) -> dict[str, Any] | None:
 
 def run(size: int = 256, calls: int = 200, repeats: int = 15, device_id: int = 0):
     """measure(), written to results/<gpu>/overhead-<stamp>.json: (run dict, path)."""
-    from .bench import results
-    from .runtime.device import gpu_info
+    from ..runtime.device import gpu_info
+    from . import results
 
     gpu = gpu_info(device_id)
     m = measure(size=size, calls=calls, repeats=repeats, device_id=device_id)

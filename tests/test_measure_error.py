@@ -1,0 +1,81 @@
+"""The one correctness metric (bench/check.py) on the CPU: its denominator, its refusal of
+NaN and Inf, torch and numpy alike, and the bound that passes FP32 and fails TF32."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sgemmlab.bench.check import check_result, error_bound, relative_error
+
+
+def test_the_denominator_is_max_ref_when_beta_is_zero():
+    ref = torch.tensor([[2.0, -4.0], [1.0, 0.5]], dtype=torch.float64)
+    got = ref + torch.tensor([[0.0, 0.0], [0.0, 1e-3]], dtype=torch.float64)
+    assert relative_error(got, ref) == pytest.approx(1e-3 / 4)
+
+
+def test_cancelled_results_are_measured_against_the_terms():
+    """1 x 1: alpha AB = 100, beta C0 = -99.99: the result (0.01) says nothing about the
+    rounding of a 100; the largest term does. Without the terms the metric is stricter."""
+    ab = torch.tensor([[100.0]], dtype=torch.float64)
+    bc = torch.tensor([[-99.99]], dtype=torch.float64)
+    ref = ab + bc
+    got = ref + 1e-5
+    assert relative_error(got, ref, alpha_ab=ab, beta_c=bc) == pytest.approx(1e-7)
+    assert relative_error(got, ref) == pytest.approx(1e-3)  # over max|ref| = 0.01 alone
+    assert check_result(got, ref, 1, alpha_ab=ab, beta_c=bc).ok
+    assert not check_result(got, ref, 1).ok
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_any_nan_or_inf_fails(bad):
+    ref = torch.ones(3, 4, dtype=torch.float64)
+    got = torch.ones(3, 4)
+    got[1, 2] = bad
+    assert relative_error(got, ref) == math.inf
+    res = check_result(got, ref, 64)
+    assert not res.ok and res.error == math.inf and "1 of 12 outputs are NaN/Inf" in res.reason
+    ref[0, 0] = math.nan  # a wrong reference never passes either
+    assert not check_result(torch.ones(3, 4), ref, 64).ok
+
+
+def test_torch_and_numpy_give_the_same_error():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.rand(33, 17, generator=g) * 2 - 1, torch.rand(17, 9, generator=g) * 2 - 1
+    ref = a.double() @ b.double()
+    got = a @ b
+    e = relative_error(got, ref)
+    assert 0 < e < error_bound(17)
+    assert relative_error(got.numpy(), ref.numpy()) == e
+    assert relative_error(got.numpy().tolist(), ref.numpy()) == pytest.approx(e)  # a list
+    assert check_result(got.numpy(), ref.numpy(), 17).ok
+
+
+def test_broadcast_empty_and_all_zero():
+    ref = torch.ones(4, 5, dtype=torch.float64)
+    assert relative_error(torch.ones(3, 4, 5), ref.expand(3, 4, 5)) == 0.0
+    assert relative_error(torch.empty(0, 5), torch.empty(0, 5)) == 0.0
+    zero = np.zeros((2, 2))
+    assert relative_error(zero + 1e-9, zero) == pytest.approx(1e-9)  # absolute, not 0/0
+
+
+def test_the_bound_passes_fp32_and_fails_tf32():
+    K = 4096
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(64, K, generator=g) * 2 - 1
+    b = torch.rand(K, 64, generator=g) * 2 - 1
+    ref = a.double() @ b.double()
+    fp32 = check_result(a @ b, ref, K)
+    assert fp32.ok and fp32.error < fp32.bound / 4, fp32
+
+    def tf32(x):  # round to a 10-bit mantissa, as the tensor cores read their inputs
+        m, e = np.frexp(x.double().numpy())
+        return torch.from_numpy(np.ldexp(np.round(m * 2**11) / 2**11, e)).float()
+
+    low = check_result(tf32(a) @ tf32(b), ref, K)
+    assert not low.ok and low.error > low.bound and "exceeds the FP32 bound" in low.reason
+    assert error_bound(1) == 1e-6 and error_bound(4096) == pytest.approx(6.1e-5, rel=1e-2)
