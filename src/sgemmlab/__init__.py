@@ -10,8 +10,7 @@ a PyTorch operator (autograd, torch.compile, CUDA graphs).
 """
 
 from .api import find_torch, matmul, sgemm
-from .errors import (ConfigError, DispatchError, LayoutError, NoGPUError, OperandError,
-                     TableError)
+from .errors import ConfigError, DispatchError, LayoutError, NoGPUError, OperandError, TableError
 
 __version__ = "0.1.0"
 __all__ = ["sgemm", "matmul", "OperandError", "LayoutError", "ConfigError", "DispatchError",

@@ -22,9 +22,8 @@ from typing import Callable
 from . import dispatch, registry
 from .errors import ConfigError, OperandError
 from .registry import config_key
-from .runtime import arrays, limits
-from .runtime.arrays import (Operand, batch_stride, matrix_layout, self_overlapping,
-                             stream_for)
+from .runtime import limits
+from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
 from .runtime.launch import Launcher
 

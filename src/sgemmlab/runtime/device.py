@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-
 from ..errors import NoGPUError
 
 
