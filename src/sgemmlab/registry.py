@@ -217,6 +217,15 @@ def tuned_defaults() -> dict[str, dict[str, dict[str, int]]]:
     return json.loads(path.read_text())["gpus"]
 
 
+@cache
+def tuned_defaults_why() -> dict[str, dict[str, str]]:
+    """GPU name -> rung label -> why its default was chosen, where not simply for speed."""
+    path = resources.files("sgemmlab").joinpath("data", "defaults.json")
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text()).get("why", {})
+
+
 # ---------------------------------------------------------------------------------------
 # The rungs. Shared-memory sizes below mirror the __shared__ arrays in each file.
 # ---------------------------------------------------------------------------------------

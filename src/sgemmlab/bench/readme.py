@@ -17,19 +17,31 @@ def scoreboard(paths: list[Path]) -> str:
     for p in paths:
         run = results.load(p)
         env = run["environment"]
+        # a run whose environment recorded the wrong commit names the right one here
+        commit = run.get("corrected", {}).get("git_commit") or env.get("git_commit")
         shapes = sorted({(r["M"], r["N"], r["K"]) for r in run["records"]})
         for M, N, K in shapes:
             recs = [r for r in run["records"] if (r["M"], r["N"], r["K"]) == (M, N, K)]
             parts.append(
                 f"**{M}×{N}×{K}** on {env['gpu']} (driver {env.get('driver')}, SM clock "
                 f"{env.get('sm_clock_mhz_before')}→{env.get('sm_clock_mhz_after')} MHz, "
-                f"commit {str(env.get('git_commit'))[:10]}), from [`{p.name}`]({p.as_posix()}):"
-                f"\n\n{markdown(recs)}")
+                f"commit {str(commit)[:10]}), from [`{p.name}`]({p.as_posix()}):"
+                f"\n\n{markdown(recs)}{_why(env['gpu'], recs)}")
         chart = p.with_suffix(".png")
         if chart.is_file():
             parts.append(f"![the ladder at {shapes[0][0]}×{shapes[0][1]}×{shapes[0][2]}]"
                          f"({chart.as_posix()})\n")
     return "\n".join(parts)
+
+
+def _why(gpu: str, recs: list[dict]) -> str:
+    """Under a table: the rungs whose default was chosen to teach rather than to win."""
+    from ..registry import tuned_defaults_why
+
+    why = tuned_defaults_why().get(gpu, {})
+    lines = [f"- `{r['kernel']}`: {why[r['kernel']]}" for r in recs if r["kernel"] in why]
+    return "\n\nWhich configuration each rung runs, where it is not simply its fastest:\n\n" \
+        + "\n".join(lines) + "\n" if lines else ""
 
 
 def update(readme: Path, paths: list[Path]) -> None:

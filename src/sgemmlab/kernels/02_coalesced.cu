@@ -13,12 +13,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 21260.9 us, 6464 GFLOP/s, 12.6 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 21565.3 us, 6373 GFLOP/s, 12.7 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
-// NVIDIA H200 4092x4092x4092: 21272.9 us, 6442 GFLOP/s, 13.4 % of cuBLAS, 32 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
+// NVIDIA H200 4092x4092x4092: 21485.6 us, 6378 GFLOP/s, 13.6 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -17,12 +17,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 15940.1 us, 8622 GFLOP/s, 16.8 % of cuBLAS, 32 registers
+// NVIDIA H200 4096x4096x4096: 16133.9 us, 8519 GFLOP/s, 17.3 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
-// NVIDIA H200 4092x4092x4092: 16032.2 us, 8548 GFLOP/s, 17.8 % of cuBLAS, 32 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
+// NVIDIA H200 4092x4092x4092: 16181.8 us, 8469 GFLOP/s, 18.0 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
 // </measured>
 #include "common.cuh"
 

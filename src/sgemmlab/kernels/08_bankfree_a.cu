@@ -21,12 +21,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3685.3 us, 37294 GFLOP/s, 72.7 % of cuBLAS, 63 registers
-//   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
-// NVIDIA H200 4092x4092x4092: 3697.0 us, 37067 GFLOP/s, 77.3 % of cuBLAS, 63 registers
-//   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
+// NVIDIA H200 4096x4096x4096: 3869.7 us, 35517 GFLOP/s, 72.1 % of cuBLAS, 64 registers
+//   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
+// NVIDIA H200 4092x4092x4092: 3872.0 us, 35391 GFLOP/s, 75.3 % of cuBLAS, 64 registers
+//   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
 // </measured>
 #include "common.cuh"
 

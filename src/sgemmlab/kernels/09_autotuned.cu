@@ -20,12 +20,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3684.5 us, 37302 GFLOP/s, 72.7 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3729.8 us, 36849 GFLOP/s, 74.3 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
-// NVIDIA H200 4092x4092x4092: 3690.3 us, 37134 GFLOP/s, 77.5 % of cuBLAS, 63 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
+// NVIDIA H200 4092x4092x4092: 3723.4 us, 36804 GFLOP/s, 78.3 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261129T125824Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
 // </measured>
 #include "08_bankfree_a.cu"
 

@@ -24,9 +24,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3558.4 us, 38624 GFLOP/s, 75.3 % of cuBLAS, 193 registers
+// NVIDIA H200 4096x4096x4096: 3582.8 us, 38361 GFLOP/s, 76.4 % of cuBLAS, 193 registers
 //   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261129T152429Z.json)
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
+// NVIDIA H200 4092x4092x4092: 3592.7 us, 38143 GFLOP/s, 81.0 % of cuBLAS, 193 registers
+//   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"
