@@ -4,7 +4,10 @@ Each suite asks one question of a kernel:
     square  the classic cubes, from launch-bound (1024) to compute-bound (8192);
     ragged  sizes no tile divides: edge handling must be correct and must not cost much;
     skinny  one dimension small or large: too few blocks to fill 132 SMs, or a long K;
-    small   sizes where launch overhead and wave quantisation dominate.
+    small   sizes where launch overhead and wave quantisation dominate;
+    vector  a vector times a matrix (M = 1 or N = 1): the bill is the matrix's bytes;
+    decode  a few rows against a weight matrix (M = 1 .. 64), as in LLM decoding: bytes;
+    tinyk   outer products and K <= 16: the bill is C's bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ SUITES: dict[str, list[Shape]] = {
     "ragged": [(4092, 4092, 4092), (1000, 1000, 1000), (3001, 2000, 999), (4097, 1023, 515)],
     "skinny": [(1024, 1024, 8192), (8192, 8192, 512), (256, 4096, 4096), (4096, 4096, 256)],
     "small": _cubes(64, 128, 256, 512),
+    "vector": [(1, n, n) for n in (4096, 8192, 16384)] + [(n, 1, n) for n in (4096, 8192, 16384)],
+    "decode": [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008))
+               for m in (1, 2, 4, 8, 16, 32, 64)],
+    "tinyk": [(4096, 4096, k) for k in (1, 2, 4, 8, 16)],
 }
 DEFAULT_SUITE = "square"
 

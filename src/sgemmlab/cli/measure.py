@@ -93,7 +93,8 @@ def run(kernel: Annotated[str, typer.Option(
 
 
 SuiteOpt = Annotated[Optional[list[str]], typer.Option(
-    "--suite", "-s", help="square, ragged, skinny or small; repeatable (default: square)")]
+    "--suite", "-s", help="square, ragged, skinny, small, vector, decode or tinyk; repeatable "
+    "(default: square)")]
 BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
     "choice per shape) or 'matmul' (sgemmlab.matmul per launch, host overhead included); "

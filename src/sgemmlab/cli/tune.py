@@ -61,7 +61,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "repeated (default: all for a search; rungs 10 and up for --table)")] = None,
          size: SizeOpt = None, shape: ShapeOpt = None,
          suite: Annotated[Optional[list[str]], typer.Option(
-             "--suite", "-s", help="square, ragged, skinny or small; comma-separated or "
+             "--suite", "-s", help="square, ragged, skinny, small, vector, decode or tinyk; "
+             "comma-separated or "
              "repeated (default: 4096³ for a search; square,ragged,skinny for --table)")] = None,
          table: Annotated[bool, typer.Option(
              "--table", help="build this GPU's dispatch table: each rung's default (and "
