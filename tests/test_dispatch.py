@@ -450,3 +450,20 @@ def test_bench_auto_and_matmul_are_checked_and_timed(monkeypatch):
     want = dispatch.choose(1000, 1000, 1000, gpu_name=g.name, sm_count=g.sm_count)
     assert auto["rung"] == want.rung and auto["config"] == dict(want.config)
     assert auto["dispatch"]["source"] == want.source
+
+
+def test_a_shape_a_family_rung_serves_goes_to_it(isolated_dispatch):
+    """Memory-bound shapes (the vector, decode and tiny-K suites) go to the first family
+    rung that serves them, with the reason; a shape none serves goes to the ladder."""
+    served = [(s, next(r for r in registry.FAMILY if r.serves(*s)))
+              for name in ("vector", "decode", "tinyk") for s in suites.suite(name)
+              if any(r.serves(*s) for r in registry.FAMILY)]
+    if not registry.FAMILY:
+        pytest.skip("no family rung yet")
+    assert served, "no suite shape is served by a family rung"
+    for (M, N, K), rung in served:
+        c = dispatch.choose(M, N, K, gpu_name=GPU, sm_count=132)
+        assert c.rung == rung.label and c.source == "heuristic", (M, N, K, c.rung)
+        assert rung.domain in c.reason
+    c = dispatch.choose(4096, 4096, 4096, gpu_name=GPU, sm_count=132)
+    assert registry.rung(c.rung) in registry.RUNGS

@@ -8,6 +8,10 @@ lookup.
 
 Where the answer comes from, in order:
 
+0. **A family rung that serves the shape** (registry.FAMILY: the memory-bound rungs, for a
+   vector times a matrix, a few rows against a matrix, K <= 16), at this GPU's default, the
+   first of the family that serves it; only a table entry measured at this very shape
+   (distance 0) overrules it. Their bill is bytes, which the big-tile rungs move badly.
 1. **The tuning table of this GPU** (`sgemmlab tune --table` writes it): for every measured
    shape, every candidate (rung, configuration) timed against cuBLAS with the harness's
    paired method. A request takes the *nearest measured shape* and, of the entries measured
@@ -67,7 +71,7 @@ from ..registry import Rung
 from . import cache
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, distance, from_table, nearest
-from .request import LAYOUTS, Choice, Request, decomposition, forced, layout_of
+from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
 from .table import (
     PACKAGE_TABLE_DIR,
     SHIPPED_GPU,
@@ -144,9 +148,11 @@ def _decide(req: Request) -> Choice:
         if not notes:
             notes.append(f"no tuning table for {req.gpu_name} "
                          f"(run `sgemmlab tune --table` on it)")
-    else:
+    family = family_rungs(req)
+    if table is not None:
         hit = nearest(table, req)
-        if hit is not None and hit[1] <= MAX_DISTANCE:
+        # a family rung serves this shape: only a measurement at this very shape overrules it
+        if hit is not None and (hit[1] == 0 or not family and hit[1] <= MAX_DISTANCE):
             return from_table(req, table, *hit)
         if hit is None:
             notes.append(f"the {table.where} table has no entry that can serve "
@@ -154,10 +160,32 @@ def _decide(req: Request) -> Choice:
                          f"{' deterministic' if req.deterministic else ''} requests")
         else:
             e, d, _ = hit
+            why = (f"> {MAX_DISTANCE}: too far to trust" if not family else
+                   "(not this very shape)")
             notes.append(f"nearest measured shape {e['M']}×{e['N']}×{e['K']} "
-                         f"{e.get('layout', 'NN')} is at distance {d:.2f} > {MAX_DISTANCE}: "
-                         "too far to trust")
+                         f"{e.get('layout', 'NN')} is at distance {d:.2f} {why}")
+    if family:
+        return from_family(req, family[0], notes)
     return heuristic(req, rungs, notes)
+
+
+def family_rungs(req: Request) -> list[Rung]:
+    """Rungs of registry.FAMILY (the memory-bound ones) that serve the request, in the
+    registry's order (the first is the one chosen)."""
+    return [r for r in registry.FAMILY if req.needs <= r.features
+            and r.serves(req.M, req.N, req.K)
+            and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
+
+
+def from_family(req: Request, r: Rung, notes: list[str]) -> Choice:
+    """The family rung for a shape it serves, at this GPU's default configuration."""
+    cfg = r.default(req.gpu_name)
+    lines = [*notes, f"{req.M}×{req.N}×{req.K} is a shape {r.label} serves ({r.domain}): "
+             "its bill is bytes, which a rung built for FLOPs moves badly here"]
+    if not req.aligned and r.vectorized:
+        lines.append("operands unaligned: the float4 paths fall back to scalar accesses")
+    return Choice(r.label, _frozen(cfg), decomposition(r, cfg), "heuristic",
+                  "\n".join(lines))
 
 
 
