@@ -6,8 +6,9 @@ leading dimension is a multiple of 4), once on the float4 path (67x44x36), and o
 300x200x1000, where rung 14 splits tiles between blocks (its default fix-up, and each other
 fix-up in a test of its own);
 beta != 0 so C is read as well as written. Racecheck covers the rungs with shared memory
-(3 on): a missing barrier between a stage's last reads and its next copy shows there. PyTorch's caching allocator is turned off in that process: with
-it on, every tensor would sit inside one larger allocation and an access past a matrix's
+(3 on): a missing barrier between a stage's last reads and its next copy shows there.
+PyTorch's caching allocator is turned off in that process: with it on, every tensor would sit
+inside one larger allocation and an access past a matrix's
 end would land in memory the sanitizer considers valid.
 """
 
@@ -48,9 +49,13 @@ import sgemmlab
 
 rung = int(sys.argv[1])
 config = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
-for M, N, K in ((67, 45, 33), (67, 44, 36), (300, 200, 1000)):
-    a = torch.rand(M, K, device="cuda") * 2 - 1
-    b = torch.rand(K, N, device="cuda") * 2 - 1
+shapes = json.loads(sys.argv[3]) if len(sys.argv) > 3 else [
+    (67, 45, 33, 0, 0), (67, 44, 36, 0, 0), (300, 200, 1000, 0, 0)]
+for M, N, K, ta, tb in shapes:  # ta, tb: A, B column-major (transposed views)
+    a = (torch.rand(K, M, device="cuda") * 2 - 1).t() if ta else (
+        torch.rand(M, K, device="cuda") * 2 - 1)
+    b = (torch.rand(N, K, device="cuda") * 2 - 1).t() if tb else (
+        torch.rand(K, N, device="cuda") * 2 - 1)
     c = torch.rand(M, N, device="cuda") * 2 - 1
     sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung, config=config)
     torch.cuda.synchronize()
@@ -71,22 +76,28 @@ def _rung_params(first: int = 1):
         for r in registry.RUNGS if r.number >= first]
 
 
-def _sanitize(rung, tool: str, overrides: dict | None = None) -> None:
+def _sanitize(rung, tool: str, overrides: dict | None = None,
+              shapes: list | None = None) -> None:
     # compile both variants out here so that the process under the sanitizer finds them in
     # the disk cache when it can (NVRTC under it returns no ptxas report; an entry without
     # one is not cached, and the launch works all the same)
     from sgemmlab.runtime.device import gpu_info
+    from sgemmlab.runtime.launch import variant_macros
 
     cfg = {**rung.default(gpu_info().name), **(overrides or {})}
+    layouts = sorted({(bool(s[3]), bool(s[4])) for s in shapes or [(0, 0, 0, 0, 0)]})
     for vec4 in ((True, False) if rung.vectorized else (False,)):
-        macros = rung.macros(cfg) | ({"SGEMM_VEC4": 1} if vec4 else {})
-        compile_kernel(rung.source, macros, gpu_info().arch)
+        for ta, tb in layouts:
+            macros = rung.macros(cfg) | variant_macros(rung, vec4, ta, tb)
+            compile_kernel(rung.source, macros, gpu_info().arch)
     # API errors are torch's business (it probes the driver at start-up); a failed launch of
     # ours raises in the script, which then exits non-zero without printing DONE.
     cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
            "--report-api-errors", "no", sys.executable, "-c", SCRIPT, str(rung.number)]
-    if overrides:
+    if overrides or shapes:
         cmd.append(json.dumps(cfg))
+    if shapes:
+        cmd.append(json.dumps(shapes))
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_env(),
                           timeout=600)
     output = done.stdout + done.stderr
@@ -106,6 +117,28 @@ def test_memcheck_is_clean(rung):
 @pytest.mark.parametrize("rung", _rung_params(first=3))
 def test_racecheck_is_clean(rung):
     _sanitize(rung, "racecheck")
+
+
+# the memory-bound family serves parts of the shape space only: ragged shapes it serves, on
+# the scalar path (odd leading dimensions) and the float4 one, long K (split inside the
+# block), and every layout of A and B; (M, N, K, A column-major, B column-major)
+FAMILY_SHAPES = {
+    15: [(7, 45, 33, 0, 0), (8, 44, 36, 0, 0), (16, 200, 1000, 0, 0), (1, 131, 517, 0, 0),
+         (5, 67, 300, 1, 0), (5, 67, 300, 0, 1), (13, 68, 260, 1, 1), (3, 1, 5000, 0, 1)],
+    16: [(45, 7, 33, 0, 0), (44, 8, 36, 0, 0), (200, 16, 1000, 0, 0), (131, 1, 517, 0, 0),
+         (67, 5, 300, 1, 0), (67, 5, 300, 0, 1), (68, 13, 260, 1, 1), (1, 3, 5000, 1, 0)],
+    17: [(67, 45, 3, 0, 0), (68, 44, 4, 0, 0), (300, 200, 16, 0, 0), (1, 1, 1, 0, 0),
+         (67, 45, 7, 1, 0), (67, 45, 9, 0, 1), (300, 257, 13, 1, 1)],
+}
+FAMILY_PARAMS = [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
+    not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
+    for r in registry.FAMILY]
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+@pytest.mark.parametrize("rung", FAMILY_PARAMS)
+def test_the_memory_bound_family_is_clean(rung, tool):
+    _sanitize(rung, tool, shapes=[list(s) for s in FAMILY_SHAPES[rung.number]])
 
 
 # rung 14's other fix-ups (its default has one): ordered slots, and adds into C itself

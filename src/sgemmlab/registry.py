@@ -337,7 +337,8 @@ def _warp_rules_10() -> tuple[Rule, ...]:
 def _pipeline_smem(c: Config) -> int:
     """Rungs 11-12: STAGES x (the A stage + the B stage); A is [BM][BK+PAD] or, transposed,
     [BK][BM+PAD]."""
-    a = c["BK"] * (c["BM"] + c["PAD"]) if c.get("TRANSPOSE_A", 0) else c["BM"] * (c["BK"] + c["PAD"])
+    a = (c["BK"] * (c["BM"] + c["PAD"]) if c.get("TRANSPOSE_A", 0)
+         else c["BM"] * (c["BK"] + c["PAD"]))
     return c["STAGES"] * (a + c["BK"] * c["BN"]) * _F
 
 
@@ -528,11 +529,102 @@ RUNGS: tuple[Rung, ...] = (
     ),
 )
 
+# -- the memory-bound family (kernels/membound/) ------------------------------------------
+# Rungs 15 and 16 compile one of two structures by the streamed operand's layout (axpy.cuh:
+# lanes own columns, K split over the block; dot.cuh: lanes along k, NC rows per warp), so a
+# configuration must be legal for both; shared memory is the larger need (both declare it).
+
+
+def _skinny(c: Config, small: str, long_: str) -> dict[str, int]:
+    """Rungs 15-16's derived numbers as membound/axpy.cuh and dot.cuh compute them; `small`
+    is the constant of the small side (RM or RN), `long_` the block's long side (BN or BM)."""
+    r, span, unroll = c[small], c[long_], c["UNROLL"]
+    cg = max(span // 4, 1)  # axpy: lanes across the columns, a float4 each
+    kcw = max(32 // cg, 1) * unroll  # axpy: k per warp per chunk
+    nc = max(span // c["WARPS"], 1)  # dot: rows of the streamed operand per warp
+    du = max(unroll // nc, 1)  # dot: float4 per row per step
+    kph = max(4096 // r, 128 * du)  # dot: k per phase of the small operand
+    axpy = max(c["WARPS"] * kcw * (r + 4 if r >= 4 else r), c["WARPS"] * r * span)
+    return {"smem": max(axpy, 2 * r * (kph + 4)) * _F,
+            "live": max(5 * r + 4 * unroll + 24, r * nc + 4 * nc * du + 2 * nc + 28)}
+
+
+def _skinny_rules(small: str, long_: str, what: str, side: str) -> tuple[Rule, ...]:
+    return (
+        Rule(f"{small} is 1, 2, 4, 8 or 16 ({what} of C per block)",
+             lambda c: c[small] in (1, 2, 4, 8, 16)),
+        Rule(f"{long_} is a multiple of 4 and {long_}/4 divides 32 (axpy: {long_}/4 lanes "
+             f"span the {side})",
+             lambda c: c[long_] % 4 == 0 and c[long_] // 4 > 0 and 32 % (c[long_] // 4) == 0),
+        Rule(f"{long_} is a multiple of WARPS, at most 16 times it (dot: {long_}/WARPS "
+             f"{side} per warp)",
+             lambda c: c[long_] % c["WARPS"] == 0 and c[long_] <= 16 * c["WARPS"]),
+        Rule("UNROLL is 1, 2, 4 or 8", lambda c: c["UNROLL"] in (1, 2, 4, 8)),
+        _register_rule(lambda c: _skinny(c, small, long_)["live"],
+                       f"the larger variant's live values (axpy 5*{small} + 4*UNROLL + 24; dot "
+                       f"{small}*NC + 4*NC*DU + 2*NC + 28)", lambda c: 32 * c["WARPS"]),
+    )
+
+
+def _tiny_k_threads(c: Config) -> int:
+    return (c["BN"] // 4) * (c["BM"] // c["TM"])
+
+
+#: Rung 17's column tiles are at least 128 wide and lie along gridDim.y (65535 at most).
+_TINY_K_MAX_N = 65535 * 128
+
 #: Rungs outside the ladder's climb, each for a part of the shape space the ladder serves
 #: badly (kernels/membound/: products whose bill is bytes, not FLOPs). They are numbered
 #: after the ladder, looked up like any rung, and chosen by dispatch for the shapes they
 #: serve; `sgemmlab ladder` (RUNGS) leaves them out.
-FAMILY: tuple[Rung, ...] = ()
+FAMILY: tuple[Rung, ...] = (
+    Rung(
+        15, "skinny_m", "skinny M: B streamed once, K split inside the block",
+        "membound/15_skinny_m.cu",
+        space={"RM": (1, 2, 4, 8, 16), "BN": (16, 32, 64, 128), "WARPS": (4, 8, 16),
+               "UNROLL": (1, 2, 4, 8)},
+        block=lambda c: (32 * c["WARPS"], 1, 1), tile=lambda c: (c["RM"], c["BN"]),
+        smem_bytes=lambda c: _skinny(c, "RM", "BN")["smem"],
+        seed={"RM": 8, "BN": 32, "WARPS": 16, "UNROLL": 4},
+        rules=_skinny_rules("RM", "BN", "rows", "columns"), vectorized=True,
+        features=frozenset({"layouts"}),
+        domain="M <= 16 (any N and K, A and B in either layout)",
+        serves=lambda M, N, K: M <= 16,
+    ),
+    Rung(
+        16, "skinny_n", "skinny N: A streamed once (rung 15 transposed)",
+        "membound/16_skinny_n.cu",
+        space={"RN": (1, 2, 4, 8, 16), "BM": (16, 32, 64, 128), "WARPS": (4, 8, 16),
+               "UNROLL": (1, 2, 4, 8)},
+        block=lambda c: (32 * c["WARPS"], 1, 1), tile=lambda c: (c["BM"], c["RN"]),
+        smem_bytes=lambda c: _skinny(c, "RN", "BM")["smem"],
+        seed={"RN": 8, "BM": 32, "WARPS": 16, "UNROLL": 4},  # rung 15's, transposed
+        rules=_skinny_rules("RN", "BM", "columns", "rows"), rows_on_x=True, vectorized=True,
+        features=frozenset({"layouts"}),
+        domain="N <= 16 (any M and K, A and B in either layout)",
+        serves=lambda M, N, K: N <= 16,
+    ),
+    Rung(
+        17, "tiny_k", "tiny K: outer products, write-bound", "membound/17_tiny_k.cu",
+        space={"BM": (64, 128, 256, 512), "BN": (128, 256), "TM": (4, 8, 16, 32)},
+        block=lambda c: (_tiny_k_threads(c), 1, 1), tile=_block_tile,
+        smem_bytes=lambda c: (c["BM"] + c["BN"]) * 16 * _F,
+        seed={"BM": 256, "BN": 128, "TM": 32},
+        rules=(
+            Rule("BN is a multiple of 128 (a warp stores 128 consecutive columns of a row)",
+                 lambda c: c["BN"] % 128 == 0),
+            Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),
+            Rule("TM is a multiple of 4 (a thread's rows go four at a time)",
+                 lambda c: c["TM"] % 4 == 0),
+            _register_rule(lambda c: 4 * 16 + 4 * 4 + 28,
+                           "4*16 values of B, 4*4 of C and 28 for the sums, pointers and "
+                           "indices", _tiny_k_threads),
+        ),
+        rows_on_x=True, vectorized=True, features=frozenset({"layouts"}),
+        domain=f"K <= 16 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
+        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
+    ),
+)
 
 ALL: tuple[Rung, ...] = RUNGS + FAMILY
 

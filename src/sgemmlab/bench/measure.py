@@ -7,8 +7,9 @@ Method (../shared/seeds/001: "The confirmed result"):
     clocks; we report the median ratio and its min-max over rounds;
   * what one launch's time is depends on the mode (`Method.mode`):
 
-    isolated (the default)  per launch: flush the L2 (a write of >= 4x its size: each launch
-        starts from DRAM, as in a model where other layers evict), synchronize so the GPU is
+    isolated (the default)  per launch: flush the L2 (a write and a read of >= 4x its size:
+        each launch starts from DRAM, as in a model where other layers evict; L2Flusher says
+        why the read), synchronize so the GPU is
         idle, record the start event, call, record the end event. The start event fires the
         moment it is recorded, so the time is the whole call as its caller pays it: host
         work (argument checks, dispatch, binding, the launch itself) plus the kernel, for
@@ -90,18 +91,27 @@ class CudaTimer:
 
 
 class L2Flusher:
-    """Evicts the L2 by writing a buffer of at least 4x its size (and at least 256 MiB)."""
+    """Evicts the L2: writes a buffer of at least 4x its size (and at least 256 MiB), then
+    reads it back. The read matters: after the write alone the L2 is full of dirty lines,
+    and their write-back to DRAM lands in the next kernel, adding microseconds to any
+    memory-bound one (cuBLAS's too). After the read the L2 holds clean lines of the buffer,
+    which the timed call evicts for free, as in a model whose previous layer read its
+    weights."""
 
     def __init__(self, l2_bytes: int):
         import torch
 
         self.nbytes = max(4 * l2_bytes, 256 << 20)
         self.buffer = torch.empty(self.nbytes // 4, dtype=torch.float32, device="cuda")
+        self._sink = torch.empty((), dtype=torch.float32, device="cuda")
         self._value = 0.0
 
     def __call__(self) -> None:
+        import torch
+
         self._value += 1.0  # a new value each time, so nothing can skip the write
         self.buffer.fill_(self._value)
+        torch.amax(self.buffer, dim=0, out=self._sink)  # read every line back
 
 
 def time_launches(fn: Launch, n: int, flush: Callable[[], None] | None,

@@ -6,6 +6,7 @@ function of the lab, and prints what came back.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -108,6 +109,9 @@ BaselineOpt = Annotated[Optional[list[str]], typer.Option(
 def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: BenchKernelOpt = None,
           baseline: BaselineOpt = None,
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
+          mode: Annotated[str, typer.Option(
+              help="isolated: each call timed alone on a flushed L2, host work included; "
+              "throughput: calls back to back")] = "isolated",
           quiet: Annotated[bool, typer.Option(help="no live display")] = False):
     """Check kernels and baselines, then time each against cuBLAS FP32 over suites of shapes."""
     from ..bench import runner, suites
@@ -131,7 +135,10 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: BenchKernelOpt
         fail(str(exc), 2)
     for note in notes:
         typer.echo(f"note: {note}")
-    method = CONFIRM if confirm else QUICK
+    try:
+        method = dataclasses.replace(CONFIRM if confirm else QUICK, mode=mode)
+    except ValueError as exc:
+        fail(f"--mode: {exc}", 2)
     tag = "-".join([*(suite or []), *(f"{M}x{N}x{K}" for M, N, K in explicit)])[:80] \
         or suites.DEFAULT_SUITE
     title = (f"{gpu.name}: vs cuBLAS FP32 (TF32 off), {method.launches} launches × "

@@ -1,0 +1,78 @@
+// Rung 15 — skinny M: C = alpha A B + beta C for M <= 16, B streamed from DRAM once.
+//
+// Why: at 1x4096x4096 (a vector times a matrix) or 8..16 x N x K (a decode step) the bill is
+// B's bytes, and rung 13 spends 723 us on one 256 x 128 tile walking all of K where the HBM
+// floor is 15.9 us. Here a block covers RM rows (all of M when M <= RM) by BN columns, and
+// K is split inside the block, so N = 4096 in 32-column blocks still fills 128 SMs.
+// How B lies picks the structure (compile time, SGEMM_TB): row-major B runs along n, so lanes
+// own columns and loop over k (membound/axpy.cuh); column-major B (a weight stored N x K)
+// runs along k, so each output is a dot product (membound/dot.cuh). A (row- or column-major,
+// SGEMM_TA) is the small operand T, staged in shared memory. One launch, no atomics: the
+// partial sums meet in a fixed order (bit-identical run to run).
+//
+// The bill: B once from DRAM (4KN bytes), C once (4MN, read too when beta != 0), A once per
+// block from L2: RM/BN bytes per byte of B (1/32 at RM = 1, 1/2 at RM = 16, BN = 32). In
+// flight: THREADS * UNROLL * 16 B per block (axpy), THREADS * NC * DU * 16 B (dot). Seed
+// RM=8 BN=32 WARPS=16 UNROLL=4 (`sgemmlab build -k 15`, sm_90): axpy 126 registers, one
+// 512-thread block and 32 KB in flight per SM; dot (NC = DU = 2) 64 registers, two blocks,
+// 64 KB; 33 KB of shared memory in both; no spills in any variant.
+//
+// Prediction, against the floor = bytes of A, B, C / 4.23 TB/s (RM >= M, the tuned BN):
+//   1x4096x4096    floor 15.9 us: ~18 us (88 %; 128 blocks on 132 SMs)
+//   8x4096x4096    floor 15.9 us: ~19 us (84 %; A from L2 adds 1/4 of B's bytes)
+//   16x11008x4096  floor 42.9 us: ~55 us (78 %; FFMA at half of peak, 2.6 waves of blocks)
+//   4096x1x4096, 4096x4096x8: not served (rungs 16 and 17).
+//
+// <measured>
+// (not measured yet)
+// </measured>
+#include "membound/axpy.cuh"
+#include "membound/dot.cuh"
+
+#ifndef SGEMM_TA
+#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
+#endif
+#ifndef SGEMM_TB
+#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
+#endif
+
+using Axpy = AxpyShape<RM, BN, WARPS, UNROLL>;
+using Dot = DotShape<RM, BN, WARPS, UNROLL>;
+constexpr int SMEM_FLOATS = Axpy::SMEM_FLOATS > Dot::SMEM_FLOATS ? Axpy::SMEM_FLOATS
+                                                                   : Dot::SMEM_FLOATS;
+constexpr int LIVE = Axpy::LIVE > Dot::LIVE ? Axpy::LIVE : Dot::LIVE;
+
+static_assert(RM > 0 && BN > 0 && WARPS > 0 && UNROLL > 0,
+              "every constant is positive (PAD and PREFETCH may be 0)");
+static_assert(RM == 1 || RM == 2 || RM == 4 || RM == 8 || RM == 16,
+              "RM is 1, 2, 4, 8 or 16 (rows of C per block)");
+static_assert(BN % 4 == 0 && BN / 4 > 0 && 32 % (BN / 4) == 0,
+              "BN is a multiple of 4 and BN/4 divides 32 (axpy: BN/4 lanes span the columns)");
+static_assert(BN % WARPS == 0 && BN <= 16 * WARPS,
+              "BN is a multiple of WARPS, at most 16 times it (dot: BN/WARPS columns per "
+              "warp)");
+static_assert(UNROLL == 1 || UNROLL == 2 || UNROLL == 4 || UNROLL == 8, "UNROLL is 1, 2, 4 or 8");
+static_assert(LIVE <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "the larger variant's live values (axpy 5*RM + 4*UNROLL + 24; dot RM*NC + "
+              "4*NC*DU + 2*NC + 28) fit a thread's registers: min(255, 65536 / threads per "
+              "block)");
+static_assert(THREADS == WARPS * 32, "THREADS is 32 lanes per warp");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <= 49152 bytes");
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
+    const int m0 = blockIdx.y * RM, n0 = blockIdx.x * BN;
+    const float* T = SGEMM_TA ? A + m0 : row_ptr(A, m0, lda);  // the block's rows of A
+    float* O = row_ptr(C, m0, ldc) + n0;
+#if SGEMM_TB  // B's columns run along k: dot products of A's rows with B's columns
+    dot_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(row_ptr(B, n0, ldb), ldb, T, lda, O, ldc,
+                                                      M - m0, N - n0, K, alpha, beta, smem);
+#else  // B's rows run along n: lanes own columns, loop over k
+    axpy_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(B + n0, ldb, T, lda, O, ldc, M - m0,
+                                                       N - n0, K, alpha, beta, smem);
+#endif
+}

@@ -1,0 +1,78 @@
+// Rung 16 — skinny N: C = alpha A B + beta C for N <= 16, A streamed from DRAM once.
+//
+// Why: 4096x1x4096 (a matrix times a vector) takes rung 13 808 us against a 15.9 us floor.
+// This is rung 15 transposed: C^T = B^T A^T, so A is the streamed operand and B^T the small
+// one, and the same two structures serve: row-major A runs along k, so each output is a dot
+// product of a row of A with a column of B (membound/dot.cuh: a warp per NC rows of A,
+// lanes along k); column-major A runs along m, so lanes own rows of C and loop over k
+// (membound/axpy.cuh, K split inside the block). B (either layout, SGEMM_TB) is staged in
+// shared memory; C is written transposed from the structures' point of view. A block covers
+// BM rows by RN columns of C; rows go on blockIdx.x (2^31 - 1 blocks), N on blockIdx.y.
+// One launch, no atomics, sums in a fixed order: bit-identical run to run.
+//
+// The bill: A once from DRAM (4MK bytes), C once (4MN), B once per block from L2: RN/BM
+// bytes per byte of A (1/32 at RN = 1, BM = 32). In flight per lane: NC * DU float4 (dot,
+// NC = BM/WARPS rows of A per warp) or UNROLL (axpy). Seed RN=8 BM=32 WARPS=16 UNROLL=4,
+// rung 15's transposed (`sgemmlab build -k 16`, sm_90): dot (NC = DU = 2) 64 registers, two
+// 512-thread blocks and 64 KB in flight per SM; axpy 102-126 registers, one block, 32 KB;
+// 33 KB of shared memory in both; no spills in any variant.
+//
+// Prediction, against the floor = bytes of A, B, C / 4.23 TB/s (RN >= N, the tuned BM):
+//   4096x1x4096   floor 15.9 us: ~18 us (88 %; 128 blocks of 32 rows, 2 rows per warp)
+//   1x4096x4096, 8x4096x4096, 16x11008x4096, 4096x4096x8: not served (rungs 15 and 17;
+//   their transposes, 4096x8x4096 and 11008x16x4096, predict as rung 15's 19 and 55 us).
+//
+// <measured>
+// (not measured yet)
+// </measured>
+#include "membound/axpy.cuh"
+#include "membound/dot.cuh"
+
+#ifndef SGEMM_TA
+#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
+#endif
+#ifndef SGEMM_TB
+#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
+#endif
+
+using Axpy = AxpyShape<RN, BM, WARPS, UNROLL>;
+using Dot = DotShape<RN, BM, WARPS, UNROLL>;
+constexpr int SMEM_FLOATS = Axpy::SMEM_FLOATS > Dot::SMEM_FLOATS ? Axpy::SMEM_FLOATS
+                                                                   : Dot::SMEM_FLOATS;
+constexpr int LIVE = Axpy::LIVE > Dot::LIVE ? Axpy::LIVE : Dot::LIVE;
+
+static_assert(RN > 0 && BM > 0 && WARPS > 0 && UNROLL > 0,
+              "every constant is positive (PAD and PREFETCH may be 0)");
+static_assert(RN == 1 || RN == 2 || RN == 4 || RN == 8 || RN == 16,
+              "RN is 1, 2, 4, 8 or 16 (columns of C per block)");
+static_assert(BM % 4 == 0 && BM / 4 > 0 && 32 % (BM / 4) == 0,
+              "BM is a multiple of 4 and BM/4 divides 32 (axpy: BM/4 lanes span the rows)");
+static_assert(BM % WARPS == 0 && BM <= 16 * WARPS,
+              "BM is a multiple of WARPS, at most 16 times it (dot: BM/WARPS rows per "
+              "warp)");
+static_assert(UNROLL == 1 || UNROLL == 2 || UNROLL == 4 || UNROLL == 8, "UNROLL is 1, 2, 4 or 8");
+static_assert(LIVE <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
+              "the larger variant's live values (axpy 5*RN + 4*UNROLL + 24; dot RN*NC + "
+              "4*NC*DU + 2*NC + 28) fit a thread's registers: min(255, 65536 / threads per "
+              "block)");
+static_assert(THREADS == WARPS * 32, "THREADS is 32 lanes per warp");
+static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
+static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <= 49152 bytes");
+
+SGEMM_KERNEL __launch_bounds__(THREADS)
+sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * RN;
+    const float* T = SGEMM_TB ? row_ptr(B, n0, ldb) : B + n0;  // B^T's rows: B's columns
+    float* O = row_ptr(C, m0, ldc) + n0;                      // O(n, m) = C(m, n)
+#if SGEMM_TA  // A's columns run along m: lanes own rows of C, loop over k
+    axpy_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(A + m0, lda, T, ldb, O, ldc, N - n0,
+                                                          M - m0, K, alpha, beta, smem);
+#else  // A's rows run along k: dot products of A's rows with B's columns
+    dot_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(row_ptr(A, m0, lda), lda, T, ldb, O,
+                                                         ldc, N - n0, M - m0, K, alpha, beta,
+                                                         smem);
+#endif
+}

@@ -1,0 +1,297 @@
+"""The memory-bound family (registry.FAMILY, kernels/membound/) without a GPU: the registry's
+description of each rung (numbering, domain, launch geometry) and NVRTC builds for sm_90.
+
+(a) registry: numbered after the ladder, found by number, name and label; `serves` is what
+    `domain` says; the grid covers C exactly (one block more in either direction would
+    start past the edge), and every served shape fits gridDim.y <= 65535;
+(b) the seed and a covering sample of the legal configurations compile in every variant the
+    launcher can ask for (row- and column-major A and B, with and without SGEMM_VEC4) with
+    no spills and no stack frame, and ptxas agrees with the registry about shared memory;
+(c) the rules agree with the kernels' static_asserts in both directions (as
+    tests/test_compile.py checks the ladder);
+(d) each header keeps the generated <measured> block's markers.
+
+Builds use the default cache directory, as test_compile.py does, so later runs are warm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+
+import pytest
+
+from sgemmlab import registry
+from sgemmlab.registry import FAMILY, Rung, config_key
+from sgemmlab.runtime.compiler import KERNEL_DIR, CompileError
+from sgemmlab.tune.search import compile_many
+
+ARCH = "sm_90"
+JOBS = 2
+SAMPLE = 16  # legal configurations compiled per rung (seed first), in all 8 variants
+ILLEGAL_SAMPLE = 24
+REGISTERS_PER_SM = 64 * 1024
+GRID_Y_MAX = 65535
+INT32_MAX = 2**31 - 1
+LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
+_STATIC_ASSERT = re.compile(r'static assertion failed with "((?:[^"\\]|\\.)*)"')
+
+RUNG_PARAMS = [pytest.param(r, id=f"r{r.number}") for r in FAMILY]
+
+
+def _by_number(n: int) -> Rung:
+    return registry.rung(n)
+
+
+# -- (a) the registry ---------------------------------------------------------------------
+
+
+def test_the_family_is_numbered_after_the_ladder_and_lives_in_membound():
+    assert [r.number for r in FAMILY] == list(
+        range(len(registry.RUNGS) + 1, len(registry.RUNGS) + 1 + len(FAMILY)))
+    assert registry.ALL == registry.RUNGS + FAMILY
+    names = [r.name for r in registry.ALL]
+    assert len(set(names)) == len(names)
+    for r in FAMILY:
+        assert r.label == f"{r.number:02d}_{r.name}"
+        assert r.source == f"membound/{r.label}.cu", r.source
+        assert (KERNEL_DIR / r.source).is_file()
+        for key in (r.number, str(r.number), r.name, r.label):
+            assert registry.rung(key) is r
+        assert r.features == frozenset({"layouts"}) and r.vectorized
+        assert r not in registry.RUNGS  # `sgemmlab ladder` leaves them out
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_seed_is_legal_and_every_config_is_deterministic(r):
+    assert set(r.seed) == set(r.space)
+    assert r.violations(r.seed) == []
+    texts = [rule.text for rule in r.all_rules()]
+    assert len(set(texts)) == len(texts)
+    for cfg in r.configs(legal=None):
+        broken = r.violations(cfg)
+        assert set(broken) <= set(texts)
+        assert r.is_legal(cfg) == (broken == [])
+        assert r.deterministic(cfg), "no atomics anywhere in the family"
+    assert list(r.configs()), f"{r.label} has no legal configuration"
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_legal_blocks_are_launchable_and_macros_are_config_plus_threads(r):
+    for cfg in r.configs():
+        x, y, z = r.block(cfg)
+        assert (y, z) == (1, 1) and 32 <= x <= 1024 and x % 32 == 0, config_key(cfg)
+        assert 0 < r.smem_bytes(cfg) <= 48 * 1024, config_key(cfg)
+        assert r.macros(cfg) == {**cfg, "THREADS": x}
+
+
+SMALL_SIDES = (1, 2, 3, 7, 8, 13, 16)
+LONG_SIDES = (1, 17, 31, 64, 127, 1000, 4097, 8191, 65535 * 16 + 1, INT32_MAX)
+
+
+def test_serves_is_what_the_domain_says():
+    m, n, k = _by_number(15), _by_number(16), _by_number(17)
+    assert "M <= 16" in m.domain and "N <= 16" in n.domain and "K <= 16" in k.domain
+    for s in SMALL_SIDES:
+        for big in LONG_SIDES:
+            assert m.serves(s, big, big) and m.serves(s, 1, 1)
+            assert n.serves(big, s, big) and n.serves(1, s, 1)
+            assert k.serves(big, s, s) and k.serves(big, 4099, s)
+    for big in (17, 18, 4096, INT32_MAX):
+        assert not m.serves(big, 1, 1) and not n.serves(1, big, 1)
+        assert not k.serves(1, 1, big)
+    limit = registry._TINY_K_MAX_N
+    assert str(limit) in k.domain and limit == GRID_Y_MAX * 128
+    assert k.serves(1, limit, 16) and not k.serves(1, limit + 1, 16)
+
+
+def _covers(r: Rung, cfg: dict, M: int, N: int) -> None:
+    rows, cols = r.tile(cfg)
+    grid = r.grid(cfg, M, N)
+    gm, gn = (grid[0], grid[1]) if r.rows_on_x else (grid[1], grid[0])
+    where = f"{r.label} {config_key(cfg)} at M={M}, N={N}: grid {grid}"
+    assert grid[2] == 1, where
+    assert gm * rows >= M and (gm - 1) * rows < M, where  # every row, no spare block
+    assert gn * cols >= N and (gn - 1) * cols < N, where
+    assert grid[1] <= GRID_Y_MAX and grid[0] <= INT32_MAX, f"{where}: does not launch"
+
+
+RAGGED = (1, 2, 3, 5, 13, 17, 31, 127, 1009, 4099, 65535, 65537, 65535 * 16 + 3, INT32_MAX)
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_the_grid_covers_every_served_shape_exactly(r):
+    configs = [r.seed] + list(r.configs())[::5]
+    for cfg in configs:
+        for M, N in itertools.product(RAGGED + SMALL_SIDES, repeat=2):
+            if r.number == 17 and N > registry._TINY_K_MAX_N:
+                N = registry._TINY_K_MAX_N
+            if r.serves(M, N, 1):
+                _covers(r, cfg, M, N)
+
+
+def test_long_sides_go_where_the_grid_has_room():
+    """Rung 15's long side is N (gridDim.x); rung 16's and 17's rows are on gridDim.x, so M
+    may pass 65535 tiles."""
+    assert not _by_number(15).rows_on_x
+    assert _by_number(16).rows_on_x and _by_number(17).rows_on_x
+    r16, r17 = _by_number(16), _by_number(17)
+    assert r16.grid({**r16.seed, "BM": 16, "RN": 1}, 65535 * 16 + 1, 3) == (65536, 3, 1)
+    assert r17.grid({**r17.seed, "BM": 32}, 65535 * 32 + 1, 129) == (65536, 2, 1)
+    assert r17.grid(r17.seed, 1, registry._TINY_K_MAX_N)[1] == GRID_Y_MAX
+
+
+# -- (b) builds ----------------------------------------------------------------------------
+
+
+def _variant(r: Rung, ta: bool, tb: bool, vec4: bool) -> Rung:
+    """The rung as the launcher compiles it for these layouts (SGEMM_TA / SGEMM_TB ride in
+    `derived`, so compile_many builds them) with or without SGEMM_VEC4."""
+    layout = {**({"SGEMM_TA": 1} if ta else {}), **({"SGEMM_TB": 1} if tb else {})}
+    return dataclasses.replace(r, derived=lambda c: layout, vectorized=vec4)
+
+
+def _sample(r: Rung) -> list[dict]:
+    return registry.covering_sample(list(r.configs()), SAMPLE, first=[r.seed])
+
+
+def _first_error(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    return ([ln for ln in lines if "error" in ln] or lines or [type(exc).__name__])[0]
+
+
+@pytest.mark.parametrize("ta, tb", LAYOUTS, ids=["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("vec4", [True, False], ids=["vec4", "scalar"])
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_sampled_configs_compile_in_every_variant_without_spills(r, vec4, ta, tb):
+    configs = _sample(r)
+    assert r.seed in configs
+    items = [(_variant(r, ta, tb, vec4), c) for c in configs]
+    problems = []
+    for (v, cfg), res in compile_many(items, ARCH, JOBS):
+        key = config_key(cfg)
+        if isinstance(res, BaseException):
+            problems.append(f"{key}: did not compile: {_first_error(res)}")
+            continue
+        if not res.known:
+            problems.append(f"{key}: ptxas gave no resource report")
+            continue
+        if res.spills or res.stack_bytes:
+            problems.append(f"{key}: spills {res.spill_stores}/{res.spill_loads} B, stack "
+                            f"{res.stack_bytes} B ({res.registers} registers)")
+        if res.smem_bytes != r.smem_bytes(cfg):
+            problems.append(f"{key}: ptxas reports {res.smem_bytes} B of shared memory, the "
+                            f"registry says {r.smem_bytes(cfg)} B")
+        if -(-res.registers // 8) * 8 * r.threads(cfg) > REGISTERS_PER_SM:
+            problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
+                            "do not fit one SM")
+    variant = f"TA={int(ta)} TB={int(tb)} VEC4={int(vec4)}"
+    assert not problems, f"{r.label} ({variant}):\n  " + "\n  ".join(problems)
+
+
+# -- (c) rules and static_asserts ------------------------------------------------------------
+
+
+def _illegal(r: Rung) -> list[dict]:
+    """Illegal configurations of the space: for each rule, the one breaking it and the
+    fewest others, then evenly spread ones."""
+    illegal = list(r.configs(legal=False))
+    broken = {config_key(c): r.violations(c) for c in illegal}
+    picked: list[dict] = []
+    for rule in r.all_rules():
+        breaking = [c for c in illegal if rule.text in broken[config_key(c)]]
+        if breaking:
+            choice = min(breaking, key=lambda c: len(broken[config_key(c)]))
+            if choice not in picked:
+                picked.append(choice)
+    rest = [c for c in illegal if c not in picked]
+    need = max(ILLEGAL_SAMPLE - len(picked), 0)
+    picked += [rest[i * len(rest) // need] for i in range(min(need, len(rest)))]
+    return picked
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_illegal_configs_of_the_space_are_refused_by_a_static_assert(r):
+    configs = _illegal(r)
+    assert configs, f"every configuration of {r.label}'s space is legal: nothing tested"
+    wrong = []
+    for (_, cfg), res in compile_many([(r, c) for c in configs], ARCH, JOBS):
+        broken = r.violations(cfg)
+        if not isinstance(res, CompileError):
+            wrong.append(f"{config_key(cfg)} breaks {broken} but gave {res!r}")
+        elif not set(_STATIC_ASSERT.findall(str(res))) & set(broken):
+            wrong.append(f"{config_key(cfg)} breaks {broken}; refused with "
+                         f"{_STATIC_ASSERT.findall(str(res)) or _first_error(res)}")
+    assert not wrong, "\n  ".join([f"{r.label}:"] + wrong)
+
+
+_PROBE_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
+
+
+def _probe(r: Rung, text: str) -> dict | None:
+    """A configuration near the seed (one or two constants changed) that breaks the rule
+    called `text` and as few others as possible."""
+    best = None
+    for n in (1, 2):
+        for names in itertools.combinations(r.space, n):
+            for values in itertools.product(_PROBE_VALUES, repeat=n):
+                cfg = {**r.seed, **dict(zip(names, values))}
+                broken = r.violations(cfg)
+                if text in broken and (best is None or len(broken) < best[0]):
+                    best = (len(broken), cfg)
+        if best is not None and best[0] == 1:
+            break
+    return best and best[1]
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_every_rule_has_a_static_assert_of_the_same_text(r):
+    probes = {rule.text: cfg for rule in r.all_rules()
+              if (cfg := _probe(r, rule.text)) is not None}
+    # the rung's own rules must all be reachable near the seed (of the shared ones, "positive"
+    # never is, no probe value being 0, nor "whole warps" where threads are 32 * WARPS)
+    assert {x.text for x in r.rules} <= set(probes), sorted(
+        {x.text for x in r.rules} - set(probes))
+    results = compile_many([(r, c) for c in probes.values()], ARCH, JOBS)
+    missing = []
+    for (text, cfg), (_, res) in zip(probes.items(), results):
+        if not isinstance(res, BaseException):
+            missing.append(f"{text!r}: {config_key(cfg)} compiled")
+        elif text not in _STATIC_ASSERT.findall(str(res)):
+            missing.append(f"{text!r}: {config_key(cfg)} refused with "
+                           f"{_STATIC_ASSERT.findall(str(res)) or _first_error(res)}")
+    assert not missing, f"{r.label}:\n  " + "\n  ".join(missing)
+
+
+# -- (d) headers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("r", RUNG_PARAMS)
+def test_the_header_is_short_and_keeps_the_measured_markers(r):
+    text = (KERNEL_DIR / r.source).read_text()
+    head = text[:text.index("#include")].splitlines()
+    assert head[0].startswith(f"// Rung {r.number} ")
+    assert len(head) <= 34, f"{r.source}: a {len(head)}-line header"
+    assert text.count("// <measured>") == 1 and text.count("// </measured>") == 1
+    assert text.index("// <measured>") < text.index("// </measured>") < text.index("#include")
+    for shape in ("1x4096x4096", "4096x1x4096", "8x4096x4096", "16x11008x4096", "4096x4096x8"):
+        assert shape in text, f"{r.source}: no prediction for {shape}"
+
+
+def test_floors_quoted_in_the_headers_follow_from_the_bytes():
+    """The floor is the bytes of A, B and C over the measured copy bandwidth, 4.23 TB/s."""
+    def floor_us(M, N, K):
+        return 4 * (M * K + K * N + M * N) / 4.23e12 * 1e6
+
+    assert math.isclose(floor_us(1, 4096, 4096), 15.9, abs_tol=0.05)
+    assert math.isclose(floor_us(8, 4096, 4096), 15.9, abs_tol=0.05)
+    assert math.isclose(floor_us(16, 11008, 4096), 42.9, abs_tol=0.05)
+    assert math.isclose(floor_us(4096, 4096, 8), 15.9, abs_tol=0.05)
+    for r in FAMILY:
+        text = (KERNEL_DIR / r.source).read_text()
+        for shape, value in re.findall(r"(\d+x\d+x\d+)\s+floor ([\d.]+) us", text):
+            M, N, K = map(int, shape.split("x"))
+            assert math.isclose(float(value), floor_us(M, N, K), abs_tol=0.05), (
+                f"{r.source}: {shape} floor {value} us, the bytes say {floor_us(M, N, K):.1f}")
