@@ -4,6 +4,7 @@ elsewhere they are skipped with a reason (CI is CPU-only)."""
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 
@@ -43,3 +44,24 @@ def isolated_dispatch(tmp_path, monkeypatch):
     dispatch.clear_cache()
     yield
     dispatch.clear_cache()
+
+
+#: Values tried when looking for a configuration that breaks one rule (test_compile,
+#: test_membound: every rule must have a static_assert of the same text).
+PROBE_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 72, 96, 128, 192, 256, 512)
+
+
+def probe_config(r, text: str) -> dict | None:
+    """A configuration near the seed (one or two constants changed) that breaks the rule
+    called `text` and as few others as possible; None if no such neighbour exists."""
+    best = None
+    for n in (1, 2):
+        for names in itertools.combinations(r.space, n):
+            for values in itertools.product(PROBE_VALUES, repeat=n):
+                cfg = {**r.seed, **dict(zip(names, values))}
+                broken = r.violations(cfg)
+                if text in broken and (best is None or len(broken) < best[0]):
+                    best = (len(broken), cfg)
+        if best is not None and best[0] == 1:
+            break
+    return best and best[1]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import multiprocessing
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import probe_config
 from sgemmlab import registry
 from sgemmlab.registry import Rung, config_key
 from sgemmlab.runtime import compiler
@@ -237,23 +237,6 @@ def test_illegal_configs_of_the_space_are_refused_by_the_compiler(rung):
                        f"{rung.label} disagree with the compiler:\n  " + "\n  ".join(wrong))
 
 
-_PROBE_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 72, 96, 128, 192, 256, 512)
-
-
-def _probe(r: Rung, text: str) -> dict | None:
-    """A configuration near the seed (one or two constants changed) that breaks the rule
-    called `text` and as few others as possible; None if no such neighbour exists."""
-    best = None
-    for n in (1, 2):
-        for names in itertools.combinations(r.space, n):
-            for values in itertools.product(_PROBE_VALUES, repeat=n):
-                cfg = {**r.seed, **dict(zip(names, values))}
-                broken = r.violations(cfg)
-                if text in broken and (best is None or len(broken) < best[0]):
-                    best = (len(broken), cfg)
-        if best is not None and best[0] == 1:
-            break
-    return best and best[1]
 
 
 @pytest.mark.parametrize("rung", RUNG_PARAMS)
@@ -264,7 +247,7 @@ def test_every_rule_has_a_static_assert(rung):
     for rule in rung.all_rules():
         if rule.host:  # checked by the launcher's plan; no kernel sees the key
             continue
-        cfg = _probe(rung, rule.text)
+        cfg = probe_config(rung, rule.text)
         if cfg is not None:  # else the rule cannot break near the seed (smem of rung 1)
             probes[rule.text] = cfg
     assert probes, f"no rule of {rung.label} can be broken near its seed"

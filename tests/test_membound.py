@@ -23,6 +23,7 @@ import re
 
 import pytest
 
+from conftest import probe_config
 from sgemmlab import registry
 from sgemmlab.registry import FAMILY, Rung, config_key
 from sgemmlab.runtime.compiler import KERNEL_DIR, CompileError
@@ -227,29 +228,12 @@ def test_illegal_configs_of_the_space_are_refused_by_a_static_assert(r):
     assert not wrong, "\n  ".join([f"{r.label}:"] + wrong)
 
 
-_PROBE_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512)
-
-
-def _probe(r: Rung, text: str) -> dict | None:
-    """A configuration near the seed (one or two constants changed) that breaks the rule
-    called `text` and as few others as possible."""
-    best = None
-    for n in (1, 2):
-        for names in itertools.combinations(r.space, n):
-            for values in itertools.product(_PROBE_VALUES, repeat=n):
-                cfg = {**r.seed, **dict(zip(names, values))}
-                broken = r.violations(cfg)
-                if text in broken and (best is None or len(broken) < best[0]):
-                    best = (len(broken), cfg)
-        if best is not None and best[0] == 1:
-            break
-    return best and best[1]
 
 
 @pytest.mark.parametrize("r", RUNG_PARAMS)
 def test_every_rule_has_a_static_assert_of_the_same_text(r):
     probes = {rule.text: cfg for rule in r.all_rules()
-              if (cfg := _probe(r, rule.text)) is not None}
+              if (cfg := probe_config(r, rule.text)) is not None}
     # the rung's own rules must all be reachable near the seed (of the shared ones, "positive"
     # never is, no probe value being 0, nor "whole warps" where threads are 32 * WARPS)
     assert {x.text for x in r.rules} <= set(probes), sorted(
