@@ -215,3 +215,14 @@ def test_baselines_and_runner_share_the_candidate_type_without_a_cycle():
     assert not any(m.startswith("sgemmlab.bench.runner")
                    for m in _imports(Path(baselines.__file__)))
     assert runner.Candidate is candidates.Candidate
+
+
+def test_every_rung_has_a_ragged_check_shape_it_serves():
+    from sgemmlab import registry
+    from sgemmlab.tune.search import RAGGED_CHECK, ragged_check
+
+    for r in registry.ALL:
+        shape = ragged_check(r)
+        assert r.serves(*shape)
+        assert shape == RAGGED_CHECK or not r.serves(*RAGGED_CHECK)
+    assert ragged_check(registry.rung(15))[0] <= 16 and ragged_check(registry.rung(17))[2] <= 16

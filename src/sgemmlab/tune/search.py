@@ -35,6 +35,17 @@ from ..runtime.launch import variant_macros
 from .resume import PartialLog, kernel_digest
 
 RAGGED_CHECK = (67, 45, 33)  # multiples of no tile: every edge path runs
+#: For a rung that does not serve RAGGED_CHECK (the memory-bound family): the first of these
+#: ragged shapes it does serve (one dimension small, the others still multiples of nothing).
+RAGGED_FALLBACKS = ((13, 45, 33), (67, 13, 33), (67, 45, 13))
+
+
+def ragged_check(rung: Rung) -> tuple[int, int, int]:
+    """The ragged shape a configuration of `rung` is checked at before it is timed."""
+    for shape in (RAGGED_CHECK, *RAGGED_FALLBACKS):
+        if rung.serves(*shape):
+            return shape
+    raise ValueError(f"{rung.label} serves none of the ragged check shapes")
 RAGGED_ALPHA, RAGGED_BETA = 0.5, 2.0
 #: The tuner's method: few launches, but paired and alternating like every other number.
 TUNE = Method(launches=10, rounds=3, warmup=1)
@@ -251,12 +262,13 @@ class _GPUMeasure:
         M, N, K = shape
         cand = runner.rung_candidate(self.rung, cfg)
         key = config_key(cfg)
+        shape_r = ragged_check(self.rung)
         if key not in self.ragged:
-            self.ragged[key] = check_gemm(cand.gemm, *RAGGED_CHECK, alpha=RAGGED_ALPHA,
+            self.ragged[key] = check_gemm(cand.gemm, *shape_r, alpha=RAGGED_ALPHA,
                                           beta=RAGGED_BETA)
         ragged = self.ragged[key]
         if not ragged.ok:
-            where = "x".join(map(str, RAGGED_CHECK))
+            where = "x".join(map(str, shape_r))
             return {"kernel": self.rung.label, "config": cfg, "M": M, "N": N, "K": K,
                     "fp32": True, **ragged.as_dict(), **cand.info, "status": "failed",
                     "check_note": f"at {where}: {ragged.reason}"}
