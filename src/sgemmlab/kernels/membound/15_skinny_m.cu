@@ -24,9 +24,9 @@
 //   4096x1x4096, 4096x4096x8: not served (rungs 16 and 17).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, this rung at its H200 default):
-//   results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json, tuned defaults; against the
-//   prediction: docs/worklog.md, session 4, the memory-bound family.
+// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
+// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
+// against the prediction: docs/worklog.md, session 4, the memory-bound family.
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"

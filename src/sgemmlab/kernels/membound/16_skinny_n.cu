@@ -23,9 +23,9 @@
 //   their transposes, 4096x8x4096 and 11008x16x4096, predict as rung 15's 19 and 55 us).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, this rung at its H200 default):
-//   results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json, tuned defaults; against the
-//   prediction: docs/worklog.md, session 4, the memory-bound family.
+// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
+// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
+// against the prediction: docs/worklog.md, session 4, the memory-bound family.
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"

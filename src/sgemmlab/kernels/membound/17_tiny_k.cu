@@ -23,9 +23,9 @@
 //   1x4096x4096, 4096x1x4096, 8x4096x4096, 16x11008x4096: not served (K > 16).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, this rung at its H200 default):
-//   results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json, tuned defaults; against the
-//   prediction: docs/worklog.md, session 4, the memory-bound family.
+// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
+// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
+// against the prediction: docs/worklog.md, session 4, the memory-bound family.
 // </measured>
 #include "common.cuh"
 
