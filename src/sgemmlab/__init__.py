@@ -22,7 +22,7 @@ def _register_torch_op() -> None:
     imports torch itself: the command line and CuPy users do not pay for it)."""
     import sys
 
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:
         find_torch()
 
 

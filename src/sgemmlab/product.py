@@ -78,8 +78,8 @@ class TorchGlue:
 
     def find(self):
         """torch if the caller imported it (sgemmlab never imports it first), else None."""
-        if self.module is None and "torch" in sys.modules:
-            torch = sys.modules["torch"]
+        torch = sys.modules.get("torch")  # None also where an import of it failed
+        if self.module is None and torch is not None:
             C = torch._C
             self.raw_stream = getattr(C, "_cuda_getCurrentRawStream", None) or (
                 lambda i: torch.cuda.current_stream(i).cuda_stream)
