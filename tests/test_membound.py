@@ -155,7 +155,10 @@ def _variant(r: Rung, ta: bool, tb: bool, vec4: bool) -> Rung:
 
 
 def _sample(r: Rung) -> list[dict]:
-    return registry.covering_sample(list(r.configs()), SAMPLE, first=[r.seed])
+    """The seed, every shipped default, then a covering sample of the space."""
+    tuned = [t[r.label] for t in registry.tuned_defaults().values() if r.label in t]
+    return registry.covering_sample(list(r.configs()), SAMPLE + len(tuned),
+                                    first=[r.seed, *tuned])
 
 
 def _first_error(exc: BaseException) -> str:
