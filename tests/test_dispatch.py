@@ -467,3 +467,11 @@ def test_a_shape_a_family_rung_serves_goes_to_it(isolated_dispatch):
         assert rung.domain in c.reason
     c = dispatch.choose(4096, 4096, 4096, gpu_name=GPU, sm_count=132)
     assert registry.rung(c.rung) in registry.RUNGS
+
+
+def test_explain_refuses_what_the_api_refuses(no_gpu):
+    out = explain(3000000000, 2, 2)
+    assert out.exit_code == 2 and "M = 3000000000 does not fit the kernels' 32-bit" in out.output
+    assert "Traceback" not in out.output
+    with pytest.raises(OverflowError, match="K = 2147483648"):
+        dispatch.choose(2, 2, 2**31, gpu_name=GPU, sm_count=132)

@@ -57,8 +57,8 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
         choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
                                  trans_b=tb, batch=batch, deterministic=deterministic,
                                  aligned=not unaligned)
-    except ValueError as exc:  # DispatchError too
-        fail(str(exc))
+    except (ValueError, OverflowError) as exc:  # DispatchError too
+        fail(str(exc), 2)
     if as_json:
         typer.echo(json.dumps({"gpu": name, "sm_count": count, "M": m, "N": n, "K": k,
                                "layout": dispatch.layout_of(ta, tb), "batch": batch,

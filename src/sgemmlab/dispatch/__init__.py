@@ -68,6 +68,7 @@ from __future__ import annotations
 from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung
+from ..runtime.limits import check_int32
 from . import cache
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, distance, from_table, nearest
@@ -129,6 +130,8 @@ def _check(req: Request) -> None:
         v = getattr(req, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
+    # what the API refuses, dispatch refuses in the same words (runtime/limits.py)
+    check_int32(M=req.M, N=req.N, K=req.K, batch=req.batch)
 
 
 def _decide(req: Request) -> Choice:
