@@ -65,3 +65,45 @@ def probe_config(r, text: str) -> dict | None:
         if best is not None and best[0] == 1:
             break
     return best and best[1]
+
+
+def first_error(exc: BaseException) -> str:
+    """The first line of a compile error that says 'error' (else its first line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    errors = [ln for ln in lines if "error" in ln]
+    return (errors or lines or [type(exc).__name__])[0]
+
+
+REGISTERS_PER_SM_BLOCK = 64 * 1024  # registers one block may hold on an SM
+
+
+def resource_problems(results, spills_tolerated=lambda rung, cfg: False) -> list[str]:
+    """One line per ((rung, config), compile result) that failed to compile, spilled (where
+    `spills_tolerated` does not allow it), used a stack frame, or disagrees with the
+    registry about shared memory or the register file (test_compile, test_membound)."""
+    from sgemmlab.registry import config_key
+
+    problems = []
+    for (r, cfg), res in results:
+        key = config_key(cfg)
+        if isinstance(res, BaseException):
+            problems.append(f"{key}: did not compile: {first_error(res)}")
+            continue
+        if not res.known:
+            problems.append(f"{key}: ptxas gave no resource report")
+            continue
+        if res.spills and spills_tolerated(r, cfg):
+            continue
+        if res.spills:
+            problems.append(f"{key}: spills {res.spill_stores} B stored, {res.spill_loads} B "
+                            f"loaded ({res.registers} registers)")
+        if res.stack_bytes:
+            problems.append(f"{key}: {res.stack_bytes} B stack frame")
+        if res.smem_bytes != r.smem_bytes(cfg):
+            problems.append(f"{key}: ptxas reports {res.smem_bytes} B of shared memory, the "
+                            f"registry says {r.smem_bytes(cfg)} B")
+        # registers are allocated per warp in units of 256, i.e. 8 per thread
+        if -(-res.registers // 8) * 8 * r.threads(cfg) > REGISTERS_PER_SM_BLOCK:
+            problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
+                            "do not fit one SM's register file: the launch would fail")
+    return problems

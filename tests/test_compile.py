@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import probe_config
+from conftest import first_error, probe_config, resource_problems
 from sgemmlab import registry
 from sgemmlab.registry import Rung, config_key
 from sgemmlab.runtime import compiler
@@ -50,7 +50,6 @@ JOBS = 2
 ILLEGAL_SAMPLE = 40  # illegal configurations compiled per rung, at most
 FULL_SPACE = 240  # distinct builds of a space compiled in full; bigger spaces are sampled
 SAMPLE = 24
-REGISTERS_PER_SM_BLOCK = 64 * 1024
 _STATIC_ASSERT = re.compile(r'static assertion failed with "((?:[^"\\]|\\.)*)"')
 
 
@@ -103,42 +102,6 @@ def _spills_tolerated(r: Rung, cfg: dict) -> bool:
         config_key(r.macros(cfg)) == config_key(r.macros(d)) for d in defaults)
 
 
-def _resource_problems(results) -> list[str]:
-    """One line per configuration that failed to compile, spilled (where that is not
-    tolerated), used a stack frame, or disagrees with the registry about shared memory or
-    the register file."""
-    problems = []
-    for (r, cfg), res in results:
-        key = config_key(cfg)
-        if isinstance(res, BaseException):
-            problems.append(f"{key}: did not compile: {_first_error(res)}")
-            continue
-        if not res.known:
-            problems.append(f"{key}: ptxas gave no resource report")
-            continue
-        if res.spills and _spills_tolerated(r, cfg):
-            continue
-        if res.spills:
-            problems.append(f"{key}: spills {res.spill_stores} B stored, {res.spill_loads} B "
-                            f"loaded ({res.registers} registers)")
-        if res.stack_bytes:
-            problems.append(f"{key}: {res.stack_bytes} B stack frame")
-        if res.smem_bytes != r.smem_bytes(cfg):
-            problems.append(f"{key}: ptxas reports {res.smem_bytes} B of shared memory, the "
-                            f"registry says {r.smem_bytes(cfg)} B")
-        # registers are allocated per warp in units of 256, i.e. 8 per thread
-        if -(-res.registers // 8) * 8 * r.threads(cfg) > REGISTERS_PER_SM_BLOCK:
-            problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
-                            "do not fit one SM's register file: the launch would fail")
-    return problems
-
-
-def _first_error(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines()]
-    errors = [ln for ln in lines if "error" in ln]
-    return (errors or lines or [type(exc).__name__])[0]
-
-
 # -- (a) every legal configuration compiles cleanly -------------------------------------
 
 
@@ -146,7 +109,8 @@ def _first_error(exc: BaseException) -> str:
 def test_every_legal_config_compiles_without_spills(rung):
     configs = compiled_configs(rung)
     assert configs, f"{rung.label} has no legal configuration"
-    problems = _resource_problems(compile_many([(rung, c) for c in configs], ARCH, JOBS))
+    problems = resource_problems(compile_many([(rung, c) for c in configs], ARCH, JOBS),
+                                 _spills_tolerated)
     variant = " (SGEMM_VEC4=1)" if rung.vectorized else ""
     assert not problems, (
         f"{len(problems)} of {len(configs)} legal configurations of {rung.label}{variant} "
@@ -159,8 +123,8 @@ def test_scalar_variant_has_no_stack_frame_either(rung):
     variant too and reports its failures and spills, but not the rest of its bill; built
     again here (cache hits after the test above), it must meet the same bar."""
     configs = compiled_configs(rung)
-    problems = _resource_problems(
-        compile_many([(_scalar(rung), c) for c in configs], ARCH, JOBS))
+    problems = resource_problems(
+        compile_many([(_scalar(rung), c) for c in configs], ARCH, JOBS), _spills_tolerated)
     assert not problems, (
         f"{len(problems)} of {len(configs)} legal configurations of {rung.label} "
         f"(SGEMM_VEC4=0) fail for {ARCH}:\n  " + "\n  ".join(problems))
@@ -223,7 +187,7 @@ def _refusals(r: Rung, configs: list[dict]) -> list[str]:
             wrong.append(f"{config_key(cfg)}: {type(res).__name__}: {res}")
         elif not set(_asserts_fired(res)) & set(broken):
             wrong.append(f"{config_key(cfg)} breaks {broken}; the compiler refused it with "
-                         f"{_asserts_fired(res) or _first_error(res)}")
+                         f"{_asserts_fired(res) or first_error(res)}")
     return wrong
 
 
@@ -260,7 +224,7 @@ def test_every_rule_has_a_static_assert(rung):
             missing.append(f"{text!r}: {config_key(cfg)} compiled")
         elif text not in _asserts_fired(res):
             missing.append(f"{text!r}: {config_key(cfg)} refused with "
-                           f"{_asserts_fired(res) or _first_error(res)}")
+                           f"{_asserts_fired(res) or first_error(res)}")
     assert not missing, (f"{rung.label}: rules with no static_assert of the same text:\n  "
                          + "\n  ".join(missing))
 

@@ -23,7 +23,7 @@ import re
 
 import pytest
 
-from conftest import probe_config
+from conftest import first_error, probe_config, resource_problems
 from sgemmlab import registry
 from sgemmlab.registry import FAMILY, Rung, config_key
 from sgemmlab.runtime.compiler import KERNEL_DIR, CompileError
@@ -33,7 +33,6 @@ ARCH = "sm_90"
 JOBS = 2
 SAMPLE = 16  # legal configurations compiled per rung (seed first), in all 8 variants
 ILLEGAL_SAMPLE = 24
-REGISTERS_PER_SM = 64 * 1024
 GRID_Y_MAX = 65535
 INT32_MAX = 2**31 - 1
 LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
@@ -161,11 +160,6 @@ def _sample(r: Rung) -> list[dict]:
                                     first=[r.seed, *tuned])
 
 
-def _first_error(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines()]
-    return ([ln for ln in lines if "error" in ln] or lines or [type(exc).__name__])[0]
-
-
 @pytest.mark.parametrize("ta, tb", LAYOUTS, ids=["NN", "TN", "NT", "TT"])
 @pytest.mark.parametrize("vec4", [True, False], ids=["vec4", "scalar"])
 @pytest.mark.parametrize("r", RUNG_PARAMS)
@@ -173,24 +167,7 @@ def test_sampled_configs_compile_in_every_variant_without_spills(r, vec4, ta, tb
     configs = _sample(r)
     assert r.seed in configs
     items = [(_variant(r, ta, tb, vec4), c) for c in configs]
-    problems = []
-    for (v, cfg), res in compile_many(items, ARCH, JOBS):
-        key = config_key(cfg)
-        if isinstance(res, BaseException):
-            problems.append(f"{key}: did not compile: {_first_error(res)}")
-            continue
-        if not res.known:
-            problems.append(f"{key}: ptxas gave no resource report")
-            continue
-        if res.spills or res.stack_bytes:
-            problems.append(f"{key}: spills {res.spill_stores}/{res.spill_loads} B, stack "
-                            f"{res.stack_bytes} B ({res.registers} registers)")
-        if res.smem_bytes != r.smem_bytes(cfg):
-            problems.append(f"{key}: ptxas reports {res.smem_bytes} B of shared memory, the "
-                            f"registry says {r.smem_bytes(cfg)} B")
-        if -(-res.registers // 8) * 8 * r.threads(cfg) > REGISTERS_PER_SM:
-            problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
-                            "do not fit one SM")
+    problems = resource_problems(compile_many(items, ARCH, JOBS))
     variant = f"TA={int(ta)} TB={int(tb)} VEC4={int(vec4)}"
     assert not problems, f"{r.label} ({variant}):\n  " + "\n  ".join(problems)
 
@@ -227,7 +204,7 @@ def test_illegal_configs_of_the_space_are_refused_by_a_static_assert(r):
             wrong.append(f"{config_key(cfg)} breaks {broken} but gave {res!r}")
         elif not set(_STATIC_ASSERT.findall(str(res))) & set(broken):
             wrong.append(f"{config_key(cfg)} breaks {broken}; refused with "
-                         f"{_STATIC_ASSERT.findall(str(res)) or _first_error(res)}")
+                         f"{_STATIC_ASSERT.findall(str(res)) or first_error(res)}")
     assert not wrong, "\n  ".join([f"{r.label}:"] + wrong)
 
 
@@ -248,7 +225,7 @@ def test_every_rule_has_a_static_assert_of_the_same_text(r):
             missing.append(f"{text!r}: {config_key(cfg)} compiled")
         elif text not in _STATIC_ASSERT.findall(str(res)):
             missing.append(f"{text!r}: {config_key(cfg)} refused with "
-                           f"{_STATIC_ASSERT.findall(str(res)) or _first_error(res)}")
+                           f"{_STATIC_ASSERT.findall(str(res)) or first_error(res)}")
     assert not missing, f"{r.label}:\n  " + "\n  ".join(missing)
 
 
