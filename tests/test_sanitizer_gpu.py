@@ -119,9 +119,10 @@ def test_racecheck_is_clean(rung):
     _sanitize(rung, "racecheck")
 
 
-# the memory-bound family serves parts of the shape space only: ragged shapes it serves, on
-# the scalar path (odd leading dimensions) and the float4 one, long K (split inside the
-# block), and every layout of A and B; (M, N, K, A column-major, B column-major)
+# the family (rungs 15-18; the memory-bound ones serve parts of the shape space only): ragged
+# shapes each serves, on the scalar path (odd leading dimensions) and the float4 one, long K
+# (split inside the block), and every layout of A and B; (M, N, K, A column-major, B
+# column-major)
 FAMILY_SHAPES = {
     15: [(7, 45, 33, 0, 0), (8, 44, 36, 0, 0), (16, 200, 1000, 0, 0), (1, 131, 517, 0, 0),
          (5, 67, 300, 1, 0), (5, 67, 300, 0, 1), (13, 68, 260, 1, 1), (3, 1, 5000, 0, 1)],
@@ -129,6 +130,11 @@ FAMILY_SHAPES = {
          (67, 5, 300, 1, 0), (67, 5, 300, 0, 1), (68, 13, 260, 1, 1), (1, 3, 5000, 1, 0)],
     17: [(67, 45, 3, 0, 0), (68, 44, 4, 0, 0), (300, 200, 16, 0, 0), (1, 1, 1, 0, 0),
          (67, 45, 7, 1, 0), (67, 45, 9, 0, 1), (300, 257, 13, 1, 1)],
+    # rung 18 (small tiles): K split into parts that meet in the workspace (29x32x3635,
+    # 127x129x131, 31x33x2000), one part (1x1x1, 300x200x16), every layout
+    18: [(67, 45, 33, 0, 0), (29, 32, 3635, 0, 0), (127, 129, 131, 0, 0), (1, 1, 1, 0, 0),
+         (300, 200, 16, 0, 0), (31, 33, 2000, 1, 0), (31, 33, 2000, 0, 1),
+         (67, 45, 999, 1, 1)],
 }
 FAMILY_PARAMS = [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
     not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
@@ -137,7 +143,7 @@ FAMILY_PARAMS = [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
 @pytest.mark.parametrize("rung", FAMILY_PARAMS)
-def test_the_memory_bound_family_is_clean(rung, tool):
+def test_the_family_is_clean(rung, tool):
     _sanitize(rung, tool, shapes=[list(s) for s in FAMILY_SHAPES[rung.number]])
 
 

@@ -19,7 +19,10 @@ Glossary (used the same way in every kernel and every docstring):
                 double-buffered in registers.
     SPLIT, FIXUP  rung 14: the decomposition (0 Stream-K, 1 data-parallel, s >= 2 split-K in
                 s parts) and how partial sums meet (0 fixed order, 1 atomic into a
-                workspace tile, 2 atomic into C itself).
+                workspace tile, 2 atomic into C itself). Rung 18: K in SPLIT parts, 0
+                meaning "as many as fill the GPU" (runtime/splitk.py), fixed-order fix-up.
+    RM, RN, WARPS, UNROLL  rungs 15-16: rows (columns) of C per block, warps per block,
+                float4 per lane in flight.
 
 Legality is decided here, in Python, before anything compiles. The kernels repeat the
 structural rules as static_asserts, and the tests check both directions: every legal
@@ -51,8 +54,10 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:   "batched"  one launch computes a batch of products (batch strides, blockIdx.z or the
 #:              tile stream), so the kernel takes three more arguments;
 #:   "streamk"  a persistent grid walks a stream of (tile, k-range) work and needs a
-#:              workspace for partial sums (runtime/streamk.py plans the launch).
-FEATURES = frozenset({"layouts", "batched", "streamk"})
+#:              workspace for partial sums (runtime/streamk.py plans the launch);
+#:   "splitk"   blockIdx.z carries the batch and a part of K; parts meet in a workspace
+#:              (rung 18; runtime/splitk.py plans the launch).
+FEATURES = frozenset({"layouts", "batched", "streamk", "splitk"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,10 @@ class Rung:
     #: memory-bound ones) says which, in words (`domain`) and as a test (`serves`).
     domain: str = "any M, N, K"
     serves: Callable[[int, int, int], bool] = field(default=lambda M, N, K: True)
+    #: Dispatch takes this rung wherever it serves, unless a measurement at the very shape
+    #: says otherwise (rungs 15-17: their domain is where the big-tile rungs move bytes
+    #: badly). False: chosen only by a table or the heuristic (rung 18, any shape).
+    preferred: bool = False
 
     @property
     def label(self) -> str:
@@ -570,14 +579,23 @@ def _tiny_k_threads(c: Config) -> int:
     return (c["BN"] // 4) * (c["BM"] // c["TM"])
 
 
+def _small_threads(c: Config) -> int:
+    return (c["BM"] // c["TM"]) * (c["BN"] // c["TN"])
+
+
+#: Rung 18's row tiles (16 rows or more) lie along gridDim.y (65535 at most).
+_SMALL_MAX_M = 65535 * 16
+
+
 #: Rung 17's column tiles are at least 128 wide and lie along gridDim.y (65535 at most).
 _TINY_K_MAX_N = 65535 * 128
 
 #: Rungs outside the ladder's climb, each for a part of the shape space the ladder serves
-#: badly (kernels/membound/: products whose bill is bytes, not FLOPs). They are numbered
-#: after the ladder, looked up like any rung, and chosen by dispatch for the shapes they
-#: serve; `sgemmlab ladder` (RUNGS) leaves them out.
-FAMILY: tuple[Rung, ...] = (
+#: badly: kernels/membound/ (15-17, products whose bill is bytes, not FLOPs; dispatch
+#: prefers them wherever they serve) and kernels/small/ (18, products too small for the
+#: ladder's tiles to fill the GPU; chosen by the table or the heuristic). They are numbered
+#: after the ladder and looked up like any rung; `sgemmlab ladder` (RUNGS) leaves them out.
+MEMBOUND: tuple[Rung, ...] = (
     Rung(
         15, "skinny_m", "skinny M: B streamed once, K split inside the block",
         "membound/15_skinny_m.cu",
@@ -589,7 +607,7 @@ FAMILY: tuple[Rung, ...] = (
         rules=_skinny_rules("RM", "BN", "rows", "columns"), vectorized=True,
         features=frozenset({"layouts"}),
         domain="M <= 16 (any N and K, A and B in either layout)",
-        serves=lambda M, N, K: M <= 16,
+        serves=lambda M, N, K: M <= 16, preferred=True,
     ),
     Rung(
         16, "skinny_n", "skinny N: A streamed once (rung 15 transposed)",
@@ -602,7 +620,7 @@ FAMILY: tuple[Rung, ...] = (
         rules=_skinny_rules("RN", "BM", "columns", "rows"), rows_on_x=True, vectorized=True,
         features=frozenset({"layouts"}),
         domain="N <= 16 (any M and K, A and B in either layout)",
-        serves=lambda M, N, K: N <= 16,
+        serves=lambda M, N, K: N <= 16, preferred=True,
     ),
     Rung(
         17, "tiny_k", "tiny K: outer products, write-bound", "membound/17_tiny_k.cu",
@@ -622,10 +640,41 @@ FAMILY: tuple[Rung, ...] = (
         ),
         rows_on_x=True, vectorized=True, features=frozenset({"layouts"}),
         domain=f"K <= 16 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
-        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
+        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N, preferred=True,
     ),
 )
 
+SMALL: tuple[Rung, ...] = (
+    Rung(
+        18, "small_tiles", "small tiles, batches and split-K for small products",
+        "small/18_small_tiles.cu",
+        space={"BM": (16, 32, 64), "BN": (16, 32, 64, 128), "BK": (8, 16, 32),
+               "TM": (1, 2, 4), "TN": (1, 2, 4), "SPLIT": (0, 1)},
+        block=lambda c: (_small_threads(c), 1, 1), tile=_block_tile,
+        # two buffers of As [BK][BM+1] and Bs [BK][BN+1], and the int that tells the last
+        # part of a split tile it is last
+        smem_bytes=lambda c: 2 * c["BK"] * (c["BM"] + c["BN"] + 2) * _F + 4,
+        seed={"BM": 32, "BN": 32, "BK": 16, "TM": 2, "TN": 4, "SPLIT": 0},
+        rules=(
+            Rule("BM is a multiple of TM and BN of TN",
+                 lambda c: c["BM"] % c["TM"] == 0 and c["BN"] % c["TN"] == 0),
+            Rule("the threads divide the A tile (BM*BK) and the B tile (BK*BN) evenly",
+                 lambda c: (c["BM"] * c["BK"]) % _small_threads(c) == 0
+                 and (c["BK"] * c["BN"]) % _small_threads(c) == 0),
+            Rule("SPLIT is 0 (parts to fill the GPU) or 1-64 parts of K",
+                 lambda c: 0 <= c["SPLIT"] <= 64, host=True),
+            _register_rule(lambda c: c["TM"] * c["TN"] + c["TM"] + c["TN"]
+                           + (c["BM"] + c["BN"]) * c["BK"] // _small_threads(c) + 24,
+                           "TM*TN accumulators, TM+TN fragment values, the next k-tile's "
+                           "share ((BM+BN)*BK/threads) and 24 for indices", _small_threads),
+        ),
+        features=frozenset({"layouts", "batched", "splitk"}), host_only=frozenset({"SPLIT"}),
+        domain=f"M <= {_SMALL_MAX_M} (row tiles of 16 or more along gridDim.y), any N and K",
+        serves=lambda M, N, K: M <= _SMALL_MAX_M,
+    ),
+)
+
+FAMILY: tuple[Rung, ...] = MEMBOUND + SMALL
 ALL: tuple[Rung, ...] = RUNGS + FAMILY
 
 

@@ -71,7 +71,7 @@ from ..registry import Rung
 from ..runtime.limits import check_int32
 from . import cache
 from .cache import clear_cache, on_clear
-from .lookup import MAX_DISTANCE, distance, from_table, nearest
+from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table, nearest
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
 from .table import (
     PACKAGE_TABLE_DIR,
@@ -95,8 +95,8 @@ from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 __all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", "Choice", "Request",
            "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",
            "HEURISTIC_FIXUP", "Geometry", "geometry", "heuristic", "registers_of",
-           "MAX_DISTANCE", "distance", "from_table", "nearest", "PACKAGE_TABLE_DIR",
-           "SHIPPED_GPU", "TABLE_SCHEMA", "Table", "aligned_of", "load_table",
+           "MAX_DISTANCE", "Blend", "blend", "distance", "from_table", "nearest",
+           "PACKAGE_TABLE_DIR", "SHIPPED_GPU", "TABLE_SCHEMA", "Table", "aligned_of", "load_table",
            "merge_entries", "new_table", "package_table_path", "read_table", "shape_key",
            "user_table_path", "validate", "winners", "write_table"]
 
@@ -153,29 +153,38 @@ def _decide(req: Request) -> Choice:
                          f"(run `sgemmlab tune --table` on it)")
     family = family_rungs(req)
     if table is not None:
-        hit = nearest(table, req)
-        # a family rung serves this shape: only a measurement at this very shape overrules it
-        if hit is not None and (hit[1] == 0 or not family and hit[1] <= MAX_DISTANCE):
-            return from_table(req, table, *hit)
+        hit = blend(table, req)
+        # a family rung serves this shape: the table decides only where it measured that
+        # rung around the request (or this very shape), so the two were compared
+        compared = not family or family[0].label in hit.candidates if hit else False
+        if hit is not None and (hit.distance == 0 or compared and hit.distance <= MAX_DISTANCE):
+            return from_table(req, table, hit)
         if hit is None:
             notes.append(f"the {table.where} table has no entry that can serve "
                          f"{req.layout}{' batched' if req.batch > 1 else ''}"
                          f"{' deterministic' if req.deterministic else ''} requests")
         else:
-            e, d, _ = hit
-            why = (f"> {MAX_DISTANCE}: too far to trust" if not family else
-                   "(not this very shape)")
+            e, d = hit.entry, hit.distance
+            why = (f"> {MAX_DISTANCE}: too far to trust" if compared else
+                   f"(and {family[0].label} was not measured around it)")
             notes.append(f"nearest measured shape {e['M']}×{e['N']}×{e['K']} "
                          f"{e.get('layout', 'NN')} is at distance {d:.2f} {why}")
     if family:
         return from_family(req, family[0], notes)
-    return heuristic(req, rungs, notes)
+    return heuristic(req, rungs, notes, small_rungs(req))
+
+
+def small_rungs(req: Request) -> list[Rung]:
+    """Rungs of registry.SMALL (small tiles, batches, split-K) that can serve the request."""
+    return [r for r in registry.SMALL if req.needs <= r.features
+            and r.serves(req.M, req.N, req.K)
+            and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
 
 
 def family_rungs(req: Request) -> list[Rung]:
-    """Rungs of registry.FAMILY (the memory-bound ones) that serve the request, in the
-    registry's order (the first is the one chosen)."""
-    return [r for r in registry.FAMILY if req.needs <= r.features
+    """Rungs of registry.FAMILY that claim the request (`preferred`: the memory-bound ones)
+    and serve it, in the registry's order (the first is the one chosen)."""
+    return [r for r in registry.FAMILY if r.preferred and req.needs <= r.features
             and r.serves(req.M, req.N, req.K)
             and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
 

@@ -1,4 +1,5 @@
-"""The table lookup: the nearest measured shape, and the best entry there that can serve.
+"""The table lookup: the measured shapes around a request, and the candidate that did best
+over them.
 
 Nearness is a distance in log-space, because GEMM behaviour changes with ratios, not
 differences:
@@ -6,24 +7,38 @@ differences:
     d = sqrt( ln(M/M')^2 + ln(N/N')^2 + ln(K/K')^2 + ln(batch/batch')^2 )
         + 0.5 if the layout differs  + 0.25 if the alignment class differs
 
-A table shape farther than MAX_DISTANCE = 0.75 (one dimension off by a factor of ~2.1, or
-all three by ~1.5) is not trusted: the heuristic decides instead.
+At a measured shape (d = 0) its fastest usable entry runs. Elsewhere the candidates (a rung
+at a configuration) are scored over the NEIGHBOURS nearest measured shapes within
+BLEND_RADIUS: a weighted mean of ln(paired ratio against cuBLAS), weight 1 / (d + 0.05)^2,
+over the neighbours where the candidate was measured; a candidate measured at less than
+SUPPORT of the neighbours' total weight is not scored (one far measurement says little).
+The best score runs. One shape's winner can be another's loser by a split factor or a
+tile; a candidate good all around the request is the safer bet, and leaving grid points out
+and predicting them (tune/validate.py) measures how safe.
+
+The table's shape grid (tune/grid.py) is log-spaced by about 4x per step: any shape of
+[1, 16384]^3 lies within 1.22 of a grid point. A request whose nearest measured shape is
+farther than MAX_DISTANCE = 1.25 is not trusted to the table: the heuristic decides.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import registry
-from ..registry import Rung
+from ..registry import Rung, config_key
 from .request import Choice, Request, _frozen, decomposition
 from .table import Table, _rank, aligned_of, shape_key
 
-MAX_DISTANCE = 0.75  # farther than this, a measured shape says little about the request
+MAX_DISTANCE = 1.25  # farther than this, a measured shape says little about the request
 LAYOUT_PENALTY = 0.5
 ALIGN_PENALTY = 0.25
+NEIGHBOURS = 8  # measured shapes a blended choice is scored over
+BLEND_RADIUS = 2.0  # ... at most this far away
+SUPPORT = 0.3  # a candidate needs measurements carrying this share of the weight
 
 
 def _known(e: Mapping[str, Any]) -> Rung | None:
@@ -76,18 +91,89 @@ def nearest(table: Table, req: Request) -> tuple[dict, float, dict | None] | Non
     return best
 
 
-def from_table(req: Request, table: Table, e: dict, d: float, overall: dict | None
-                ) -> Choice:
+@dataclass(frozen=True)
+class Blend:
+    """A table's answer to a request: the entry to run (the chosen candidate's measurement
+    at the nearest shape where it was measured), the distance of the nearest measured shape,
+    the overall winner there when the request's constraints excluded it, and how the choice
+    was scored (1 shape: an exact hit or a lone neighbour)."""
+
+    entry: dict
+    distance: float
+    overall: dict | None
+    shapes: int  # neighbours scored over
+    score: float  # the chosen candidate's weighted geometric-mean ratio
+    runner_up: tuple[str, float] | None = None  # (candidate, score) next best
+    candidates: frozenset = frozenset()  # rung labels measured around the request
+
+
+def _key(e: Mapping[str, Any]) -> tuple[str, str]:
+    return e["rung"], config_key(e["config"])
+
+
+def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: False
+          ) -> Blend | None:
+    """The table's choice for the request (module docstring), or None when no measured shape
+    has a usable entry. `skip(shape_key)` leaves shapes out (leave-one-out validation)."""
+    around = []
+    for shape, entries in table.shapes().items():
+        if skip(shape):
+            continue
+        usable = [e for e in entries if _usable(e, req)]
+        if usable:
+            around.append((distance(req, usable[0]), usable, entries))
+    if not around:
+        return None
+    around.sort(key=lambda x: x[0])
+    d0, usable0, entries0 = around[0]
+    overall0 = min((e for e in entries0 if _known(e)), key=_rank)
+    if d0 == 0 or len(around) == 1:
+        top = min(usable0, key=_rank)
+        return Blend(top, d0, overall0 if overall0 is not top else None, 1,
+                     float(top["vs_cublas"]), candidates=frozenset(e["rung"] for e in usable0))
+    near = [x for x in around[:NEIGHBOURS] if x[0] <= BLEND_RADIUS] or around[:1]
+    weights = [1.0 / (d + 0.05) ** 2 for d, _, _ in near]
+    total = sum(weights)
+    sums: dict[tuple, list] = {}  # candidate -> [sum w ln r, sum w, nearest entry]
+    for (d, usable, _), w in zip(near, weights):
+        for e in usable:
+            acc = sums.setdefault(_key(e), [0.0, 0.0, e])
+            acc[0] += w * math.log(max(float(e["vs_cublas"]), 1e-9))
+            acc[1] += w
+    scored = sorted(((acc[0] / acc[1], k, acc[2]) for k, acc in sums.items()
+                     if acc[1] >= SUPPORT * total), key=lambda x: (-x[0], x[1]))
+    if not scored:  # nothing measured widely enough: the nearest shape's best
+        top = min(usable0, key=_rank)
+        return Blend(top, d0, overall0 if overall0 is not top else None, 1,
+                     float(top["vs_cublas"]))
+    score, _, e = scored[0]
+    runner = (f"{scored[1][1][0]} {scored[1][1][1]}", math.exp(scored[1][0])) \
+        if len(scored) > 1 else None
+    excluded = overall0 if all(overall0 is not u for u in usable0) else None
+    return Blend(e, d0, excluded, len(near), math.exp(score), runner,
+                 frozenset(k[0] for k in sums))
+
+
+def from_table(req: Request, table: Table, hit: Blend) -> Choice:
+    e, d, overall = hit.entry, hit.distance, hit.overall
     r = registry.rung(e["rung"])
     cfg = dict(e["config"])
     shape = f"{e['M']}×{e['N']}×{e['K']} {e.get('layout', 'NN')}"
     if e.get("batch", 1) > 1:
         shape += f" batch {e['batch']}"
     exact = d == 0
-    lines = [(f"measured fastest at this very shape ({shape})" if exact else
-              f"measured fastest at the nearest shape {shape} (distance {d:.3f} <= "
-              f"{MAX_DISTANCE})") + f": {e['median_us']:.1f} µs, "
-             f"{100 * e['vs_cublas']:.1f} % of cuBLAS FP32 (paired)"]
+    if hit.shapes > 1:
+        lines = [f"best over the {hit.shapes} measured shapes around it (the nearest at "
+                 f"distance {d:.3f} <= {MAX_DISTANCE}): {100 * hit.score:.1f} % of cuBLAS FP32 "
+                 f"(paired), weighted geometric mean; measured {e['median_us']:.1f} µs, "
+                 f"{100 * e['vs_cublas']:.1f} % at {shape}"]
+        if hit.runner_up is not None:
+            lines.append(f"next best: {hit.runner_up[0]} ({100 * hit.runner_up[1]:.1f} %)")
+    else:
+        lines = [(f"measured fastest at this very shape ({shape})" if exact else
+                  f"measured fastest at the nearest shape {shape} (distance {d:.3f} <= "
+                  f"{MAX_DISTANCE})") + f": {e['median_us']:.1f} µs, "
+                 f"{100 * e['vs_cublas']:.1f} % of cuBLAS FP32 (paired)"]
     if overall is not None:
         why = "not bit-reproducible" if req.deterministic and not registry.rung(
             overall["rung"]).deterministic(overall["config"]) else "lacks a needed feature"

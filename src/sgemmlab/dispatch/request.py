@@ -22,9 +22,14 @@ def layout_of(trans_a: bool, trans_b: bool) -> str:
 
 def decomposition(rung: Rung, cfg: Config) -> str:
     """'data-parallel', 'Stream-K, atomic fix-up', 'split-K x4, fixed-order fix-up', ..."""
-    if "streamk" not in rung.features or "SPLIT" not in cfg:
+    if "SPLIT" not in cfg or not {"streamk", "splitk"} & rung.features:
         return "data-parallel"
     split = cfg["SPLIT"]
+    if "splitk" in rung.features:  # rung 18: blockIdx.z parts, summed in a fixed order
+        if split == 1:
+            return "data-parallel"
+        kind = "split-K, parts to fill the GPU" if split == 0 else f"split-K x{split}"
+        return f"{kind}, fixed-order fix-up"
     if split == 1:
         return "data-parallel (persistent)"
     kind = "Stream-K" if split == 0 else f"split-K x{split}"

@@ -26,6 +26,8 @@ GOOD_TAIL = 0.85  # waves at least this full on average: data-parallel loses lit
 MIN_K_ITERS = 4  # k-iterations a block should own when K is split
 DEEP_K = 4  # K >= DEEP_K * max(M, N): "deep K"
 TINY_FLOP = 2**26  # 2MNK below this: launch-bound, splitting buys nothing
+SMALL_C = 2**16  # outputs (M x N) at most this (or a tiny product) under half a wave of the
+#                 ladder's tiles: the small-tile rung
 
 
 def gpu_limits(gpu_name: str, sm_count: int):
@@ -128,8 +130,10 @@ def _streamk_config(rung: Rung, base: Config, split: int, deterministic: bool
     return None
 
 
-def heuristic(req: Request, rungs: list[Rung], notes: Iterable[str] = ()) -> Choice:
-    """The documented rules (module docstring) over the eligible `rungs`."""
+def heuristic(req: Request, rungs: list[Rung], notes: Iterable[str] = (),
+              small: Iterable[Rung] = ()) -> Choice:
+    """The documented rules (package docstring) over the eligible ladder `rungs` and the
+    eligible small-tile rungs `small` (registry.SMALL)."""
     g, gnote = gpu_limits(req.gpu_name, req.sm_count)
     lines = list(notes) + ([gnote] if gnote else [])
     streamk = [r for r in rungs if "streamk" in r.features and "SPLIT" in r.space]
@@ -152,11 +156,25 @@ def heuristic(req: Request, rungs: list[Rung], notes: Iterable[str] = ()) -> Cho
         if not req.aligned and r.vectorized:
             lines.append("operands unaligned: the float4 paths fall back to scalar accesses "
                          "(same decision, slower copies)")
-        if req.deterministic and cfg.get("SPLIT", 1) != 1:
+        if req.deterministic and cfg.get("SPLIT", 1) != 1 and "streamk" in r.features:
             lines.append("bit-reproducible results asked for: fixed-order fix-up")
         return Choice(r.label, _frozen(cfg), decomposition(r, cfg), "heuristic",
                       "\n".join(lines), details={**details, "chosen": gm.as_dict()})
 
+    small = list(small)
+    flop = 2 * req.M * req.N * req.K * req.batch
+    if small and geo.tiles * 2 < geo.slots and (req.M * req.N <= SMALL_C
+                                                or flop < TINY_FLOP):
+        r = small[0]
+        cfg = r.default(req.gpu_name)
+        sgeo = geometry(r, cfg, req, g)
+        details["small"] = {"rung": r.label, **sgeo.as_dict()}
+        size = (f"C has {req.M * req.N} <= 2^16 outputs" if req.M * req.N <= SMALL_C else
+                f"the product is {flop / 1e6:.1f} MFLOP (< 2^26)")
+        return done(r, cfg, f"under half a wave of {dp.label}'s tiles ({geo.tiles} of "
+                    f"{geo.slots} slots) and {size}: "
+                    f"{r.label}, {sgeo.tiles} tiles of {sgeo.tile[0]}×{sgeo.tile[1]}, K "
+                    "split to fill the GPU where they are fewer than its slots", sgeo)
     if geo.tail_fill >= GOOD_TAIL:
         return done(dp, dp_cfg, f"the waves are full enough ({geo.waves:.2f} "
                     f"waves, {100 * geo.tail_fill:.0f} % full on average): data-parallel, one "
@@ -167,7 +185,6 @@ def heuristic(req: Request, rungs: list[Rung], notes: Iterable[str] = ()) -> Cho
     if sk is None:
         return done(dp, dp_cfg, f"{short}, but no eligible rung can split K "
                     "(none has the 'streamk' feature): data-parallel", geo)
-    flop = 2 * req.M * req.N * req.K * req.batch
     if flop < TINY_FLOP:
         return done(dp, dp_cfg, f"{short}, but the whole product is {flop / 1e6:.1f} MFLOP "
                     f"(< 2^26: launch-bound): data-parallel, nothing to gain from a split",

@@ -128,6 +128,8 @@ class Launcher:
             args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
         if rung.supports("streamk"):
             return self._bind_streamk(kernel, args, M, N, K, batch, stream)
+        if rung.supports("splitk"):
+            return self._bind_splitk(kernel, args, M, N, K, batch, stream)
         gx, gy, _ = rung.grid(self.config, M, N)
         if gy > 65535 or batch > 65535:
             raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
@@ -138,12 +140,9 @@ class Launcher:
         return lambda: launch(stream, config, kernel, *args)
 
     def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
-        """Rung 14: the plan's grid and arguments, and the stream's workspace. The launch
-        keeps working when a later, bigger call replaces that workspace: it notices
-        (workspace.generation) and asks for the pointers again."""
-        from cuda.core import LaunchConfig, launch
+        """Rung 14: the plan's grid and arguments, and the stream's workspace."""
+        from cuda.core import LaunchConfig
 
-        from . import workspace as ws
         from .streamk import plan
 
         cfg = self.config
@@ -155,13 +154,45 @@ class Launcher:
         config = LaunchConfig(grid=(p.grid, 1, 1), block=self.block)
         head = args + [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
                        np.int32(p.sk_tiles), np.int32(p.sk_blocks)]
+
+        def tail(zeroed: int, scratch: int) -> list:
+            return [scratch if p.fixup == 0 else zeroed + p.counters_bytes, zeroed]  # 2: unused
+
+        return self._with_workspace(stream, config, kernel, head, p, tail)
+
+    def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
+        """Rung 18: the grid and parts of K (runtime/splitk.py) and, with more than one
+        part, the stream's workspace (re-read when a bigger call replaces it)."""
+        from cuda.core import LaunchConfig, launch
+
+        from .splitk import plan
+
+        cfg = self.config
+        slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
+        p = plan(cfg["SPLIT"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K, batch, slots)
+        config = LaunchConfig(grid=p.grid, block=self.block)
+        head = args + [np.int32(p.parts)]
+        if p.parts == 1:
+            whole = tuple(head + [0, 0])
+            return lambda: launch(stream, config, kernel, *whole)
+        return self._with_workspace(stream, config, kernel, head, p,
+                                    lambda zeroed, scratch: [scratch, zeroed])
+
+    def _with_workspace(self, stream, config, kernel, head: list, p, tail) -> Callable[[], None]:
+        """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
+        workspace (sized by the plan `p`). The launch keeps working when a later, bigger
+        call replaces that workspace: it notices (workspace.generation) and asks for the
+        pointers again."""
+        from cuda.core import launch
+
+        from . import workspace as ws
+
         state: list = [None, None]  # [generation, arguments]
 
         def refresh() -> None:
             zeroed, scratch = ws.workspace(self.device_id, stream, p.zeroed_bytes,
                                            p.scratch_bytes)
-            tiles = scratch if p.fixup == 0 else zeroed + p.counters_bytes  # unused for 2
-            state[:] = [ws.generation, tuple(head + [tiles, zeroed])]
+            state[:] = [ws.generation, tuple(head + tail(zeroed, scratch))]
 
         refresh()
 

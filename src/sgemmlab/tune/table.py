@@ -119,14 +119,17 @@ def entries_from(records: Iterable[dict], source: str) -> list[dict]:
 
 
 def plan(shapes: list[Shape], layouts: list[str], cands: list[tuple[Rung, dict]],
-         log: PartialLog) -> dict[tuple[str, Shape], list[tuple[Rung, dict]]]:
-    """(layout, shape) -> the candidates still to measure there."""
+         log: PartialLog, worth: Callable[..., bool] | None = None
+         ) -> dict[tuple[str, Shape], list[tuple[Rung, dict]]]:
+    """(layout, shape) -> the candidates still to measure there (`worth(rung, cfg, M, N, K)`
+    decides where a candidate is measured at all; default `useful`)."""
+    worth = worth or useful
     todo = {}
     for layout in layouts:
         for M, N, K in shapes:
             left = [(r, cfg) for r, cfg in cands
                     if (layout == "NN" or "layouts" in r.features)
-                    and useful(r, cfg, M, N, K)
+                    and worth(r, cfg, M, N, K)
                     and not log.has((layout, M, N, K, r.label, config_key(cfg)))]
             todo[(layout, (M, N, K))] = left
     return todo
@@ -173,10 +176,14 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
                 layouts: Iterable[str] = ("NN",), extra: Iterable[tuple[Rung, dict]] = (),
                 method=None, jobs: int | None = None, resume: bool = True,
                 tag: str = "table", export: Path | None = None, live: bool = True,
-                echo: Callable[[str], None] = lambda text: None) -> TableRun:
+                echo: Callable[[str], None] = lambda text: None,
+                candidates: list[tuple[Rung, dict]] | None = None,
+                worth: Callable[..., bool] | None = None) -> TableRun:
     """Measure the candidates at every shape on this GPU; write the results file and the
     table (user cache, and `export` if given). Raises runner.BaselineError when cuBLAS
-    FP32 is not FP32 at some shape (what was measured before it stays, for a resume)."""
+    FP32 is not FP32 at some shape (what was measured before it stays, for a resume).
+    `candidates` replaces the default ones (`candidates_for`), `worth` the rule of where
+    a candidate is measured (`useful`): the grid's (tune/grid.py)."""
     from ..bench import results, runner
     from ..bench.measure import QUICK, L2Flusher
     from ..runtime.compiler import nvrtc_version
@@ -188,7 +195,8 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
         if lay not in dispatch.LAYOUTS:
             raise ValueError(f"unknown layout {lay!r}; choose from {', '.join(dispatch.LAYOUTS)}")
     gpu = gpu_info()
-    cands = candidates_for(rungs or default_rungs(), gpu.name, extra)
+    cands = candidates if candidates is not None else candidates_for(
+        rungs or default_rungs(), gpu.name, extra)
     notes: list[str] = []
     log = PartialLog(results.results_root() / gpu.slug / f"table-{tag}.partial.jsonl",
                      {"gpu": gpu.name, "sm_count": gpu.sm_count, "nvrtc": nvrtc_version(),
@@ -197,7 +205,7 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
         notes.append(log.note)
         echo(log.note)
 
-    todo = plan(shapes, layouts, cands, log)
+    todo = plan(shapes, layouts, cands, log, worth)
     needed = list({(r.label, config_key(c)): (r, c) for left in todo.values()
                    for r, c in left}.values())
     bad = set()

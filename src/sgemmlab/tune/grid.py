@@ -1,0 +1,93 @@
+"""The shape grid a dispatch table is measured on, and the candidates measured there.
+
+`sgemmlab tune --grid` measures every candidate at every grid shape (tune/table.py does the
+measuring and writes the table); dispatch then chooses between grid points by blending the
+neighbours' measurements (dispatch/lookup.py), and `sgemmlab tune --validate` checks that
+choice by leaving each grid shape out and predicting it from the others (tune/validate.py).
+
+The grid: M, N and K each on SIDES, log-spaced by about 4x (1, 4, 15, 64, 251, 1024, 4093,
+16384: odd sizes and multiples of 4 alternate, so both alignment classes are measured),
+every combination whose M N K is at most MAX_PRODUCT = 2^37 (the largest 2 MNK is 275
+GFLOP, about 5 ms on the H200): 502 shapes. Any shape of [1, 16384]^3 lies within
+sqrt(3) ln(4.27) / 2 = 1.26 of a grid point in dispatch's distance (at most 0.73 in one
+dimension).
+Column-major operands are measured on a coarser grid (LAYOUT_SIDES, every layout but NN),
+batches on BATCH_SIDES x BATCHES.
+
+The candidates (`grid_candidates`): rung 13 at its default; rung 14 at its default in
+every decomposition its heuristic would take (Stream-K, data-parallel, split-K 2, 4 and 8,
+atomic fix-up into C) and at a 64 x 128 tile (Stream-K and data-parallel); the memory-bound
+rungs 15-17 at their defaults where they serve; rung 18 at SMALL_TILES with K split to fill
+the GPU. A candidate is measured only where it can matter (`useful`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterable
+
+from .. import registry
+from ..registry import Rung
+from .table import useful as table_useful
+
+SIDES = (1, 4, 15, 64, 251, 1024, 4093, 16384)
+MAX_PRODUCT = 2**37
+LAYOUT_SIDES = (1, 64, 1024, 4093)
+BATCH_SIDES = (4, 64, 251)
+BATCHES = (4, 32, 256)
+MAX_BATCH_PRODUCT = 2**33
+
+Shape = tuple[int, int, int]
+
+#: Rung 18's tile shapes measured on the grid (the H200 tune of rung 18 picked among them:
+#: results/nvidia-h200/tune-18_small_tiles-*).
+SMALL_TILES = (
+    {"BM": 32, "BN": 32, "BK": 16, "TM": 2, "TN": 4},
+    {"BM": 16, "BN": 64, "BK": 16, "TM": 1, "TN": 4},
+    {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4},
+)
+#: Rung 14's smaller tile (half the default's rows): more tiles for mid-sized products.
+STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
+              "STAGES": 3, "PAD": 4, "REG_TRANSPOSE": 1}
+
+
+def grid_shapes(sides: Iterable[int] = SIDES, limit: int = MAX_PRODUCT) -> list[Shape]:
+    """Every (M, N, K) of sides^3 with M N K <= limit."""
+    sides = tuple(sides)
+    return [(M, N, K) for M, N, K in itertools.product(sides, repeat=3) if M * N * K <= limit]
+
+
+def batch_problems() -> list[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of the batched grid: batch x M x N x K <= MAX_BATCH_PRODUCT."""
+    return [(b, M, N, K) for b in BATCHES for M, N, K in itertools.product(BATCH_SIDES, repeat=3)
+            if b * M * N * K <= MAX_BATCH_PRODUCT]
+
+
+def grid_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
+    """(rung, configuration) pairs measured at each grid shape, each legal."""
+    out: list[tuple[Rung, dict]] = []
+    r13, r14, r18 = (registry.rung(n) for n in (13, 14, 18))
+    out.append((r13, r13.default(gpu_name)))
+    base = r14.default(gpu_name)
+    for split in (0, 1, 2, 4, 8):
+        out.append((r14, {**base, "SPLIT": split, "FIXUP": 2}))
+    for split in (0, 1):
+        out.append((r14, {**base, **STREAMK_64, "SPLIT": split, "FIXUP": 2}))
+    for r in registry.MEMBOUND:
+        out.append((r, r.default(gpu_name)))
+    for tile in SMALL_TILES:
+        out.append((r18, {**r18.default(gpu_name), **tile, "SPLIT": 0}))
+    for r, cfg in out:
+        if problems := r.violations(cfg):
+            raise ValueError(f"grid candidate {r.label} {registry.config_key(cfg)} is "
+                             "illegal: " + "; ".join(problems))
+    return out
+
+
+def useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> bool:
+    """Whether measuring the candidate at this shape can tell dispatch anything: rung 18
+    only where C is small enough that the ladder's tiles leave SMs idle (M N batch <=
+    2^22, a 2048^2 C); split-K only where its parts get 2 k-iterations or more."""
+    if "splitk" in rung.features:
+        return rung.serves(M, N, K) and M * N * batch <= 2**22
+    return table_useful(rung, cfg, M, N, K)
