@@ -34,8 +34,8 @@ SIDES = (1, 2, 17, 31, 33, 64, 127, 131)
 DEEP = (1, 7, 16, 17, 131, 1000, 3635)
 SPLITS = (1, 0, 3, 64)  # none, to fill the GPU, a few, more parts than short K has k-tiles
 #: tile shapes of the space: the smallest, tall, wide, the largest thread tiles
-CONFIGS = [SEED, {**SEED, "BM": 16, "BN": 16, "TM": 1, "TN": 1},
-           {**SEED, "BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 8},
+CONFIGS = [SEED, R18.default("NVIDIA H200"), {**SEED, "BM": 16, "BN": 16, "TM": 1, "TN": 1},
+           {**SEED, "BM": 64, "BN": 16, "TM": 4, "TN": 1, "BK": 16},
            {**SEED, "BM": 16, "BN": 128, "TM": 2, "TN": 4, "BK": 32},
            {**SEED, "BM": 64, "BN": 64, "TM": 4, "TN": 4, "BK": 16}]
 

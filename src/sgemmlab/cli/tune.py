@@ -90,24 +90,37 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
          where: Annotated[Optional[str], typer.Option(
              help="search only configurations with these values, NAME=VALUE,... "
              "(e.g. SPLIT=0,FIXUP=1)")] = None,
-         quiet: Annotated[bool, typer.Option(help="no progress display")] = False):
-    """Search each rung's legal configurations on this GPU (compile, check, time), or build
-    the per-shape dispatch table (--table). Interrupted runs resume."""
+         quiet: Annotated[bool, typer.Option(help="no progress display")] = False,
+         grid: Annotated[bool, typer.Option(
+             "--grid", help="build this GPU's dispatch table over the shape grid "
+             "(tune/grid.py: M, N, K log-spaced from 1 to 16384; column-major operands on a "
+             "coarser grid): the grid's candidates at every grid shape")] = False,
+         validate: Annotated[bool, typer.Option(
+             "--validate", help="leave each measured shape out of this GPU's table (or the "
+             "shipped one) and predict it from the others; no GPU needed")] = False):
+    """Search each rung's legal configurations on this GPU (compile, check, time), build
+    the per-shape dispatch table (--table, --grid), or check it (--validate). Interrupted
+    runs resume."""
     from ..bench import suites
+
+    if validate:
+        _validate(export)
+        return
 
     try:
         names = split(suite)
         picked = [(s, s, s) for s in size or []] + [parse_shape(x) for x in shape or []]
         if any(s < 1 for s in size or []):
             raise typer.BadParameter("--size: sizes must be >= 1")
-        todo = suites.shapes_for(names or (TUNE_TABLE_SUITES if table else []), picked) \
+        todo = suites.plain_shapes(suites.shapes_for(
+            names or (TUNE_TABLE_SUITES if table else []), picked)) \
             if names or picked or table else [(4096, 4096, 4096)]
         rungs = suites.rungs_for(split(kernel)) if kernel else None
         layouts = [x.upper() for x in split(layout)] or ["NN"]
         extra = _extra_configs(config or [])
     except typer.BadParameter as exc:
         fail(exc.message)
-    except KeyError as exc:
+    except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite
         fail(exc.args[0])
     if not table and (layout or config):
         fail("--layout and --config apply to --table")
@@ -134,6 +147,9 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
                    f"({len(t.entries)} entries) to {path}")
         return
     require_torch()
+    if grid:
+        _tune_grid(layouts if layout else None, jobs, resume, export, quiet)
+        return
     if table:
         _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet)
         return
@@ -174,3 +190,71 @@ def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export
     typer.echo(f"results: {done.results}")
     for path in done.written:
         typer.echo(f"table:   {path}")
+
+
+def _tune_grid(layouts, jobs, resume, export, quiet):
+    """--grid: the NN grid, then the coarser grid for the other layouts (or `layouts`)."""
+    from ..bench.runner import BaselineError
+    from ..runtime.device import gpu_info
+    from ..tune import grid
+    from ..tune import table as table_mod
+    from ..tune.search import TUNE
+
+    cands = grid.grid_candidates(gpu_info().name)
+    passes = [(["NN"], grid.grid_shapes(), "grid")]
+    other = [x for x in (layouts or ["TN", "NT", "TT"]) if x != "NN"]
+    if other:
+        passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
+    if layouts and "NN" not in layouts:
+        passes = passes[1:]
+    for lays, shapes, tag in passes:
+        try:
+            done = table_mod.build_table(shapes, layouts=lays, jobs=jobs, resume=resume,
+                                         tag=tag, export=export, live=not quiet,
+                                         echo=typer.echo, candidates=cands,
+                                         worth=grid.useful, method=TUNE)
+        except BaselineError as exc:
+            fail(str(exc), 4)
+        except ValueError as exc:
+            fail(str(exc))
+        typer.echo(f"{tag}: {len(shapes)} shapes x {', '.join(lays)}; results: {done.results}")
+        for path in done.written:
+            typer.echo(f"table:   {path}")
+    _validate(None)
+
+
+def _validate(path):
+    """--validate: leave-one-out over this GPU's table (a path with --export)."""
+    import json
+
+    from .. import dispatch
+    from ..bench import results
+    from ..runtime.device import slug
+    from ..tune import validate
+
+    try:
+        name, _, _ = dispatch.target_gpu()
+        table = dispatch.read_table(path) if path else dispatch.load_table(name)
+    except (ValueError, dispatch.TableError) as exc:
+        fail(str(exc))
+    if table is None:
+        fail(f"no tuning table for {name}: build one with `sgemmlab tune --grid`")
+    s = validate.summary(validate.leave_one_out(table))
+    if not s["shapes"]:
+        fail(f"the {table.where} table has no shape to leave out")
+    typer.echo(f"{table.label()}: {s['shapes']} shapes left out one at a time and predicted "
+               f"from the others")
+    typer.echo(f"  loss (chosen / best measured there): median {s['median_loss']:.3f}, "
+               f"geometric mean {s['geomean_loss']:.3f}, worst {s['worst_loss']:.3f}; "
+               f"{100 * s['within_97']:.0f} % within 3 %, {100 * s['within_90']:.0f} % "
+               f"within 10 %; {s['unmeasured']} chose a candidate not measured there")
+    for w in s["worst"]:
+        typer.echo(f"  {w['M']}×{w['N']}×{w['K']} {w['layout']}"
+                   f"{' batch ' + str(w['batch']) if w['batch'] > 1 else ''}: chose "
+                   f"{w['chosen']} ({w['loss']:.3f} of the best, {w['best']})")
+    out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"kind": "validate", "table": table.label(),
+                               "sources": table.data.get("sources", []),
+                               "command": results.command_line(), **s}, indent=1) + "\n")
+    typer.echo(f"results: {out}")

@@ -42,9 +42,10 @@ Shape = tuple[int, int, int]
 #: Rung 18's tile shapes measured on the grid (the H200 tune of rung 18 picked among them:
 #: results/nvidia-h200/tune-18_small_tiles-*).
 SMALL_TILES = (
-    {"BM": 32, "BN": 32, "BK": 16, "TM": 2, "TN": 4},
-    {"BM": 16, "BN": 64, "BK": 16, "TM": 1, "TN": 4},
-    {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4},
+    {"BM": 64, "BN": 16, "BK": 32, "TM": 2, "TN": 2},  # the best geometric mean (its default)
+    {"BM": 16, "BN": 64, "BK": 32, "TM": 2, "TN": 2},  # the same, wide
+    {"BM": 32, "BN": 16, "BK": 16, "TM": 2, "TN": 2},  # the smallest of the best (256^3)
+    {"BM": 32, "BN": 64, "BK": 16, "TM": 4, "TN": 4},  # the best at 32 x 4096 x 4096
 )
 #: Rung 14's smaller tile (half the default's rows): more tiles for mid-sized products.
 STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
