@@ -34,8 +34,9 @@ def _timed(kernel, M, N, K, cublas_us, ratios, *, config=None, fp32=True, correc
             "pct_of_peak": 100 * 2 * M * N * K / us / 1e6 / 63.6, **info}
 
 
-def _cublas(M, N, K, us, *, correct=True, error=3e-6):
-    rec = _timed("cublas", M, N, K, us, [1.0, 1.0, 1.0], correct=correct, error=error)
+def _cublas(M, N, K, us, *, correct=True, error=3e-6, **problem):
+    rec = _timed("cublas", M, N, K, us, [1.0, 1.0, 1.0], correct=correct, error=error,
+                 **problem)
     rec.pop("cublas_times_us")
     return rec
 
@@ -196,3 +197,129 @@ def test_report_refuses_a_file_that_is_not_results_in_one_line(tmp_path, content
     assert result.exit_code != 0
     assert len(result.output.strip().splitlines()) == 1 and str(bad) in result.output
     assert "Traceback" not in result.output
+
+
+# -- batches, layouts, suites and the random suite ----------------------------------------
+def _auto(M, N, K, ratio, *, rung="14_streamk", split="Stream-K, atomic fix-up",
+          source="heuristic", **problem):
+    rec = _timed("auto", M, N, K, 100.0, [ratio * 0.99, ratio, ratio * 1.01],
+                 config={"BM": 128, "SPLIT": 0}, rung=rung, **problem)
+    rec["dispatch"] = {"rung": rung, "decomposition": split, "source": source}
+    return rec
+
+
+RANDOM = [(100 + i, 200 + i, 300 + i) for i in range(15)]
+RATIOS = [1.02, 0.95, 0.85, 1.10, 0.70, 0.99, 0.91, 0.89, 1.00, 0.97, 0.60, 1.05, 0.93,
+          0.98, 0.96]
+
+
+def random_run() -> dict:
+    """A bench run over a random suite of 15 shapes (auto and rung 13), a batched problem
+    and 4096³ in two layouts (rung 13 timed in both, rung 5 skipped at TN)."""
+    run = bench_run()
+    recs = [r for r in run["records"] if r["M"] == 4096]
+    for (M, N, K), ratio in zip(RANDOM, RATIOS):
+        recs += [_cublas(M, N, K, 100.0), _auto(M, N, K, ratio),
+                 _timed("13_hoisted", M, N, K, 100.0, [0.9, 0.9, 0.9])]
+    recs[-1] = {**recs[-1], "status": "failed", "correct": False}  # one check failed
+    recs += [_cublas(4096, 4096, 4096, 2700.0, layout="TN"),
+             _timed("10_warptiling", 4096, 4096, 4096, 2700.0, [0.5, 0.5, 0.5], layout="TN"),
+             {"kernel": "05_blocktile2d", "M": 4096, "N": 4096, "K": 4096, "layout": "TN",
+              "fp32": True, "status": "skipped",
+              "skip_note": "05_blocktile2d reads row-major operands only: TN needs a rung "
+                           "with layouts"},
+             _cublas(128, 128, 128, 10.0, batch=32),
+             _timed("10_warptiling", 128, 128, 128, 10.0, [2.0, 2.0, 2.0], batch=32)]
+    run["records"] = recs
+    run["suites"] = {"square": ["4096x4096x4096"],
+                     "layouts": ["4096x4096x4096:TN"],
+                     "batched": ["32@128x128x128"],
+                     "random-15-s1": [f"{M}x{N}x{K}" for M, N, K in RANDOM]}
+    return run
+
+
+def test_suite_summary_is_a_geometric_mean_per_suite_and_kernel():
+    run = random_run()
+    rows = {(s["suite"], s["kernel"]): s for s in report.suite_summary(run["records"],
+                                                                     run["suites"])}
+    assert rows[("square", "10_warptiling")]["geomean"] == pytest.approx(0.90)
+    assert rows[("layouts", "10_warptiling")]["geomean"] == pytest.approx(0.5)
+    assert rows[("batched", "10_warptiling")]["geomean"] == pytest.approx(2.0)
+    # the square suite's 4096³ is not the layouts suite's: they never merge
+    assert rows[("square", "10_warptiling")]["shapes"] == 1
+    auto = rows[("random-15-s1", "auto")]
+    assert auto["shapes"] == 15
+    assert auto["geomean"] == pytest.approx(math.exp(sum(map(math.log, RATIOS)) / 15))
+    assert rows[("random-15-s1", "13_hoisted")]["shapes"] == 14  # one failed its check
+    assert ("layouts", "05_blocktile2d") not in rows  # skipped: nothing to average
+
+
+def test_random_summary_median_count_below_and_the_worst_ten():
+    run = random_run()
+    got = {s["kernel"]: s for s in report.random_summary(run["records"],
+                                                         run["suites"]["random-15-s1"])}
+    assert set(got) == {"auto", "13_hoisted"}  # cuBLAS is the reference, not a kernel here
+    auto = got["auto"]
+    assert auto["problems"] == 15 and auto["median"] == pytest.approx(0.96)
+    assert auto["below"] == 4  # 0.85, 0.70, 0.89, 0.60
+    worst = auto["worst"]
+    assert len(worst) == 10
+    assert [w["vs_cublas"] for w in worst] == pytest.approx(sorted(RATIOS)[:10])
+    first = worst[0]
+    assert first["problem"] == "110×210×310" and first["rung"] == "14_streamk"
+    assert first["decomposition"] == "Stream-K, atomic fix-up"
+    assert first["source"] == "heuristic"
+    assert (got["13_hoisted"]["problems"], got["13_hoisted"]["failed"]) == (14, 1)
+    assert got["13_hoisted"]["below"] == 0  # 0.9 is not below 0.9
+
+
+def test_random_summary_can_fail():
+    """A summary that counted wrong would be caught: move one ratio and the numbers move."""
+    run = random_run()
+    for r in run["records"]:
+        if r["kernel"] == "auto" and r["M"] == 100:
+            r["vs_cublas"] = 0.5
+    (auto, _) = report.random_summary(run["records"], run["suites"]["random-15-s1"])
+    assert auto["below"] == 5 and auto["worst"][0]["problem"] == "100×200×300"
+    assert auto["median"] == pytest.approx(0.95)
+
+
+def test_random_and_suite_lines_for_the_terminal():
+    run = random_run()
+    lines = report.random_lines("random-15-s1", report.random_summary(
+        run["records"], run["suites"]["random-15-s1"]))
+    assert lines[0] == ("random-15-s1, auto: median 96.0 % of cuBLAS over 15 shapes, 4 below "
+                        "90 %; the worst 10:")
+    assert "110×210×310" in lines[1] and "60.0 %" in lines[1]
+    assert "14_streamk" in lines[1] and "Stream-K, atomic fix-up (heuristic)" in lines[1]
+    assert any(line.startswith("random-15-s1, 13_hoisted:") and "1 FAILED" in line
+               for line in lines)
+    suite = report.suite_lines(report.suite_summary(run["records"], run["suites"]))
+    assert "layouts: 10_warptiling 50.0 %" in suite
+    assert not any("cublas" in line for line in suite)
+
+
+def test_report_keeps_layouts_and_batches_apart_and_summarizes_the_suites(tmp_path):
+    path = write(tmp_path / "nvidia-h200" / "bench-random-20261229T120000Z.json", random_run())
+    text, _ = report.build([path], tmp_path / "out")
+    assert "### 4096×4096×4096\n" in text and "### 4096×4096×4096:TN\n" in text
+    assert "### 32@128×128×128\n" in text
+    assert "05_blocktile2d (skipped: cannot compute it)" in text
+    assert "- `05_blocktile2d` skipped: 05_blocktile2d reads row-major operands only" in text
+    assert "## % of cuBLAS FP32 per suite" in text
+    assert "| layouts | 10_warptiling | 1 | 50.0 | 50.0 | 50.0 |" in text
+    assert "## Random shapes: random-15-s1" in text
+    assert "random-15-s1, auto: median 96.0 % of cuBLAS over 15 shapes, 4 below 90 %." in text
+    assert "| 110×210×310 | 60.0 | 14_streamk BM=128,SPLIT=0, Stream-K" in text
+
+
+def test_an_old_results_file_has_no_suites_and_reads_as_before(bench_file, tmp_path):
+    text, _ = report.build([bench_file], tmp_path / "out")
+    assert "per suite" not in text and "Random shapes" not in text
+
+
+def test_the_scoreboard_prints_the_problem():
+    recs = random_run()["records"]
+    body = tables.rows(recs)
+    shapes = {row[1] for row in body}
+    assert {"4096×4096×4096", "4096×4096×4096:TN", "32@128×128×128"} <= shapes

@@ -146,6 +146,8 @@ def test_a_bound_launch_follows_a_replaced_workspace():
     torch = _torch()
     small, big = (31, 33, 2000), (64, 128, 16000)
     cfg = {**SEED, "SPLIT": 0}
+    torch.cuda.synchronize()
+    workspace.release_all()  # earlier tests in this process may have grown it already
     Cs, As, Bs = _run(R18, cfg, *small, api=True)  # binds a launch the API keeps
     before = workspace.generation
     _run(R18, {**cfg, "BM": 64, "BN": 64, "TM": 4, "TN": 4}, *big, api=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: conflicts stalls tune rerank table bench overhead
-#                               ladder tests sanitize
+#   tools/h200.sh STAGE...      stages: conflicts stalls tune rerank table grid bench
+#                               suites random overhead ladder tests sanitize
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -10,6 +10,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 export SGEMMLAB_CACHE_DIR=${SGEMMLAB_CACHE_DIR:-$PWD/.cache/sgemmlab}
 OUT=${OUT:-/tmp/sgemmlab-out}
 mkdir -p "$OUT" results/nvidia-h200
+touch "$OUT/.started"  # what is newer than this goes into the archive
 sg() { python3 -m sgemmlab "$@"; }
 status=0
 mkdir -p "$OUT/logs"
@@ -52,6 +53,17 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       extra=(); for c in ${TABLE_CONFIGS:-}; do extra+=(--config "$c"); done
       sg tune --table --suite square,ragged,skinny --rungs 13,14 "${extra[@]}" \
         --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
+    grid)  # the dispatch table over the shape grid (tune/grid.py), shipped in the package
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # a stale user table would be merged into it
+      sg tune --grid --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
+    suites)  # every suite, through dispatch and the API, 15 paired rounds
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
+      sg bench $(for s in square ragged skinny small vector decode tinyk batched layouts; do
+        echo --suite $s; done) -k auto -k matmul -b none --confirm --quiet || status=1 ;;
+    random)  # 200 log-uniform shapes off the grid, through dispatch and the API
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"
+      sg bench --random "${COUNT:-200}" --seed "${SEED:-2026}" -k auto -k matmul -b none \
+        --quiet || status=1 ;;
     bench)  # the library against cuBLAS over the suites, 15 paired rounds
       sg bench --suite square --suite ragged --suite skinny -k auto -k 14 -k matmul -b none \
         --confirm --quiet || status=1 ;;
@@ -77,5 +89,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
   esac
   exec 1>&3 2>&1 3>&-
 done
-tar czf "$OUT/results.tgz" results src/sgemmlab/data src/sgemmlab/kernels 2>/dev/null
+# what changed under results/ and the package data (big results files exceed what one
+# transfer brings back: the archive is compressed)
+tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data -type f -newer "$OUT/.started") \
+  2>/dev/null
 exit $status

@@ -4,7 +4,10 @@
     cublas_tf32   cuBLAS on TF32 tensor cores: NOT FP32 (10-bit mantissa), shown for scale;
     triton        a tiled Triton matmul with IEEE FP32 dots, autotuned (triton_matmul.py).
 
-A baseline whose package is missing is skipped with a note, never an error.
+cuBLAS (both) computes every problem the harness measures: batches (torch.matmul on 3-D
+tensors: cuBLAS's batched GEMM) and column-major operands (transposed views). The Triton
+kernel computes one product of row-major operands; it refuses the others, and their records
+say so. A baseline whose package is missing is skipped with a note, never an error.
 """
 
 from __future__ import annotations
@@ -73,8 +76,8 @@ def cublas_tf32(A, B, C) -> Callable[[], None]:
 
 
 def cublas_gemm(A, B, C, alpha: float, beta: float, tf32: bool = False) -> None:
-    """cuBLAS with BLAS semantics, for the correctness gate (torch.addmm; TF32 off unless
-    asked for)."""
+    """cuBLAS with BLAS semantics, for the correctness gate (torch.addmm, or torch.baddbmm
+    for a batch; TF32 off unless asked for)."""
     import torch
 
     fp32_only()
@@ -83,7 +86,15 @@ def cublas_gemm(A, B, C, alpha: float, beta: float, tf32: bool = False) -> None:
             torch.matmul(A, B, out=C)
             C.mul_(alpha)
         else:
-            C.copy_(torch.addmm(C, A, B, beta=beta, alpha=alpha))
+            update = torch.baddbmm if C.dim() == 3 else torch.addmm
+            C.copy_(update(C, A, B, beta=beta, alpha=alpha))
+
+
+def _one_row_major_product(p) -> str | None:
+    if p.plain:
+        return None
+    return (f"the Triton baseline computes one product of row-major operands, not {p} "
+            "(a batch or a column-major operand)")
 
 
 def candidate(name: str) -> Candidate:
@@ -101,5 +112,6 @@ def candidate(name: str) -> Candidate:
         except ImportError as exc:
             raise BaselineUnavailable(f"triton baseline skipped: {exc}") from None
         return Candidate(RECORD_NAMES[name], triton_matmul.gemm, triton_matmul.bind,
-                         info={"note": "tl.dot(input_precision='ieee'), autotuned"})
+                         info={"note": "tl.dot(input_precision='ieee'), autotuned"},
+                         refuses=_one_row_major_product)
     raise KeyError(f"unknown baseline {name!r}")

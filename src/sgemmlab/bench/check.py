@@ -1,8 +1,9 @@
 """Correctness gate: every kernel is checked against float64 before anything is timed.
 
-Fresh random inputs each call (uniform in [-1, 1]: never zeros, which hide unwritten output);
-the output is poisoned with NaN beforehand when beta == 0, so an element the kernel did not
-write fails; any NaN or Inf fails.
+Fresh random inputs each call (uniform in [-1, 1]: never zeros, which hide unwritten output),
+in the layout and batch of the problem measured; the output is poisoned with NaN beforehand
+when beta == 0, so an element the kernel did not write fails; any NaN or Inf fails. A batch
+is checked whole: every product against its own float64 reference, one error over all.
 
 The metric — the only one in sgemmlab (the harness, the tuner, `overhead` and every test
 call `relative_error` / `check_result`):
@@ -96,15 +97,35 @@ def check_result(C, ref, K: int, *, alpha_ab=None, beta_c=None) -> CheckResult:
     return CheckResult(True, err, bound)
 
 
-def random_operands(M: int, N: int, K: int, *, beta: float = 0.0, generator=None):
-    """A (M x K), B (K x N) uniform in [-1, 1]; C NaN-poisoned if beta == 0, else random."""
+def uniform_matrices(rows: int, cols: int, *, col_major: bool = False, batch: int = 1,
+                     device: str = "cuda", generator=None):
+    """A rows x cols matrix (batch > 1: a batch x rows x cols stack) uniform in [-1, 1],
+    stored row-major, or column-major: a transposed view of contiguous cols x rows storage,
+    as BLAS's 'T' and a caller's `.mT` have it."""
     import torch
 
-    def uniform(*shape):
-        return torch.rand(*shape, device="cuda", generator=generator) * 2 - 1
+    lead = (batch,) if batch > 1 else ()
+    dims = (cols, rows) if col_major else (rows, cols)
+    x = torch.rand(*lead, *dims, device=device, generator=generator) * 2 - 1
+    return x.transpose(-2, -1) if col_major else x
 
-    A, B = uniform(M, K), uniform(K, N)
-    C = torch.full((M, N), float("nan"), device="cuda") if beta == 0 else uniform(M, N)
+
+def random_operands(M: int, N: int, K: int, *, beta: float = 0.0, generator=None,
+                    batch: int = 1, layout: str = "NN", device: str = "cuda"):
+    """A (M x K), B (K x N) uniform in [-1, 1], each stored as `layout` says (first letter A,
+    second B: N row-major, T column-major), each a stack of `batch` when batch > 1; C
+    (row-major) NaN-poisoned if beta == 0, else random."""
+    import torch
+
+    def uniform(rows: int, cols: int, col_major: bool = False):
+        return uniform_matrices(rows, cols, col_major=col_major, batch=batch, device=device,
+                                generator=generator)
+
+    A, B = uniform(M, K, layout[0] == "T"), uniform(K, N, layout[1] == "T")
+    if beta == 0:
+        C = torch.full((batch, M, N) if batch > 1 else (M, N), float("nan"), device=device)
+    else:
+        C = uniform(M, N)
     return A, B, C
 
 
@@ -112,14 +133,18 @@ GemmFn = Callable[..., None]  # fn(A, B, C, alpha, beta) writes C in place
 
 
 def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: float = 0.0,
-               generator=None) -> CheckResult:
-    """Run `fn` once on fresh operands and compare against a float64 reference."""
+               generator=None, batch: int = 1, layout: str = "NN",
+               device: str = "cuda") -> CheckResult:
+    """Run `fn` once on fresh operands (random_operands: `batch` products, A and B stored
+    as `layout` says) and compare against a float64 reference of every product."""
     import torch
 
-    A, B, C = random_operands(M, N, K, beta=beta, generator=generator)
+    A, B, C = random_operands(M, N, K, beta=beta, generator=generator, batch=batch,
+                              layout=layout, device=device)
     ab = alpha * (A.double() @ B.double())
     bc = beta * C.double() if beta != 0 else None
     ref = ab + bc if bc is not None else ab
     fn(A, B, C, alpha, beta)
-    torch.cuda.synchronize()
+    if C.is_cuda:
+        torch.cuda.synchronize()
     return check_result(C, ref, K, alpha_ab=ab, beta_c=bc)

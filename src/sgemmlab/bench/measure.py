@@ -211,5 +211,6 @@ def paired(candidate: Launch, baseline: Launch, method: Method, flush: L2Flusher
     return out
 
 
-def tflops(M: int, N: int, K: int, us: float) -> float:
-    return 2.0 * M * N * K / (us * 1e-6) / 1e12
+def tflops(M: int, N: int, K: int, us: float, batch: int = 1) -> float:
+    """TFLOP/s of `batch` products M x N x K (2 M N K FLOP each) done in `us`."""
+    return 2.0 * batch * M * N * K / (us * 1e-6) / 1e12

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .problems import key
+
 
 def ladder_chart(run: dict, path: Path) -> Path:
     """Horizontal bars: GFLOP/s of every rung and cuBLAS, one panel per shape."""
@@ -12,23 +14,23 @@ def ladder_chart(run: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shapes = sorted({(r["M"], r["N"], r["K"]) for r in run["records"]})
+    shapes = sorted({key(r) for r in run["records"]})
     fig, axes = plt.subplots(len(shapes), 1, figsize=(9, 0.45 * 12 * len(shapes) + 1),
                              squeeze=False)
     for ax, shape in zip(axes[:, 0], shapes):
-        recs = [r for r in run["records"] if (r["M"], r["N"], r["K"]) == shape]
+        recs = [r for r in run["records"] if key(r) == shape]
         names = [r["kernel"] for r in recs]
         vals = [r.get("tflops", 0.0) * 1e3 if r.get("status") == "ok" else 0.0 for r in recs]
         colors = ["#444444" if n == "cublas" else "#2a7ab0" for n in names]
         ax.barh(names, vals, color=colors)
         for y, r in enumerate(recs):
             label = (f"{100 * r['vs_cublas']:.0f}% of cuBLAS" if r.get("status") == "ok"
-                     else "failed check")
+                     else "skipped" if r.get("status") == "skipped" else "failed check")
             ax.text(max(vals) * 0.01 + (vals[y] if vals[y] else 0), y, label,
                     va="center", fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("GFLOP/s (FP32)")
-        ax.set_title(f"{run['environment']['gpu']}  {shape[0]}×{shape[1]}×{shape[2]}")
+        ax.set_title(f"{run['environment']['gpu']}  {shape.label}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -95,15 +97,17 @@ def pct_of_cublas_chart(summary: list[dict], stem: Path, title: str) -> list[Pat
 def ratio_by_shape_chart(records: list[dict], stem: Path, title: str) -> list[Path]:
     """Bars of % of cuBLAS per shape, one per kernel, whiskers from the rounds' min to max."""
     plt = _pyplot()
-    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in records))
+    shapes = list(dict.fromkeys(key(r) for r in records))
     kernels = list(dict.fromkeys(r["kernel"] for r in records))
     width = 0.8 / len(kernels)
-    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(shapes) * max(1, len(kernels) / 2)), 4.5))
+    # capped: a random suite of hundreds of problems would pass the pixel limit of a PNG
+    wide = min(150, max(7, 1.2 * len(shapes) * max(1, len(kernels) / 2)))
+    fig, ax = plt.subplots(figsize=(wide, 4.5))
     for i, kernel in enumerate(kernels):
         xs, mid, lo, hi = [], [], [], []
         for x, shape in enumerate(shapes):
             for r in records:
-                if r["kernel"] == kernel and (r["M"], r["N"], r["K"]) == shape:
+                if r["kernel"] == kernel and key(r) == shape:
                     xs.append(x - 0.4 + width * (i + 0.5))
                     mid.append(100 * r["vs_cublas"])
                     lo.append(100 * (r["vs_cublas"] - r["vs_cublas_min"]))
@@ -111,7 +115,7 @@ def ratio_by_shape_chart(records: list[dict], stem: Path, title: str) -> list[Pa
         ax.bar(xs, mid, width, yerr=[lo, hi], capsize=2, label=kernel,
                color=kernel_color(kernel))
     _cublas_line(ax, vertical=False)
-    ax.set_xticks(range(len(shapes)), [f"{M}×{N}×{K}" for M, N, K in shapes], rotation=30,
+    ax.set_xticks(range(len(shapes)), [p.label for p in shapes], rotation=30,
                   ha="right", fontsize=8)
     ax.set_ylabel("% of cuBLAS FP32 (median round; whiskers: min–max)")
     ax.set_title(title)

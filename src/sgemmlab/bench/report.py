@@ -6,17 +6,27 @@ Three questions, one chart each (PNG and SVG):
     what limits it: memory or arithmetic?                       roofline (bill.py's intensity)
 
 Charts show FP32 kernels only: TF32 runs on tensor cores, off every scale here; the
-tables list it, labelled. Kernels that failed their check appear in the tables only.
+tables list it, labelled. Kernels that failed their check, or that could not compute a
+problem (skipped, with the reason), appear in the tables only.
+
+Summaries: per kernel over every problem (`summarize`), per suite the results files name
+(`suite_summary`), and for a random suite how dispatch generalizes off its grid
+(`random_summary`: the median ratio, how many fall below 90 %, the worst ten and what was
+chosen there). `sgemmlab bench` prints the last two at the end of a run.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
+from typing import Iterable, Mapping, Sequence
 
 from .. import registry
 from . import plots, results
 from .bill import block_tile_intensity, minimal_intensity
+from .problems import Problem, key
+from .suites import is_random_suite
 from .tables import markdown, markdown_table
 
 CHARTS = ("pct_of_cublas", "ratio_by_shape", "roofline")
@@ -57,6 +67,108 @@ def summarize(records: list[dict]) -> list[dict]:
         out.append({"kernel": kernel, "shapes": len(mine), "fp32": mine[0].get("fp32", True),
                     "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                     "lo": min(ratios), "hi": max(ratios)})
+    return out
+
+
+def _problems(items: Iterable) -> set[Problem]:
+    return {Problem.parse(p) if isinstance(p, str) else Problem.of(p) for p in items}
+
+
+def suite_summary(records: list[dict], suites: Mapping[str, Sequence]) -> list[dict]:
+    """Per suite (name -> its problems, as texts or Problems) and kernel: `summarize` over
+    the suite's problems, with the suite's name in each row."""
+    out = []
+    for name, items in suites.items():
+        want = _problems(items)
+        out += [{"suite": name, **s} for s in summarize([r for r in records if key(r) in want])]
+    return out
+
+
+#: A random suite's problems below this ratio to cuBLAS are counted.
+RANDOM_THRESHOLD = 0.9
+RANDOM_WORST = 10
+
+
+def _chosen(rec: dict) -> dict:
+    d = rec.get("dispatch") or {}
+    return {"problem": key(rec).label, "vs_cublas": rec["vs_cublas"],
+            "rung": rec.get("rung", rec["kernel"]), "config": rec.get("config"),
+            "decomposition": d.get("decomposition"), "source": d.get("source")}
+
+
+def random_summary(records: list[dict], problems: Iterable, *,
+                   threshold: float = RANDOM_THRESHOLD, worst: int = RANDOM_WORST
+                   ) -> list[dict]:
+    """Per FP32 kernel at a random suite's `problems` (texts or Problems): how many it was
+    timed at, failed or skipped; its median ratio to cuBLAS; how many ratios fall below
+    `threshold`; and its `worst` lowest, each with its problem and what ran there (for
+    `auto`, the rung, configuration and decomposition dispatch chose, and from where)."""
+    want = _problems(problems)
+    mine = [r for r in records if key(r) in want and r["kernel"] != "cublas"
+            and r.get("fp32", True)]
+    out = []
+    for kernel in dict.fromkeys(r["kernel"] for r in mine):
+        recs = [r for r in mine if r["kernel"] == kernel]
+        timed = sorted((r for r in recs if _timed(r)), key=lambda r: r["vs_cublas"])
+        status = [r.get("status") for r in recs]
+        out.append({
+            "kernel": kernel, "problems": len(timed), "failed": status.count("failed"),
+            "skipped": status.count("skipped"),
+            "median": statistics.median(r["vs_cublas"] for r in timed) if timed else None,
+            "threshold": threshold,
+            "below": sum(r["vs_cublas"] < threshold for r in timed),
+            "worst": [_chosen(r) for r in timed[:worst]]})
+    return out
+
+
+def _what_ran(w: dict) -> str:
+    if w["decomposition"] is None:
+        return ""
+    cfg = registry.config_key(w["config"]) if w.get("config") else "-"
+    return f"{w['rung']} {cfg}, {w['decomposition']} ({w['source']})"
+
+
+def _random_head(name: str, s: dict) -> str:
+    if s["median"] is None:
+        text = f"{name}, {s['kernel']}: timed at none of its shapes"
+    else:
+        text = (f"{name}, {s['kernel']}: median {100 * s['median']:.1f} % of cuBLAS over "
+                f"{s['problems']} shapes, {s['below']} below {100 * s['threshold']:.0f} %")
+    if s["failed"]:
+        text += f", {s['failed']} FAILED their check"
+    if s["skipped"]:
+        text += f", {s['skipped']} skipped"
+    return text
+
+
+def random_lines(name: str, summary: list[dict]) -> list[str]:
+    """`random_summary` as the terminal shows it: a line per kernel, then its worst."""
+    lines = []
+    for s in summary:
+        lines.append(_random_head(name, s) + (f"; the worst {len(s['worst'])}:"
+                                              if s["worst"] else ""))
+        lines += [f"  {w['problem']:>24}  {100 * w['vs_cublas']:6.1f} %  {_what_ran(w)}"
+                  .rstrip() for w in s["worst"]]
+    return lines
+
+
+def suite_lines(summary: list[dict]) -> list[str]:
+    """`suite_summary` as the terminal shows it: one line per suite, FP32 kernels only."""
+    lines = []
+    for name in dict.fromkeys(s["suite"] for s in summary):
+        parts = [f"{s['kernel']} {100 * s['geomean']:.1f} %" for s in summary
+                 if s["suite"] == name and s["fp32"] and s["kernel"] != "cublas"]
+        if parts:
+            lines.append(f"{name}: " + ", ".join(parts))
+    return lines
+
+
+def run_suites(runs: Iterable[dict]) -> dict[str, list[str]]:
+    """Every suite the runs name (results files before suites were recorded name none)."""
+    out: dict[str, list[str]] = {}
+    for run in runs:
+        for name, items in (run.get("suites") or {}).items():
+            out[name] = list(dict.fromkeys([*out.get(name, []), *items]))
     return out
 
 
@@ -104,12 +216,12 @@ def _cublas_check(records: list[dict]) -> str:
     bad = [r for r in mine if not r["correct"]]
     if bad:
         return "**cuBLAS FP32 FAILED the FP32 bound at " + ", ".join(
-            f"{r['M']}×{r['N']}×{r['K']} (error {r['error']:.1e} > {r['error_bound']:.1e})"
+            f"{key(r).label} (error {r['error']:.1e} > {r['error_bound']:.1e})"
             for r in bad) + ": TF32 was on, and the ratios in this report are not valid.**"
     worst = max(mine, key=lambda r: r["error"] / r["error_bound"])
     return (f"cuBLAS FP32 passed the FP32 bound at all {len(mine)} shapes (max relative "
             f"error {max(r['error'] for r in mine):.1e}; closest to its bound at "
-            f"{worst['M']}×{worst['N']}×{worst['K']}: {worst['error']:.1e} of "
+            f"{key(worst).label}: {worst['error']:.1e} of "
             f"{worst['error_bound']:.1e}), so TF32 was off.")
 
 
@@ -118,7 +230,9 @@ METHOD_TEXT = (
     "starts on a flushed L2 and is timed with CUDA events; each round takes the median of "
     "its launches, and rounds alternate the kernel with cuBLAS FP32 (TF32 off). *% of "
     "cuBLAS* is cuBLAS's time over the kernel's (above 100: faster), the median over "
-    "rounds; *min–max* is its spread over the rounds.")
+    "rounds; *min–max* is its spread over the rounds. A problem written 32@128×128×128:TN "
+    "is a batch of 32 products 128×128×128 with A stored column-major (T) and B row-major "
+    "(N); without them, one product of row-major operands.")
 
 
 def _header(runs: list[tuple[Path, dict]], gpu: str, ceil: dict) -> list[str]:
@@ -129,6 +243,26 @@ def _header(runs: list[tuple[Path, dict]], gpu: str, ceil: dict) -> list[str]:
             (f"Ceilings: FFMA peak {ceil['ffma_tflops']:.1f} TFLOP/s, copy bandwidth "
              f"{ceil['copy_tbps']:.2f} TB/s (from {ceil.get('source', '?')})."), "",
             *(f"Note: {n}" for n in notes), *([""] if notes else [])]
+
+
+def _suite_table(summary: list[dict]) -> str:
+    return markdown_table(
+        ["suite", "kernel", "problems", "% of cuBLAS (geometric mean)", "lowest", "highest"],
+        [[s["suite"], s["kernel"] + ("" if s["fp32"] else " (TF32: NOT FP32)"),
+          str(s["shapes"]), f"{100 * s['geomean']:.1f}", f"{100 * s['lo']:.1f}",
+          f"{100 * s['hi']:.1f}"] for s in summary if s["kernel"] != "cublas"])
+
+
+def _random_section(name: str, summary: list[dict]) -> list[str]:
+    md = [f"## Random shapes: {name}", ""]
+    for s in summary:
+        md += [_random_head(name, s) + ".", ""]
+        if s["worst"]:
+            md += [markdown_table(["problem", "% of cuBLAS", "what ran (rung, config, "
+                                   "decomposition, source)"],
+                                  [[w["problem"], f"{100 * w['vs_cublas']:.1f}",
+                                    _what_ran(w) or w["rung"]] for w in s["worst"]])]
+    return md
 
 
 def _summary_table(summary: list[dict]) -> str:
@@ -167,6 +301,12 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
     md += ["## Correctness of the baseline", "", _cublas_check(records), ""]
     if summary:
         md += ["## % of cuBLAS FP32 per kernel", "", _summary_table(summary)]
+    named = run_suites(run for _, run in runs)
+    if per_suite := suite_summary(records, named):
+        md += ["## % of cuBLAS FP32 per suite", "", _suite_table(per_suite)]
+    for name, items in named.items():
+        if is_random_suite(name) and (rand := random_summary(records, items)):
+            md += _random_section(name, rand)
     if versus:
         title = f"{gpu}: % of cuBLAS FP32"
         written += plots.pct_of_cublas_chart(
@@ -177,9 +317,11 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
     if records:
         md += ["## Per shape", ""]
         md += [f"![% of cuBLAS per shape]({CHARTS[1]}.svg)", ""] if versus else []
-    for M, N, K in dict.fromkeys((r["M"], r["N"], r["K"]) for r in records):
-        md += [f"### {M}×{N}×{K}", "",
-               markdown([r for r in records if (r["M"], r["N"], r["K"]) == (M, N, K)])]
+    for p in dict.fromkeys(key(r) for r in records):
+        mine = [r for r in records if key(r) == p]
+        skipped = [f"- `{r['kernel']}` skipped: {r.get('skip_note', '?')}" for r in mine
+                   if r.get("status") == "skipped"]
+        md += [f"### {p.label}", "", markdown(mine), *skipped, *([""] if skipped else [])]
     if charted:
         points = [(r["kernel"], intensity(r), r["tflops"]) for r in charted]
         written += plots.roofline_chart(points, ceil["ffma_tflops"], ceil["copy_tbps"],

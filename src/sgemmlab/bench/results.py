@@ -11,10 +11,18 @@
       "method": {launches_per_round, rounds, warmup, mode, l2_flush_bytes},
       "ceilings": {ffma_tflops, copy_tbps, source},
       "notes": [what was skipped and why, ...],
-      "records": [ {kernel, config, M, N, K, status, correct, error, error_bound,
-                    median_us, tflops, vs_cublas, vs_cublas_min, vs_cublas_max, rounds,
-                    round_ratios, times_us (per round, raw), cublas_times_us, ...}, ...]
+      "suites": {suite name: [problem, ...]}   (bench: which problems each suite named),
+      "records": [ {kernel, config, M, N, K, [batch], [layout], status, correct, error,
+                    error_bound, median_us, tflops, vs_cublas, vs_cublas_min, vs_cublas_max,
+                    rounds, round_ratios, times_us (per round, raw), cublas_times_us, ...},
+                   ...]
     }
+
+A record's problem (problems.py) is M, N, K, with "batch" only when it is above 1 and
+"layout" only when it is not "NN": a file without them measured single row-major products.
+`status` is "ok" (checked, then timed), "failed" (the check failed; never timed), "skipped"
+(the candidate cannot compute this problem: `skip_note` says why) or "not timed" (cuBLAS
+where no candidate was timed against it). tflops counts every product of a batch.
 
 `source_digest` hashes every file of the installed package, so a result names the exact
 code that produced it even where no git metadata travelled with the tree.
@@ -33,6 +41,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from .problems import Problem, key
 
 SCHEMA = "sgemmlab.results/1"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -182,14 +192,15 @@ def stamp() -> str:
 
 
 def _records_at(run: dict[str, Any], shape) -> dict[str, dict]:
-    return {r["kernel"]: r for r in run.get("records", [])
-            if (r.get("M"), r.get("N"), r.get("K")) == tuple(shape)}
+    want = Problem.of(shape)
+    return {r["kernel"]: r for r in run.get("records", []) if "M" in r and key(r) == want}
 
 
 def ladder_records(gpu_name: str, shape, root: Path | None = None
                    ) -> tuple[dict[str, dict], str] | None:
     """(kernel label -> record, the file shown) from the newest ladder results file of this
-    GPU at this shape; None when there is none."""
+    GPU at this shape (an (M, N, K) shape or a Problem: a batch or layout matches only
+    records of that batch and layout); None when there is none."""
     from ..runtime.device import slug
 
     found = []
@@ -207,5 +218,5 @@ def ladder_records(gpu_name: str, shape, root: Path | None = None
 
 
 def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:
-    """(kernel label -> record, the path) at this shape from one results file."""
+    """(kernel label -> record, the path) at this shape (or Problem) from one results file."""
     return _records_at(load(path), shape), str(path)

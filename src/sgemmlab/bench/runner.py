@@ -3,206 +3,298 @@
 `sgemmlab ladder`, `sgemmlab bench`, the tuner (tune/search.py: one configuration at a
 time) and the table builder (tune/table.py) all call `measure_shape`; they differ only in
 which candidates they pass, the `Method` and what they print. `run` measures a list of
-shapes and writes the results file (`sgemmlab bench` uses it).
+problems and writes the results file (`sgemmlab bench` uses it).
+
+A problem (problems.py) is a shape, a batch and a layout, measured as it is stored: A and B
+row-major or column-major (a transposed view of contiguous storage), a batch as 3-D tensors
+(A batch x M x K, B batch x K x N, C batch x M x N); cuBLAS gets the same operands
+(torch.matmul: its batched GEMM for a batch). FLOP and TFLOP/s count every product of the
+batch. A candidate that cannot compute a problem says why (Candidate.refuses); its record is
+then "skipped" with that reason, and nothing of it is checked or timed.
 
 What a time is (measure.py): in the default isolated mode, one call from a synchronized,
 idle GPU with a flushed L2, the events around the call itself, so the host work of the
 call (for `matmul_candidate`, the whole API) is inside its time, cuBLAS's included; in
 throughput mode, the time per call of calls queued back to back. Every ratio is paired:
-candidate and cuBLAS alternate round by round at the same shape.
+candidate and cuBLAS alternate round by round at the same problem.
 
 Candidates (candidates.Candidate): a rung at a configuration (`rung_candidate`: a launch
-bound once, so only the launch's own host work is timed), the dispatcher's choice per shape
-(`auto_candidate`: what `--kernel auto` measures), the public API called on every launch
-(`matmul_candidate`: `--kernel matmul`, its host overhead included), and the baselines
-(baselines.py).
+bound once, so only the launch's own host work is timed), the dispatcher's choice per
+problem (`auto_candidate`: what `--kernel auto` measures), the public API called on every
+launch (`matmul_candidate`: `--kernel matmul`, its host overhead included), and the
+baselines (baselines.py).
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+from ..dispatch import layout_of
+from ..runtime.limits import strides_vec4_ok
 from . import results
 from .baselines import cublas_fp32, cublas_gemm, tf32_is_on
 from .candidates import Candidate
-from .check import CheckResult, check_gemm
+from .check import CheckResult, check_gemm, uniform_matrices
 from .measure import L2Flusher, Method, median, paired, tflops
+from .problems import Problem, key
 
 #: alpha/beta used by the second correctness check of every candidate.
 CHECK_ALPHA, CHECK_BETA = 0.75, -1.25
 
 
-def check_candidate(c: Candidate, M: int, N: int, K: int) -> CheckResult:
+def check_candidate(c: Candidate, M: int, N: int, K: int, *, batch: int = 1,
+                    layout: str = "NN") -> CheckResult:
     """beta = 0 on NaN-poisoned output, then alpha/beta on random C; the worse result."""
-    first = check_gemm(c.gemm, M, N, K)
+    first = check_gemm(c.gemm, M, N, K, batch=batch, layout=layout)
     if not first.ok:
         return first
-    second = check_gemm(c.gemm, M, N, K, alpha=CHECK_ALPHA, beta=CHECK_BETA)
+    second = check_gemm(c.gemm, M, N, K, alpha=CHECK_ALPHA, beta=CHECK_BETA, batch=batch,
+                        layout=layout)
     return second if not second.ok or second.error > first.error else first
 
 
-def _record(c: Candidate, M: int, N: int, K: int, chk: CheckResult) -> dict:
-    extra = dict(c.per_shape(M, N, K)) if c.per_shape else {}
-    return {"kernel": c.kernel, "config": extra.pop("config", c.config), "M": M, "N": N,
-            "K": K, "fp32": c.fp32, **chk.as_dict(), **c.info, **extra}
+def _record(c: Candidate, M: int, N: int, K: int, chk: CheckResult, *, batch: int = 1,
+            layout: str = "NN") -> dict:
+    p = Problem(M, N, K, batch, layout)
+    extra = dict(c.per_shape(p)) if c.per_shape else {}
+    return {"kernel": c.kernel, "config": extra.pop("config", c.config), **p.fields(),
+            "fp32": c.fp32, **chk.as_dict(), **c.info, **extra}
 
 
-def operands(M: int, N: int, K: int, layout: str = "NN"):
-    """A (M x K) and B (K x N) uniform in [-1, 1], each stored row-major ('N') or
-    column-major ('T': a transposed view of a contiguous K x M or N x K tensor)."""
-    import torch
+def _skipped(c: Candidate, p: Problem, why: str) -> dict:
+    return {"kernel": c.kernel, "config": c.config, **p.fields(), "fp32": c.fp32,
+            "status": "skipped", "skip_note": why, **c.info}
 
+
+def operands(p: Problem):
+    """A and B of problem `p` on the GPU, uniform in [-1, 1], stored in its layout."""
     def uniform(rows: int, cols: int, col_major: bool):
-        if col_major:
-            return (torch.rand(cols, rows, device="cuda") * 2 - 1).t()
-        return torch.rand(rows, cols, device="cuda") * 2 - 1
+        return uniform_matrices(rows, cols, col_major=col_major, batch=p.batch)
 
-    return uniform(M, K, layout[0] == "T"), uniform(K, N, layout[1] == "T")
+    return uniform(p.M, p.K, p.trans_a), uniform(p.K, p.N, p.trans_b)
 
 
 def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: Method,
                   flush: L2Flusher, peak_tflops: float | None = None,
-                  progress=None, *, layout: str = "NN",
+                  progress=None, *, layout: str = "NN", batch: int = 1,
                   on_record: Callable[[dict], None] | None = None) -> list[dict]:
-    """Records for cuBLAS and each candidate at one shape (see results.py for the fields).
+    """Records for cuBLAS and each candidate at one problem (see results.py for the fields).
 
-    `layout` stores A and B row-major ('N') or column-major ('T'), cuBLAS included (records
-    then carry a "layout" field); `on_record` gets each candidate's record the moment it
-    is complete (the tuner persists it, so an interrupted run resumes)."""
+    `layout` stores A and B row-major ('N') or column-major ('T'), `batch` > 1 makes it that
+    many products in 3-D tensors, cuBLAS included (records then carry "layout" and "batch");
+    `on_record` gets each candidate's record the moment it is complete (the tuner persists
+    it, so an interrupted run resumes)."""
     import torch
 
-    A, B = operands(M, N, K, layout)
-    C = torch.empty(M, N, device="cuda")
-    Cb = torch.empty(M, N, device="cuda")
+    p = Problem(M, N, K, batch, layout)
+    A, B = operands(p)
+    out_shape = (batch, M, N) if batch > 1 else (M, N)
+    C = torch.empty(out_shape, device="cuda")
+    Cb = torch.empty(out_shape, device="cuda")
     cublas = cublas_fp32(A, B, Cb)
 
     base = Candidate("cublas", cublas_gemm, lambda a, b, c: cublas)
-    cublas_rec = _record(base, M, N, K, check_gemm(cublas_gemm, M, N, K))
+    cublas_rec = _record(base, M, N, K, check_gemm(cublas_gemm, M, N, K, batch=batch,
+                                                   layout=layout), batch=batch, layout=layout)
     cublas_rounds: list[list[float]] = []
     records = []
     for cand in candidates:
-        task = progress.add_task(f"{cand.kernel} {M}x{N}x{K}", total=method.rounds + 1) \
+        task = progress.add_task(f"{cand.kernel} {p}", total=method.rounds + 1) \
             if progress else None
-        chk = check_candidate(cand, M, N, K)
-        rec = _record(cand, M, N, K, chk)
-        if layout != "NN":
-            rec["layout"] = layout
+        why = cand.refuses(p) if cand.refuses else None
+        if why:
+            rec = _skipped(cand, p, why)
+        else:
+            chk = check_candidate(cand, M, N, K, batch=batch, layout=layout)
+            rec = _record(cand, M, N, K, chk, batch=batch, layout=layout)
+            if not chk.ok and cand.fp32:
+                rec["status"] = "failed"
         records.append(rec)
         if progress:
             progress.advance(task)
-        if not chk.ok and cand.fp32:
-            rec["status"] = "failed"
+        if rec.get("status") in ("skipped", "failed"):  # never timed
             if progress:
                 progress.update(task, completed=method.rounds + 1)
             if on_record:
                 on_record(rec)
             continue
-        p = paired(cand.bind(A, B, C), cublas, method, flush,
-                   on_round=(lambda r: progress.advance(task)) if progress else None)
-        us = p.candidate_median_us
-        rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us), **p.summary(),
-                   cublas_median_us=p.baseline_median_us, times_us=p.candidate_us,
-                   cublas_times_us=p.baseline_us)
+        pr = paired(cand.bind(A, B, C), cublas, method, flush,
+                    on_round=(lambda r: progress.advance(task)) if progress else None)
+        us = pr.candidate_median_us
+        rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us, batch),
+                   **pr.summary(), cublas_median_us=pr.baseline_median_us,
+                   times_us=pr.candidate_us, cublas_times_us=pr.baseline_us)
         if peak_tflops:
             rec["pct_of_peak"] = 100 * rec["tflops"] / peak_tflops
-        cublas_rounds += p.baseline_us
+        cublas_rounds += pr.baseline_us
         if on_record:
             on_record(rec)
     if cublas_rounds:
         us = median([median(r) for r in cublas_rounds])
-        cublas_rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us),
+        cublas_rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us, batch),
                           vs_cublas=1.0, vs_cublas_min=1.0, vs_cublas_max=1.0,
                           rounds=len(cublas_rounds), times_us=cublas_rounds)
         if peak_tflops:
             cublas_rec["pct_of_peak"] = 100 * cublas_rec["tflops"] / peak_tflops
     else:
         cublas_rec["status"] = "not timed"
-    if layout != "NN":
-        cublas_rec["layout"] = layout
     return [cublas_rec, *records]
 
 
-def _pointers(A, B, C) -> tuple:
-    """(M, N, K, a, lda, b, ldb, c, ldc, trans_a, trans_b) of torch operands, each of A and
-    B row-major (unit column stride) or column-major (unit row stride)."""
-    M, K = A.shape
-    N = B.shape[1]
-    ta, tb = A.stride(1) != 1, B.stride(1) != 1
-    return (M, N, K, A.data_ptr(), A.stride(1) if ta else A.stride(0), B.data_ptr(),
-            B.stride(1) if tb else B.stride(0), C.data_ptr(), C.stride(0), ta, tb)
+def _matrix(X) -> tuple[bool, int]:
+    """(column-major, leading dimension) of the matrices of torch tensor X (its last two
+    dimensions): row-major has a unit column stride; column-major a unit row stride, and a
+    one-row matrix whose strides are both 1 is a transposed column, so column-major too."""
+    rows, cols = X.shape[-2:]
+    s_row, s_col = X.stride(-2), X.stride(-1)
+    col_major = s_col != 1 or (s_row == 1 and rows == 1 and cols > 1)
+    return col_major, s_col if col_major else s_row
+
+
+def problem_of(A, B) -> Problem:
+    """The problem torch operands pose: the shape, the batch (3-D) and the layout (strides)."""
+    M, K = A.shape[-2:]
+    N = B.shape[-1]
+    return Problem(M, N, K, A.shape[0] if A.dim() == 3 else 1,
+                   layout_of(_matrix(A)[0], _matrix(B)[0]))
+
+
+def operands_aligned(p: Problem) -> bool:
+    """Whether float4 accesses are legal on the harness's operands of `p` (fresh tensors,
+    so 16-byte aligned bases): every leading dimension and batch stride a multiple of 4."""
+    strides = [p.M if p.trans_a else p.K, p.K if p.trans_b else p.N, p.N]
+    if p.batch > 1:
+        strides += [p.M * p.K, p.K * p.N, p.M * p.N]
+    return strides_vec4_ok(strides)
+
+
+def _stored(X, letter: str):
+    """X stored column-major for 'T' (a copy unless it is already), as it is for 'N'."""
+    if letter != "T" or _matrix(X)[0]:
+        return X
+    import torch
+
+    return X.mT.clone(memory_format=torch.contiguous_format).mT
 
 
 def _bind(launcher, A, B, C, alpha: float = 1.0, beta: float = 0.0):
-    """launcher.bind on torch operands, on torch's current stream."""
+    """launcher.bind on torch operands (2-D, or 3-D for a batch; A and B row- or
+    column-major, C row-major), on torch's current stream. A batch on a rung without
+    batches is one launch per product, as the API runs it."""
     import torch
 
     from ..runtime.arrays import stream_for
 
     stream = stream_for(int(torch.cuda.current_stream().cuda_stream), 0)
-    M, N, K, a, lda, b, ldb, c, ldc, ta, tb = _pointers(A, B, C)
+    M, K = A.shape[-2:]
+    N = B.shape[-1]
+    (ta, lda), (tb, ldb) = _matrix(A), _matrix(B)
+    ldc = C.stride(-2)
     layouts = {"trans_a": ta, "trans_b": tb} if ta or tb else {}
-    return launcher.bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, **layouts)
+    a, b, c = A.data_ptr(), B.data_ptr(), C.data_ptr()
+    batch = C.shape[0] if C.dim() == 3 else 1
+    if batch == 1:
+        return launcher.bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, **layouts)
+    sa, sb, sc = (X.stride(0) if X.dim() == 3 else 0 for X in (A, B, C))
+    if launcher.rung.supports("batched"):
+        return launcher.bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, batch=batch,
+                             stride_a=sa, stride_b=sb, stride_c=sc, **layouts)
+    each = [launcher.bind(M, N, K, alpha, a + 4 * i * sa, lda, b + 4 * i * sb, ldb, beta,
+                          c + 4 * i * sc, ldc, stream, **layouts) for i in range(batch)]
+
+    def launch() -> None:
+        for fn in each:
+            fn()
+
+    return launch
 
 
 def rung_candidate(rung, config: dict, layout: str = "NN") -> Candidate:
-    """A rung of the ladder at `config`, through the public API (for the check) and a
-    pre-bound launch (for timing). With a layout other than "NN" the check stores the
-    operands in that layout and launches directly (the API takes row-major operands)."""
+    """A rung of the ladder at `config`: checked through the public API when the operands
+    are one product of row-major matrices, else through the launcher exactly as it is timed;
+    timed through a launch bound once. `layout` (the table builder's, which measures at that
+    layout too) stores the check's operands in that layout first; "NN" takes them as the
+    problem stores them.
+
+    A column-major operand needs the rung's "layouts" and the shape must be in its domain:
+    otherwise the candidate refuses the problem, saying why. A batch on a rung without
+    "batched" runs as one launch per product, and its record's note says so."""
     from ..api import sgemm
     from ..runtime.launch import Launcher
 
     launcher = Launcher(rung, config)
 
     def gemm(A, B, C, alpha, beta):
-        if layout == "NN":
-            sgemm(A, B, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config)
+        a, b = _stored(A, layout[0]), _stored(B, layout[1])
+        if C.dim() == 2 and not _matrix(a)[0] and not _matrix(b)[0]:
+            sgemm(a, b, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config)
             return
-        a = A.t().contiguous().t() if layout[0] == "T" else A
-        b = B.t().contiguous().t() if layout[1] == "T" else B
         _bind(launcher, a, b, C, alpha, beta)()
+
+    def refuses(p: Problem) -> str | None:
+        if (layout != "NN" or p.layout != "NN") and not rung.supports("layouts"):
+            return (f"{rung.label} reads row-major operands only (a column-major A or B "
+                    "needs a rung with layouts)")
+        if not rung.serves(p.M, p.N, p.K):
+            return f"{rung.label} computes only {rung.domain}"
+        return None
+
+    def per_shape(p: Problem) -> dict:
+        if p.batch > 1 and not rung.supports("batched"):
+            return {"note": f"one launch per product of the batch ({rung.label} has no "
+                            "batches)"}
+        return {}
 
     res = launcher.compiled().resources
     info = {"registers": res.registers, "spill_bytes": res.spill_stores + res.spill_loads,
             "smem_bytes": res.smem_bytes, "threads": rung.threads(config)}
     return Candidate(rung.label, gemm, lambda A, B, C: _bind(launcher, A, B, C),
-                     dict(config), info)
+                     dict(config), info, per_shape=per_shape, refuses=refuses)
 
 
 def auto_candidate(gpu) -> Candidate:
-    """`--kernel auto`: at each shape, the rung and configuration the dispatcher chooses for
-    this GPU, bound through the launcher like any rung; each record carries the choice."""
+    """`--kernel auto`: at each problem, the rung and configuration the dispatcher chooses
+    for this GPU (shape, batch and layout), bound through the launcher like any rung; each
+    record carries the choice. A problem dispatch cannot serve is refused with its reason."""
     from .. import dispatch, registry
 
-    def choice(M: int, N: int, K: int) -> dispatch.Choice:
-        # what the API sees for torch operands: 16-byte aligned bases, lda = K, ldb = N
-        return dispatch.choose(M, N, K, gpu_name=gpu.name, sm_count=gpu.sm_count,
-                               aligned=K % 4 == 0 and N % 4 == 0)
+    def choice(p: Problem) -> dispatch.Choice:
+        return dispatch.choose(p.M, p.N, p.K, gpu_name=gpu.name, sm_count=gpu.sm_count,
+                               trans_a=p.trans_a, trans_b=p.trans_b, batch=p.batch,
+                               aligned=operands_aligned(p))
 
     cache: dict[tuple, Candidate] = {}
 
-    def chosen(M: int, N: int, K: int) -> Candidate:
-        c = choice(M, N, K)
-        key = (c.rung, registry.config_key(c.config))
-        if key not in cache:
-            cache[key] = rung_candidate(registry.rung(c.rung), dict(c.config))
-        return cache[key]
+    def chosen(p: Problem) -> Candidate:
+        c = choice(p)
+        k = (c.rung, registry.config_key(c.config))
+        if k not in cache:
+            cache[k] = rung_candidate(registry.rung(c.rung), dict(c.config))
+        return cache[k]
 
     def gemm(A, B, C, alpha, beta):
-        chosen(A.shape[0], B.shape[1], A.shape[1]).gemm(A, B, C, alpha, beta)
+        chosen(problem_of(A, B)).gemm(A, B, C, alpha, beta)
 
     def bind(A, B, C):
-        return chosen(A.shape[0], B.shape[1], A.shape[1]).bind(A, B, C)
+        return chosen(problem_of(A, B)).bind(A, B, C)
 
-    def per_shape(M: int, N: int, K: int) -> dict:
-        c = choice(M, N, K)
-        return {**chosen(M, N, K).info, "config": dict(c.config), "rung": c.rung,
+    def per_shape(p: Problem) -> dict:
+        c = choice(p)
+        return {**chosen(p).info, "config": dict(c.config), "rung": c.rung,
                 "dispatch": c.as_dict()}
+
+    def refuses(p: Problem) -> str | None:
+        try:
+            choice(p)
+        except (ValueError, OverflowError) as exc:  # DispatchError is a ValueError
+            return str(exc)
+        return None
 
     return Candidate("auto", gemm, bind, None,
                      {"note": "the dispatcher's choice per shape (sgemmlab explain)"},
-                     per_shape=per_shape)
+                     per_shape=per_shape, refuses=refuses)
 
 
 def matmul_candidate() -> Candidate:
@@ -221,20 +313,20 @@ def matmul_candidate() -> Candidate:
 
 
 def auto_vs_best(records: list[dict]) -> list[dict]:
-    """Per shape where `auto` and at least one rung were timed: auto's paired ratio over the
-    best rung's (1.0: dispatch picked as well as the best rung measured)."""
-    by_shape: dict[tuple, list[dict]] = {}
+    """Per problem where `auto` and at least one rung were timed: auto's paired ratio over
+    the best rung's (1.0: dispatch picked as well as the best rung measured)."""
+    by_problem: dict[Problem, list[dict]] = {}
     for r in records:
         if r.get("status") == "ok" and isinstance(r.get("vs_cublas"), (int, float)):
-            by_shape.setdefault((r["M"], r["N"], r["K"]), []).append(r)
+            by_problem.setdefault(key(r), []).append(r)
     out = []
-    for shape, recs in by_shape.items():
+    for p, recs in by_problem.items():
         auto = next((r for r in recs if r["kernel"] == "auto"), None)
         rungs = [r for r in recs if r["kernel"][:2].isdigit()]
         if auto is None or not rungs:
             continue
         top = max(rungs, key=lambda r: r["vs_cublas"])
-        out.append({"M": shape[0], "N": shape[1], "K": shape[2], "auto": auto.get("rung"),
+        out.append({**p.fields(), "problem": p.label, "auto": auto.get("rung"),
                     "best": top["kernel"], "ratio": auto["vs_cublas"] / top["vs_cublas"]})
     return out
 
@@ -261,7 +353,7 @@ def fp32_baseline_problem(records: list[dict]) -> str | None:
     """Why the cuBLAS FP32 baseline of one shape's records cannot be trusted, or None."""
     for rec in records:
         if rec["kernel"] == "cublas" and not rec.get("correct"):
-            return (f"cuBLAS FP32 fails the FP32 bound at {rec['M']}×{rec['N']}×{rec['K']}: "
+            return (f"cuBLAS FP32 fails the FP32 bound at {key(rec).label}: "
                     f"error {rec['error']:.2e} > bound {rec['error_bound']:.2e} "
                     f"({rec.get('check_note') or 'is TF32 on?'})")
     if tf32_is_on():
@@ -269,11 +361,13 @@ def fp32_baseline_problem(records: list[dict]) -> str | None:
     return None
 
 
-def run(kind: str, tag: str, shapes: list[tuple[int, int, int]],
-        candidates: list[Candidate], method: Method, notes: Sequence[str] = (),
-        board=None) -> tuple[dict, Path]:
-    """Measure `candidates` at every shape and write results/<gpu>/<kind>-<tag>-<time>.json.
+def run(kind: str, tag: str, shapes: Iterable, candidates: list[Candidate], method: Method,
+        notes: Sequence[str] = (), board=None, *,
+        suites: Mapping[str, Sequence[Problem]] | None = None) -> tuple[dict, Path]:
+    """Measure `candidates` at every problem of `shapes` (Problems, or (M, N, K) shapes) and
+    write results/<gpu>/<kind>-<tag>-<time>.json.
 
+    `suites` (name -> its problems) goes into the file, so reports can summarize each suite.
     `board` (tables.LiveBoard) draws progress and the records so far. Stops with a
     BaselineError, after writing what it has, the moment cuBLAS FP32 is not FP32.
     """
@@ -283,11 +377,14 @@ def run(kind: str, tag: str, shapes: list[tuple[int, int, int]],
     flush = L2Flusher(gpu.l2_bytes)
     out = results.new_run(kind, gpu, {**method.as_dict(), "l2_flush_bytes": flush.nbytes})
     out["notes"] += list(notes)
+    if suites:
+        out["suites"] = {name: [str(p) for p in ps] for name, ps in suites.items()}
     peak = out["ceilings"]["ffma_tflops"]
     name = f"{kind}-{tag}-{results.stamp()}"
-    for M, N, K in shapes:
-        recs = measure_shape(M, N, K, candidates, method, flush, peak,
-                             board.progress if board else None)
+    for p in map(Problem.of, shapes):
+        recs = measure_shape(p.M, p.N, p.K, candidates, method, flush, peak,
+                             board.progress if board else None, layout=p.layout,
+                             batch=p.batch)
         out["records"] += recs
         if board:
             board.show(out["records"])

@@ -1,35 +1,62 @@
-"""What `sgemmlab bench` measures: named suites of shapes, and which kernels and baselines.
+"""What `sgemmlab bench` measures: named suites of problems, and which kernels and baselines.
 
-Each suite asks one question of a kernel:
-    square  the classic cubes, from launch-bound (1024) to compute-bound (8192);
-    ragged  sizes no tile divides: edge handling must be correct and must not cost much;
-    skinny  one dimension small or large: too few blocks to fill 132 SMs, or a long K;
-    small   sizes where launch overhead and wave quantisation dominate;
-    vector  a vector times a matrix (M = 1 or N = 1): the bill is the matrix's bytes;
-    decode  a few rows against a weight matrix (M = 1 .. 64), as in LLM decoding: bytes;
-    tinyk   outer products and K <= 16: the bill is C's bytes.
+Each suite asks one question of a kernel (a problem is M×N×K, perhaps a batch B@ before it and
+a layout :AB after it; problems.py says the form):
+    square   the classic cubes, from launch-bound (1024) to compute-bound (8192);
+    ragged   sizes no tile divides: edge handling must be correct and must not cost much;
+    skinny   one dimension small or large: too few blocks to fill 132 SMs, or a long K;
+    small    16 to 512, odd sizes among them: launch overhead, wave quantisation, edges;
+    vector   a vector times a matrix (M = 1 or N = 1): the bill is the matrix's bytes;
+    decode   a few rows against a weight matrix (M = 1 .. 64), as in LLM decoding: bytes;
+    tinyk    outer products and K <= 16: the bill is C's bytes;
+    batched  many independent products in one call: small ones (32@128³, 256@64³), flat ones
+             (8@512×512×64), big ones (4@2048³);
+    layouts  shapes of the suites above with A, B or both column-major (TN, NT, TT).
+
+And one drawn at random (`random_shapes`, `sgemmlab bench --random COUNT --seed SEED`): shapes
+off the grid the dispatch table was measured on, to see how well dispatch generalizes.
 """
 
 from __future__ import annotations
 
+import math
+import random
+from typing import Iterable, Sequence
+
 from .. import registry
+from .problems import Problem
 
 Shape = tuple[int, int, int]  # (M, N, K)
 
 
-def _cubes(*sizes: int) -> list[Shape]:
-    return [(s, s, s) for s in sizes]
+def _cubes(*sizes: int) -> list[Problem]:
+    return [Problem(s, s, s) for s in sizes]
 
 
-SUITES: dict[str, list[Shape]] = {
+def _shapes(*shapes: Shape) -> list[Problem]:
+    return [Problem(*s) for s in shapes]
+
+
+#: The shapes the layouts suite takes from the others (and 3000×5000×700: all three differ).
+LAYOUT_SHAPES = ((4096, 4096, 4096), (1000, 1000, 1000), (4097, 1023, 515), (8192, 8192, 512),
+                 (3000, 5000, 700), (1, 4096, 4096), (16, 4096, 4096))
+
+SUITES: dict[str, list[Problem]] = {
     "square": _cubes(1024, 2048, 4096, 8192),
-    "ragged": [(4092, 4092, 4092), (1000, 1000, 1000), (3001, 2000, 999), (4097, 1023, 515)],
-    "skinny": [(1024, 1024, 8192), (8192, 8192, 512), (256, 4096, 4096), (4096, 4096, 256)],
-    "small": _cubes(64, 128, 256, 512),
-    "vector": [(1, n, n) for n in (4096, 8192, 16384)] + [(n, 1, n) for n in (4096, 8192, 16384)],
-    "decode": [(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008))
-               for m in (1, 2, 4, 8, 16, 32, 64)],
-    "tinyk": [(4096, 4096, k) for k in (1, 2, 4, 8, 16)],
+    "ragged": _shapes((4092, 4092, 4092), (1000, 1000, 1000), (3001, 2000, 999),
+                      (4097, 1023, 515)),
+    "skinny": _shapes((1024, 1024, 8192), (8192, 8192, 512), (256, 4096, 4096),
+                      (4096, 4096, 256)),
+    "small": _cubes(16, 17, 31, 64, 97, 127, 128, 129, 131, 255, 256, 257, 383, 511, 512)
+    + _shapes((127, 129, 131), (97, 383, 255), (16, 512, 512), (512, 17, 511)),
+    "vector": _shapes(*[(1, n, n) for n in (4096, 8192, 16384)],
+                      *[(n, 1, n) for n in (4096, 8192, 16384)]),
+    "decode": _shapes(*[(m, n, k) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008))
+                        for m in (1, 2, 4, 8, 16, 32, 64)]),
+    "tinyk": _shapes(*[(4096, 4096, k) for k in (1, 2, 4, 8, 16)]),
+    "batched": [Problem(128, 128, 128, 32), Problem(64, 64, 64, 256),
+                Problem(512, 512, 64, 8), Problem(2048, 2048, 2048, 4)],
+    "layouts": [Problem(*s, layout=lay) for s in LAYOUT_SHAPES for lay in ("TN", "NT", "TT")],
 }
 DEFAULT_SUITE = "square"
 
@@ -38,18 +65,79 @@ BASELINES = ("triton", "tf32")
 DEFAULT_BASELINES = BASELINES
 
 
-def suite(name: str) -> list[Shape]:
+def suite(name: str) -> list[Problem]:
     try:
         return list(SUITES[name])
     except KeyError:
         raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(SUITES)}") from None
 
 
-def shapes_for(suites: list[str], shapes: list[Shape]) -> list[Shape]:
-    """The suites' shapes then the explicit ones, each once, in order; the default suite
-    when neither is given."""
-    todo = [s for name in suites for s in suite(name)] + list(shapes)
+def shapes_for(suites: Sequence[str], shapes: Iterable) -> list[Problem]:
+    """The suites' problems then the explicit ones (Problems or (M, N, K) shapes), each once,
+    in order; the default suite when neither is given."""
+    todo = [p for name in suites for p in suite(name)] + [Problem.of(s) for s in shapes]
     return list(dict.fromkeys(todo)) or suite(DEFAULT_SUITE)
+
+
+def plain_shapes(problems: Iterable[Problem]) -> list[Shape]:
+    """(M, N, K) of problems that are one row-major product each (what the tuner measures:
+    it takes layouts as an option of its own); ValueError naming one that is not."""
+    out = []
+    for p in problems:
+        if not p.plain:
+            raise ValueError(f"{p} is a batch or has a column-major operand: the tuner "
+                             "measures one row-major product per shape (--layout for layouts)")
+        out.append(p.shape)
+    return out
+
+
+# -- a random suite -------------------------------------------------------------------------
+RANDOM_MAX_DIM = 16384
+RANDOM_MAX_PRODUCT = 2**37  # M·N·K: 2.7e11 FLOP, about 5 ms at 50 TFLOP/s
+RANDOM_PREFIX = "random-"
+
+
+def random_suite_name(count: int, seed: int) -> str:
+    """The name a random suite goes by in results (tags, "suites"): random-200-s2026."""
+    return f"{RANDOM_PREFIX}{count}-s{seed}"
+
+
+def is_random_suite(name: str) -> bool:
+    return name.startswith(RANDOM_PREFIX)
+
+
+def random_shapes(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
+    """`count` distinct shapes M×N×K, each dimension drawn log-uniformly in [1, 16384] and
+    rounded to an integer, with M·N·K <= 2^37 (a draw above it is drawn again), none of
+    them in `exclude` (Problems or (M, N, K) shapes: the dispatch table's grid, say).
+    The same `count`, `seed` and `exclude` always give the same list, in the same order."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"count must be an integer >= 0 (got {count!r})")
+    rng = random.Random(seed)
+    top = math.log(RANDOM_MAX_DIM)
+    seen = {Problem.of(s) for s in exclude}
+    out: list[Problem] = []
+    for _ in range(1000 + 100 * count):  # a bound, so no `exclude` can make it loop forever
+        if len(out) == count:
+            break
+        M, N, K = (round(math.exp(rng.uniform(0.0, top))) for _ in range(3))
+        p = Problem(M, N, K)
+        if M * N * K <= RANDOM_MAX_PRODUCT and p not in seen:
+            seen.add(p)
+            out.append(p)
+    if len(out) < count:
+        raise ValueError(f"drew only {len(out)} distinct shapes of the {count} asked for")
+    return out
+
+
+def dispatch_grid(gpu_name: str) -> set[Problem]:
+    """The problems this GPU's dispatch table was measured at (none without a table)."""
+    from .. import dispatch
+
+    table = dispatch.load_table(gpu_name)
+    if table is None:
+        return set()
+    return {Problem(M, N, K, batch, layout) for M, N, K, layout, batch in table.shapes()}
 
 
 #: Kernels `sgemmlab bench --kernel` takes besides the rungs:

@@ -1,11 +1,15 @@
 """Text tables of results records: the terminal scoreboard (rich, also live) and Markdown.
 
 One list of columns serves both, so the terminal and the report always show the same thing.
+A problem is shown in its text form (problems.py): 4096×4096×4096, 32@128×128×128 (a batch
+of 32), 1000×1000×1000:TN (A column-major).
 """
 
 from __future__ import annotations
 
 from typing import Callable
+
+from .problems import key
 
 
 def _fmt(rec: dict, key: str, spec: str, scale: float = 1.0) -> str:
@@ -27,6 +31,8 @@ def kernel_label(rec: dict) -> str:
         label += " (TF32: NOT FP32)"
     if rec.get("status") == "failed":
         label += " (FAILED check, not timed)"
+    if rec.get("status") == "skipped":
+        label += " (skipped: cannot compute it)"
     return label
 
 
@@ -49,7 +55,7 @@ def _verdict(rec: dict) -> str:
 
 SCOREBOARD: tuple[tuple[str, Callable[[dict], str]], ...] = (  # (header, cell)
     ("kernel", kernel_label),
-    ("M×N×K", lambda rec: f"{rec['M']}×{rec['N']}×{rec['K']}"),
+    ("M×N×K", lambda rec: key(rec).label),
     ("µs", _num("median_us", ".1f")),
     ("GFLOP/s", _num("tflops", ".0f", 1e3)),
     ("% of cuBLAS", _num("vs_cublas", ".1f", 100.0)),
@@ -78,15 +84,15 @@ def markdown(records: list[dict]) -> str:
 
 
 def scoreboard(records: list[dict], title: str):
-    """The rich Table of `records` (cuBLAS in bold, failures in red)."""
+    """The rich Table of `records` (cuBLAS in bold, failures in red, skipped ones dim)."""
     from rich.table import Table
 
     table = Table(title=title)
     for i, (h, _) in enumerate(SCOREBOARD):
         table.add_column(h, justify="left" if i < 2 else "right")
     for rec, row in zip(records, rows(records)):
-        style = "red" if rec.get("status") == "failed" else (
-            "bold" if rec["kernel"] == "cublas" else None)
+        style = {"failed": "red", "skipped": "dim"}.get(rec.get("status", ""), (
+            "bold" if rec["kernel"] == "cublas" else None))
         table.add_row(*row, style=style)
     return table
 

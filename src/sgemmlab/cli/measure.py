@@ -11,13 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..bench.problems import FORM, Problem, key
 from .common import (
     KernelOpt,
     ShapeOpt,
     SizeOpt,
     app,
     fail,
-    parse_shape,
     require_gpu,
     require_torch,
     rungs_from,
@@ -54,9 +54,9 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
     except BaselineError as exc:
         fail(str(exc), 4)
     if quiet:
-        for M, N, K in todo:
-            recs = [r for r in run["records"] if (r["M"], r["N"], r["K"]) == (M, N, K)]
-            print_scoreboard(recs, f"{gpu.name}  {M}×{N}×{K}  (cuBLAS FP32, TF32 off)")
+        for p in map(Problem.of, todo):
+            recs = [r for r in run["records"] if key(r) == p]
+            print_scoreboard(recs, f"{gpu.name}  {p.label}  (cuBLAS FP32, TF32 off)")
     typer.echo(f"results: {path}")
     if plot:
         typer.echo(f"chart:   {ladder_chart(run, path.with_suffix('.png'))}")
@@ -93,9 +93,26 @@ def run(kernel: Annotated[str, typer.Option(
             fail(str(exc), 3)
 
 
+def _suite_names() -> str:
+    from ..bench.suites import SUITES
+
+    names = list(SUITES)
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 SuiteOpt = Annotated[Optional[list[str]], typer.Option(
-    "--suite", "-s", help="square, ragged, skinny, small, vector, decode or tinyk; repeatable "
-    "(default: square)")]
+    "--suite", "-s", help=f"{_suite_names()}; repeatable (default: square, unless --shape or "
+    "--random is given)")]
+ProblemOpt = Annotated[Optional[list[str]], typer.Option(
+    "--shape", help=f"a problem: {FORM} (NN, TN, NT, TT: A's then B's storage, T "
+    "column-major), e.g. 4096x4096x4096, 32@128x128x128 (a batch of 32) or "
+    "1000x1000x1000:TN; repeatable")]
+RandomOpt = Annotated[Optional[int], typer.Option(
+    "--random", min=1, metavar="COUNT", help="also COUNT shapes drawn at random: each of M, "
+    "N, K log-uniform in [1, 16384], M·N·K <= 2^37, none of this GPU's dispatch-table "
+    "shapes; summarized at the end (median, how many below 90 %, the worst ten)")]
+SeedOpt = Annotated[Optional[int], typer.Option(
+    "--seed", help="the seed of --random (default 0): the same seed, the same shapes")]
 BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
     "choice per shape) or 'matmul' (sgemmlab.matmul per launch, host overhead included); "
@@ -106,25 +123,31 @@ BaselineOpt = Annotated[Optional[list[str]], typer.Option(
 
 
 @app.command()
-def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: BenchKernelOpt = None,
+def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = None,
+          seed: SeedOpt = None, kernel: BenchKernelOpt = None,
           baseline: BaselineOpt = None,
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
           mode: Annotated[str, typer.Option(
               help="isolated: each call timed alone on a flushed L2, host work included; "
               "throughput: calls back to back")] = "isolated",
           quiet: Annotated[bool, typer.Option(help="no live display")] = False):
-    """Check kernels and baselines, then time each against cuBLAS FP32 over suites of shapes."""
-    from ..bench import runner, suites
+    """Check kernels and baselines, then time each against cuBLAS FP32 over suites of
+    problems (shapes, batches, layouts)."""
+    from ..bench import report, runner, suites
     from ..bench.measure import CONFIRM, QUICK
     from ..bench.tables import LiveBoard, print_scoreboard
 
     try:
-        explicit = [parse_shape(s) for s in shape or []]
-        todo = suites.shapes_for(suite or [], explicit)
+        explicit = [Problem.parse(s) for s in shape or []]
+    except ValueError as exc:
+        fail(f"--shape: {exc}", 2)
+    if seed is not None and random is None:
+        fail("--seed applies to --random (the seed of its draw)", 2)
+    names = list(suite or []) or ([] if explicit or random else [suites.DEFAULT_SUITE])
+    try:
+        groups = {name: suites.suite(name) for name in names}
         rungs, special = suites.kernels_for(kernel or [])
         extra = suites.baselines_for(baseline or [])
-    except typer.BadParameter as exc:
-        fail(f"--shape: {exc.message}", 2)
     except (KeyError, ValueError) as exc:
         fail(exc.args[0], 2)
     gpu = require_gpu()
@@ -139,27 +162,57 @@ def bench(suite: SuiteOpt = None, shape: ShapeOpt = None, kernel: BenchKernelOpt
         method = dataclasses.replace(CONFIRM if confirm else QUICK, mode=mode)
     except ValueError as exc:
         fail(f"--mode: {exc}", 2)
-    tag = "-".join([*(suite or []), *(f"{M}x{N}x{K}" for M, N, K in explicit)])[:80] \
-        or suites.DEFAULT_SUITE
+    drawn: list[Problem] = []
+    rname = suites.random_suite_name(random, seed or 0) if random else None
+    if rname:
+        grid = suites.dispatch_grid(gpu.name)
+        drawn = groups[rname] = suites.random_shapes(random, seed or 0, exclude=grid)
+        notes.append(f"{rname}: {random} shapes drawn with seed {seed or 0}, each of M, N, K "
+                     f"log-uniform in [1, {suites.RANDOM_MAX_DIM}], M·N·K <= 2^37, the "
+                     f"{len(grid)} problems of this GPU's dispatch table left out")
+    todo = suites.shapes_for(names, [*drawn, *explicit])
+    tag = "-".join([*names, *([rname] if rname else []), *(p.tag for p in explicit)])[:80]
     title = (f"{gpu.name}: vs cuBLAS FP32 (TF32 off), {method.launches} launches × "
              f"{method.rounds} rounds")
     try:
         if quiet:
-            run, path = runner.run("bench", tag, todo, candidates, method, notes)
+            run, path = runner.run("bench", tag, todo, candidates, method, notes,
+                                   suites=groups)
             print_scoreboard(run["records"], title)
         else:
             with LiveBoard(title, runner.new_progress()) as board:
-                run, path = runner.run("bench", tag, todo, candidates, method, notes, board)
+                run, path = runner.run("bench", tag, todo, candidates, method, notes, board,
+                                       suites=groups)
     except runner.BaselineError as exc:
         fail(str(exc), 4)
     for row in runner.auto_vs_best(run["records"]):
-        typer.echo(f"auto at {row['M']}×{row['N']}×{row['K']}: {row['auto']} "
+        typer.echo(f"auto at {row['problem']}: {row['auto']} "
                    f"reaches {100 * row['ratio']:.1f} % of the best rung measured "
                    f"({row['best']})")
+    _echo_skipped(run["records"])
+    if lines := report.suite_lines(report.suite_summary(run["records"], groups)):
+        typer.echo("% of cuBLAS FP32 per suite (geometric mean):")
+        for line in lines:
+            typer.echo(f"  {line}")
+    if rname:
+        for line in report.random_lines(rname, report.random_summary(run["records"], drawn)):
+            typer.echo(line)
     typer.echo(f"results: {path}\nreport:  sgemmlab report {path}")
     failed = sorted({r["kernel"] for r in run["records"] if r.get("status") == "failed"})
     if failed:
         fail(f"failed their correctness check (not timed): {', '.join(failed)}", 3)
+
+
+def _echo_skipped(records: list[dict]) -> None:
+    """One line per kernel and reason: what could not be measured, and at how many problems."""
+    counts: dict[tuple[str, str], list[str]] = {}
+    for r in records:
+        if r.get("status") == "skipped":
+            counts.setdefault((r["kernel"], r.get("skip_note", "?")), []).append(
+                key(r).label)
+    for (kernel, why), where in counts.items():
+        at = where[0] if len(where) == 1 else f"{len(where)} problems"
+        typer.echo(f"skipped {kernel} at {at}: {why}")
 
 
 @app.command()

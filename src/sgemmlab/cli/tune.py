@@ -136,7 +136,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
     except ValueError as exc:
         fail(f"--where: {exc}")
     gpu = require_gpu()
-    if export is not None and not table:
+    if export is not None and not table and not grid:
         from ..tune.table import export_table
 
         try:

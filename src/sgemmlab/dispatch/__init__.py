@@ -8,21 +8,25 @@ lookup.
 
 Where the answer comes from, in order:
 
-0. **A family rung that serves the shape** (registry.FAMILY: the memory-bound rungs, for a
-   vector times a matrix, a few rows against a matrix, K <= 16), at this GPU's default, the
-   first of the family that serves it; only a table entry measured at this very shape
-   (distance 0) overrules it. Their bill is bytes, which the big-tile rungs move badly.
-1. **The tuning table of this GPU** (`sgemmlab tune --table` writes it): for every measured
-   shape, every candidate (rung, configuration) timed against cuBLAS with the harness's
-   paired method. A request takes the *nearest measured shape* and, of the entries measured
-   there that can serve it, the fastest (highest paired ratio against cuBLAS). Nearness is
-   a distance in log-space, because GEMM behaviour changes with ratios, not differences:
+0. **A memory-bound rung that serves the shape** (registry.MEMBOUND, `preferred`: a vector
+   times a matrix, a few rows against a matrix, K <= 16), at this GPU's default, the first
+   that serves it; the table overrules it only where it measured that rung around the
+   request (the blend then compares it with the rest) or this very shape. Their bill is
+   bytes, which the big-tile rungs move badly.
+1. **The tuning table of this GPU** (`sgemmlab tune --grid` or `--table` writes it): for
+   every measured shape, every candidate (rung, configuration) timed against cuBLAS with
+   the harness's paired method. At a measured shape its fastest usable entry runs;
+   elsewhere the candidates are scored over the measured shapes around the request
+   (lookup.blend: a weighted geometric mean of their paired ratios, nearer shapes weighing
+   more) and the best runs. Nearness is a distance in log-space, because GEMM behaviour
+   changes with ratios, not differences:
 
        d = sqrt( ln(M/M')^2 + ln(N/N')^2 + ln(K/K')^2 + ln(batch/batch')^2 )
            + 0.5 if the layout differs  + 0.25 if the alignment class differs
 
-   A table shape farther than MAX_DISTANCE = 0.75 (one dimension off by a factor of ~2.1,
-   or all three by ~1.5) is not trusted: the heuristic decides instead.
+   A request whose nearest measured shape is farther than MAX_DISTANCE = 1.25 (the shape
+   grid's spacing, tune/grid.py: any shape is within 1.26 of a grid point) is not trusted
+   to the table: the heuristic decides instead.
    Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
    ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
    (sgemmlab/data/tables/<gpu-slug>.json). A table measured on a GPU with another SM count
@@ -36,12 +40,15 @@ Where the answer comes from, in order:
        waves  = tiles / slots,   tail fill = waves / ceil(waves)
        k-iterations = ceil(K / BK)
 
+   * under half a wave, and C small (M N <= 2^16) or the product tiny (under 2^26 FLOP,
+     about a microsecond of an H200: less than a launch costs) -> the small-tile rung
+     (registry.SMALL, rung 18), K split to fill the GPU where its tiles are fewer than the
+     slots (runtime/splitk.py);
    * the waves are at least 85 % full on average -> data-parallel tiles on the highest
      eligible rung that is not persistent (one block per tile, no workspace); from 8 waves
      on this always holds (8/9 > 85 %): an idle tail costs little;
-   * a tiny product (under 2^26 FLOP, about a microsecond of an H200: less than a launch
-     costs) or K too shallow to split (fewer than 2 x 4 k-iterations) -> data-parallel
-     anyway (a fix-up would cost more than the idle SMs);
+   * a tiny product or K too shallow to split (fewer than 2 x 4 k-iterations) ->
+     data-parallel anyway (a fix-up would cost more than the idle SMs);
    * less than one wave, and K deep (K >= 4 * max(M, N)) or too little work to stream
      (tiles x k-iterations < slots x 4) -> split-K into s parts, the largest s the
      Stream-K rung offers with s <= slots / tiles and at least 4 k-iterations per part;
