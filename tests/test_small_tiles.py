@@ -42,7 +42,8 @@ def test_the_plan_covers_every_tile_and_k_tile_once(M, N, K, batch, split):
     covered = [t for a, b in _ranges(kt, p.parts) for t in range(a, b)]
     assert covered == list(range(kt))
     if split >= 1:
-        assert p.parts == min(split, kt)
+        fit = splitk.MAX_PARTIAL_BYTES // (p.tiles * bm * bn * 4)
+        assert p.parts == max(1, min(split, kt, fit))
     else:
         assert p.parts == 1 or kt // p.parts >= splitk.MIN_KTILES
         assert p.parts <= splitk.MAX_PARTS
@@ -73,7 +74,10 @@ def test_a_grid_that_cannot_launch_is_refused():
     with pytest.raises(OverflowError, match="gridDim"):
         plan(1, 16, 16, 8, 16 * 65536, 16, 16, 1, SLOTS)
     with pytest.raises(OverflowError, match="gridDim"):
-        plan(64, 16, 16, 8, 16, 16, 10**5, 2000, SLOTS)
+        plan(1, 16, 16, 8, 16, 16, 16, 65536, SLOTS)  # a batch past gridDim.z
+    # an explicit split of many tiles stays within the workspace cap (and 2^31 tiles)
+    p = plan(64, 16, 16, 8, 16 * 4096, 16 * 4096, 10**5, 1, SLOTS)
+    assert p.parts == 1 and p.scratch_bytes == 0
     with pytest.raises(ValueError):
         plan(-1, 16, 16, 8, 1, 1, 1, 1, SLOTS)
 

@@ -651,9 +651,8 @@ SMALL: tuple[Rung, ...] = (
         space={"BM": (16, 32, 64), "BN": (16, 32, 64, 128), "BK": (8, 16, 32),
                "TM": (1, 2, 4), "TN": (1, 2, 4), "SPLIT": (0, 1)},
         block=lambda c: (_small_threads(c), 1, 1), tile=_block_tile,
-        # two buffers of As [BK][BM+1] and Bs [BK][BN+1], and the int that tells the last
-        # part of a split tile it is last
-        smem_bytes=lambda c: 2 * c["BK"] * (c["BM"] + c["BN"] + 2) * _F + 4,
+        # two buffers of As [BK][BM+1] and Bs [BK][BN+1]
+        smem_bytes=lambda c: 2 * c["BK"] * (c["BM"] + c["BN"] + 2) * _F,
         seed={"BM": 32, "BN": 32, "BK": 16, "TM": 2, "TN": 4, "SPLIT": 0},
         rules=(
             Rule("BM is a multiple of TM and BN of TN",
@@ -661,6 +660,11 @@ SMALL: tuple[Rung, ...] = (
             Rule("the threads divide the A tile (BM*BK) and the B tile (BK*BN) evenly",
                  lambda c: (c["BM"] * c["BK"]) % _small_threads(c) == 0
                  and (c["BK"] * c["BN"]) % _small_threads(c) == 0),
+            Rule("at most 512 threads (a small tile needs no more; at 1024 ptxas spills the "
+                 "fix-up)", lambda c: _small_threads(c) <= 512),
+            Rule("a thread holds at most 32 values of the next k-tile ((BM+BN)*BK/threads: "
+                 "beyond it their addresses spill)",
+                 lambda c: (c["BM"] + c["BN"]) * c["BK"] <= 32 * _small_threads(c)),
             Rule("SPLIT is 0 (parts to fill the GPU) or 1-64 parts of K",
                  lambda c: 0 <= c["SPLIT"] <= 64, host=True),
             _register_rule(lambda c: c["TM"] * c["TN"] + c["TM"] + c["TN"]

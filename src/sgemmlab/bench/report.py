@@ -184,6 +184,33 @@ def intensity(rec: dict) -> float:
     return minimal_intensity(rec["M"], rec["N"], rec["K"])
 
 
+MEMORY_BOUND_SUITES = ("vector", "decode", "tinyk")
+
+
+def floors_us(rec: dict, ceil: dict) -> tuple[float, float]:
+    """(bytes floor, FLOP floor) of a record's problem in microseconds: A, B and C moved
+    once (C written, beta = 0 as the harness times it) at the copy bandwidth, and 2MNK at
+    the FFMA peak, for the whole batch."""
+    batch = rec.get("batch", 1)
+    M, N, K = rec["M"], rec["N"], rec["K"]
+    nbytes = 4 * batch * (M * K + K * N + M * N)
+    return (nbytes / (ceil["copy_tbps"] * 1e12) * 1e6,
+            2 * batch * M * N * K / (ceil["ffma_tflops"] * 1e12) * 1e6)
+
+
+def floor_table(records: list[dict], ceil: dict) -> str:
+    """Per timed record: its time against the bytes floor and against the roofline (the
+    larger of the two floors)."""
+    rows = ["| problem | kernel | µs | bytes floor µs | % of bytes floor | FLOP floor µs | "
+            "% of roofline |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        b, f = floors_us(r, ceil)
+        us = r["median_us"]
+        rows.append(f"| {key(r).label} | {r['kernel']} | {us:.1f} | {b:.1f} | "
+                    f"{100 * b / us:.1f} | {f:.1f} | {100 * max(b, f) / us:.1f} |")
+    return "\n".join(rows) + "\n"
+
+
 def report_ceilings(runs: list[tuple[Path, dict]]) -> dict:
     """The roofs: a ceilings file given on the command line, else the newest one beside the
     first results file, else what the first run recorded, else the H200's documented ones."""
@@ -307,6 +334,12 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
     for name, items in named.items():
         if is_random_suite(name) and (rand := random_summary(records, items)):
             md += _random_section(name, rand)
+    bound = _problems(x for name in MEMORY_BOUND_SUITES for x in named.get(name, []))
+    if mem := [r for r in records if _timed(r) and key(r) in bound]:
+        md += ["## The memory-bound suites against their floors", "",
+               f"The bytes floor moves A, B and C once at {ceil['copy_tbps']} TB/s; the FLOP "
+               f"floor runs 2MNK at {ceil['ffma_tflops']} TFLOP/s; the roofline is the larger "
+               "of the two.", "", floor_table(mem, ceil)]
     if versus:
         title = f"{gpu}: % of cuBLAS FP32"
         written += plots.pct_of_cublas_chart(

@@ -4,7 +4,8 @@ The work of a product is T = batch x ceil(M/BM) x ceil(N/BN) output tiles of KT 
 k-tiles each. The grid is (tiles across N, tiles down M, batch x parts): blockIdx.z carries
 the product of the batch and the part of K.
 
-SPLIT = s >= 1  K in min(s, KT) parts, fixed by the configuration;
+SPLIT = s >= 1  K in min(s, KT) parts, fixed by the configuration (fewer where the
+                partial tiles would pass MAX_PARTIAL_BYTES);
 SPLIT = 0       the parts chosen here, per problem: enough blocks for WAVES waves of the
                 GPU's block slots when the tiles alone are fewer, never a part shorter than
                 MIN_KTILES k-tiles (each part pays a partial tile's store and the fix-up's
@@ -78,8 +79,9 @@ def plan(split: int, bm: int, bn: int, bk: int, M: int, N: int, K: int, batch: i
     tiles, kt = gx * gy * batch, ceil_div(K, bk)
     if split == 0:
         parts = auto_parts(tiles, kt, bm * bn, batch, slots_on_gpu)
-    else:
-        parts = max(1, min(split, kt))
+    else:  # as asked, within the k-tiles and the workspace cap
+        fit = MAX_PARTIAL_BYTES // max(tiles * bm * bn * 4, 1)
+        parts = max(1, min(split, kt, fit))
     if gy > 65535 or batch * parts > MAX_GRID_Z:
         raise OverflowError(f"M={M}, batch={batch} in {parts} parts of K need {gy} x "
                             f"{batch * parts} blocks along gridDim.y and z, which allow "

@@ -55,15 +55,20 @@ static_assert(BM > 0 && BN > 0 && BK > 0 && TM > 0 && TN > 0,
 static_assert(BM % TM == 0 && BN % TN == 0, "BM is a multiple of TM and BN of TN");
 static_assert(THREADS == TX * TY, "THREADS is (BM/TM) x (BN/TN)");
 static_assert(THREADS <= 1024, "threads per block <= 1024");
+static_assert(THREADS <= 512, "at most 512 threads (a small tile needs no more; at 1024 ptxas "
+              "spills the fix-up)");
 static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
 static_assert((BM * BK) % THREADS == 0 && (BK * BN) % THREADS == 0,
               "the threads divide the A tile (BM*BK) and the B tile (BK*BN) evenly");
+static_assert(LA + LB <= 32,
+              "a thread holds at most 32 values of the next k-tile ((BM+BN)*BK/threads: "
+              "beyond it their addresses spill)");
 constexpr int LIVE = TM * TN + TM + TN + LA + LB + 24;
 static_assert(LIVE <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
               "TM*TN accumulators, TM+TN fragment values, the next k-tile's share "
               "((BM+BN)*BK/threads) and 24 for indices fit a thread's registers: "
               "min(255, 65536 / threads per block)");
-static_assert(2 * BK * (SA + SB) * sizeof(float) + sizeof(int) <= 48 * 1024,
+static_assert(2 * BK * (SA + SB) * sizeof(float) <= 48 * 1024,
               "static shared memory <= 49152 bytes");
 
 // Element e of the block's share of a tile: (row, k) of A, (k, col) of B, laid out so that
@@ -172,8 +177,9 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 
     if (split > 1) {
         // the partial tile into this part's slot, then count in; the last part sums all
-        const long long tile = (z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        float* slots = partials + tile * split * (BM * BN);
+        // (a split launch has fewer than 2^31 tiles: its workspace is capped, splitk.py)
+        const int tile = (static_cast<int>(z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        float* slots = partials + static_cast<long long>(tile) * split * (BM * BN);
         float* mine = slots + static_cast<long long>(part) * (BM * BN);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -181,21 +187,20 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
             for (int j = 0; j < TN; ++j) mine[(ty + i * TY) * BN + tx + j * TX] = acc[i][j];
         __threadfence();  // the slot is visible to every block before the count says so
         __syncthreads();
-        __shared__ int last;
-        if (tid == 0) last = atomicAdd(counters + tile, 1) == split - 1;
-        __syncthreads();
-        if (!last) return;
+        if (!__syncthreads_or(tid == 0 && atomicAdd(counters + tile, 1) == split - 1)) return;
         __threadfence();  // see the other parts' slots (their fences preceded their counts)
+        // the sum in the order p = 0, 1, ..., its own slot read back like the others
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) {
-                const int at = (ty + i * TY) * BN + tx + j * TX;
-                float s = 0.0f;
-                for (int p = 0; p < split; ++p)
-                    s += p == part ? acc[i][j] : __ldcg(slots + static_cast<long long>(p) * (BM * BN) + at);
-                acc[i][j] = s;
-            }
+            for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        const float* slot = slots + ty * BN + tx;  // this thread's first element, part 0
+        for (int p = 0; p < split; ++p, slot += BM * BN) {
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += __ldcg(slot + i * TY * BN + j * TX);
+        }
         if (tid == 0) counters[tile] = 0;  // zeroed again for the next launch
     }
 #pragma unroll
