@@ -323,3 +323,37 @@ def test_the_scoreboard_prints_the_problem():
     body = tables.rows(recs)
     shapes = {row[1] for row in body}
     assert {"4096×4096×4096", "4096×4096×4096:TN", "32@128×128×128"} <= shapes
+
+
+def test_floors_are_the_bytes_and_the_flops_of_the_whole_problem():
+    ceil = {"copy_tbps": 4.0, "ffma_tflops": 50.0}
+    rec = {"M": 1, "N": 4096, "K": 4096, "kernel": "auto", "median_us": 20.0}
+    b, f = report.floors_us(rec, ceil)
+    assert b == pytest.approx(4 * (4096 + 4096 * 4096 + 4096) / 4e12 * 1e6)
+    assert f == pytest.approx(2 * 4096 * 4096 / 50e12 * 1e6)
+    b8, f8 = report.floors_us({**rec, "batch": 8}, ceil)
+    assert (b8, f8) == pytest.approx((8 * b, 8 * f))
+    row = report.floor_table([rec], ceil).splitlines()[2]
+    assert row.startswith("| 1×4096×4096 | auto | 20.0 |")
+    assert f"| {100 * b / 20.0:.1f} |" in row  # % of the bytes floor
+    # a compute-bound problem: the roofline is the FLOP floor
+    big = {"M": 4096, "N": 4096, "K": 4096, "kernel": "auto", "median_us": 3000.0}
+    b, f = report.floors_us(big, ceil)
+    assert f > b and report.floor_table([big], ceil).splitlines()[2].endswith(
+        f"| {100 * f / 3000.0:.1f} |")
+
+
+def test_the_report_puts_the_memory_bound_suites_against_their_floors(tmp_path):
+    recs = [{"kernel": k, "M": 1, "N": 4096, "K": 4096, "status": "ok", "median_us": us,
+             "tflops": 2 * 4096 * 4096 / us / 1e6, "vs_cublas": 30.0 / us,
+             "vs_cublas_min": 30.0 / us, "vs_cublas_max": 30.0 / us, "correct": True,
+             "error": 1e-7, "error_bound": 1e-6, "fp32": True} for k, us in (("cublas", 30.0), ("auto", 20.0))]
+    run = {"schema": results.SCHEMA, "kind": "bench", "command": "sgemmlab bench",
+           "created": "2026-12-01T00:00:00+00:00", "environment": {"gpu": "NVIDIA H200"},
+           "method": {}, "ceilings": {"copy_tbps": 4.23, "ffma_tflops": 66.2}, "notes": [],
+           "records": recs, "suites": {"vector": ["1x4096x4096"]}}
+    path = tmp_path / "bench-vector.json"
+    path.write_text(json.dumps(run))
+    text, _ = report.build([path], tmp_path / "out")
+    assert "## The memory-bound suites against their floors" in text
+    assert "| 1×4096×4096 | auto | 20.0 | 15.9 |" in text

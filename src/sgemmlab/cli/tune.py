@@ -19,6 +19,7 @@ from .common import (
     rungs_from,
     split,
 )
+from .measure import _suite_names
 
 
 def _extra_configs(texts: list[str]):
@@ -61,9 +62,10 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "repeated (default: all for a search; rungs 10 and up for --table)")] = None,
          size: SizeOpt = None, shape: ShapeOpt = None,
          suite: Annotated[Optional[list[str]], typer.Option(
-             "--suite", "-s", help="square, ragged, skinny, small, vector, decode or tinyk; "
-             "comma-separated or "
-             "repeated (default: 4096³ for a search; square,ragged,skinny for --table)")] = None,
+             "--suite", "-s", help=f"{_suite_names()} (batched and layouts: not for a search "
+             "or --table, which take row-major single products; --table takes --layout); "
+             "comma-separated or repeated (default: 4096³ for a search; square,ragged,skinny "
+             "for --table)")] = None,
          table: Annotated[bool, typer.Option(
              "--table", help="build this GPU's dispatch table: each rung's default (and "
              "every Stream-K decomposition) checked and timed against cuBLAS at every "

@@ -34,12 +34,6 @@
 #include "async_copy.cuh"
 #include "common.cuh"
 
-#ifndef SGEMM_TA
-#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
-#endif
-#ifndef SGEMM_TB
-#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
-#endif
 #ifndef REG_TRANSPOSE
 #define REG_TRANSPOSE 0
 #endif

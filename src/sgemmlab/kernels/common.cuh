@@ -17,6 +17,13 @@
 #ifndef SGEMM_VEC4
 #define SGEMM_VEC4 0
 #endif
+// Rungs with the "layouts" feature read A and/or B column-major when the launcher asks:
+#ifndef SGEMM_TA
+#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
+#endif
+#ifndef SGEMM_TB
+#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
+#endif
 
 #define SGEMM_KERNEL extern "C" __global__ void
 

@@ -31,12 +31,6 @@
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"
 
-#ifndef SGEMM_TA
-#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
-#endif
-#ifndef SGEMM_TB
-#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
-#endif
 
 using Axpy = AxpyShape<RM, BN, WARPS, UNROLL>;
 using Dot = DotShape<RM, BN, WARPS, UNROLL>;

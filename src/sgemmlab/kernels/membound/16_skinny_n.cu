@@ -30,12 +30,6 @@
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"
 
-#ifndef SGEMM_TA
-#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
-#endif
-#ifndef SGEMM_TB
-#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
-#endif
 
 using Axpy = AxpyShape<RN, BM, WARPS, UNROLL>;
 using Dot = DotShape<RN, BM, WARPS, UNROLL>;

@@ -29,13 +29,6 @@
 // </measured>
 #include "common.cuh"
 
-#ifndef SGEMM_TA
-#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
-#endif
-#ifndef SGEMM_TB
-#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
-#endif
-
 constexpr int KMAX = 16;                   // the largest K served
 constexpr int CX = BN / 4 > 0 ? BN / 4 : 1;  // threads across a row of the tile
 constexpr int RY = TM > 0 ? BM / TM : 1;     // rows of threads: a thread's rows are RY apart

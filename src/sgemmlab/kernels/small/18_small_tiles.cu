@@ -1,11 +1,10 @@
 // Rung 18 — small tiles: a 16- to 64-row block tile, batches in one launch, and split-K with
 // a fixed-order fix-up, for products too small to fill 132 SMs with rung 13's tiles.
 //
-// Why: at 127x129x131 rung 13's 128 x 256 tile is one block on one SM of 132 (34.8 us;
-// cuBLAS 9.4). At 29x32x3635 one block walks all of K (664 us; cuBLAS 11.8). A batch of 32
-// products of 128^3 is 32 blocks. The cure is the same for all three: more, smaller blocks,
-// and when the tiles alone are still too few, cut K into SPLIT parts (blockIdx.z carries the
-// batch and the part) whose partial tiles meet in a workspace.
+// Why: at 127x129x131 rung 13's 128 x 256 tile is one block on one SM of 132; at 29x32x3635
+// one block walks all of K; a batch of 32 products of 128^3 is 32 blocks (issue 13's table).
+// The cure for all three: more, smaller blocks and, when the tiles are still too few, K cut
+// into SPLIT parts (blockIdx.z carries batch and part) that meet in a workspace.
 //
 // The kernel. THREADS = (BM/TM) x (BN/TN) threads; thread (ty, tx) owns rows ty + i*(BM/TM)
 // and columns tx + j*(BN/TN) of the tile (strided: a warp's shared-memory reads of B are 32
@@ -32,16 +31,12 @@
 //   large squares: far below rung 13 (scalar loads, small thread tiles): never chosen there.
 //
 // <measured>
-// Not yet measured on the H200.
+// H200, through dispatch, isolated calls (host work inside): 127x129x131 14.1 us, 163 % of
+// cuBLAS; 32 x 128^3 214 %; cubes 17..257 154-195 %, 511^3 77 % (the blend's miss: rung 14
+// at 512^3 126 %) (results/nvidia-h200/bench-square-ragged-...-layouts-20261201T113555Z.json);
+// 29x32x3635 179 % (tune-18_small_tiles-...-20261201T112352Z.json). docs/worklog.md, session 5.
 // </measured>
 #include "common.cuh"
-
-#ifndef SGEMM_TA
-#define SGEMM_TA 0  // 1: A is column-major, A(m, k) at A[k * lda + m]
-#endif
-#ifndef SGEMM_TB
-#define SGEMM_TB 0  // 1: B is column-major, B(k, n) at B[n * ldb + k]
-#endif
 
 constexpr int TX = BN / TN;  // threads across the tile
 constexpr int TY = BM / TM;  // threads down the tile
