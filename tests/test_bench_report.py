@@ -347,7 +347,8 @@ def test_the_report_puts_the_memory_bound_suites_against_their_floors(tmp_path):
     recs = [{"kernel": k, "M": 1, "N": 4096, "K": 4096, "status": "ok", "median_us": us,
              "tflops": 2 * 4096 * 4096 / us / 1e6, "vs_cublas": 30.0 / us,
              "vs_cublas_min": 30.0 / us, "vs_cublas_max": 30.0 / us, "correct": True,
-             "error": 1e-7, "error_bound": 1e-6, "fp32": True} for k, us in (("cublas", 30.0), ("auto", 20.0))]
+             "error": 1e-7, "error_bound": 1e-6, "fp32": True}
+            for k, us in (("cublas", 30.0), ("auto", 20.0))]
     run = {"schema": results.SCHEMA, "kind": "bench", "command": "sgemmlab bench",
            "created": "2026-12-01T00:00:00+00:00", "environment": {"gpu": "NVIDIA H200"},
            "method": {}, "ceilings": {"copy_tbps": 4.23, "ffma_tflops": 66.2}, "notes": [],

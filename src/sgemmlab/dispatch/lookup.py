@@ -39,6 +39,7 @@ ALIGN_PENALTY = 0.25
 NEIGHBOURS = 8  # measured shapes a blended choice is scored over
 BLEND_RADIUS = 2.0  # ... at most this far away
 SUPPORT = 0.3  # a candidate needs measurements carrying this share of the weight
+WEIGHT_POWER = 2  # a neighbour at distance d weighs 1 / (d + 0.05)^WEIGHT_POWER
 
 
 def _known(e: Mapping[str, Any]) -> Rung | None:
@@ -132,7 +133,7 @@ def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: 
         return Blend(top, d0, overall0 if overall0 is not top else None, 1,
                      float(top["vs_cublas"]), candidates=frozenset(e["rung"] for e in usable0))
     near = [x for x in around[:NEIGHBOURS] if x[0] <= BLEND_RADIUS] or around[:1]
-    weights = [1.0 / (d + 0.05) ** 2 for d, _, _ in near]
+    weights = [1.0 / (d + 0.05) ** WEIGHT_POWER for d, _, _ in near]
     total = sum(weights)
     sums: dict[tuple, list] = {}  # candidate -> [sum w ln r, sum w, nearest entry]
     for (d, usable, _), w in zip(near, weights):
