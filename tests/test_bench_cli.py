@@ -78,8 +78,10 @@ def fake_bench(monkeypatch, tmp_path):
     """`bench` with the GPU and the runner replaced: auto's ratio at M x N x K is made up
     from the shape, and one problem in ten is skipped."""
     from sgemmlab.bench import runner, suites
+    from sgemmlab.cli import measure
 
     monkeypatch.setattr(device, "gpu_info", lambda index=0: GPU)
+    monkeypatch.setattr(measure, "require_torch", lambda: None)  # CI has no torch
     monkeypatch.setattr(suites, "dispatch_grid", lambda gpu: {Problem(64, 64, 64)})
     asked = {}
 
