@@ -148,3 +148,31 @@ def test_the_grid_candidates_are_legal_and_measured_where_they_matter():
     assert grid.useful(R15, r15, 4, 4096, 4096) and not grid.useful(R15, r15, 64, 64, 64)
     split8 = next(c for r, c in cands if r is R14 and c["SPLIT"] == 8)
     assert not grid.useful(R14, split8, 1024, 1024, 64)  # 4 k-tiles: parts of < 2
+
+
+def test_the_table_is_indexed_once_and_its_distances_are_the_documented_ones(monkeypatch):
+    from sgemmlab.dispatch import lookup
+
+    shapes = list(itertools.product((1, 64, 4093), repeat=3))
+    entries = [entry(*s, X, 1.0, layout=lay) for s in shapes for lay in ("NN", "TN")]
+    t = table(entries)
+    built = []
+    real = lookup._Index.__init__
+    monkeypatch.setattr(lookup._Index, "__init__",
+                        lambda self, tb: (built.append(1), real(self, tb))[1])
+    for s in [(100, 200, 300), (5, 6, 7), (4000, 1, 64)]:
+        dispatch.choose(*s, gpu_name=GPU, sm_count=SMS)
+    assert len(built) == 1, "one index per loaded table, not one per request"
+    idx = lookup._index(t)
+    rng = random.Random(3)
+    for _ in range(50):
+        r = req(rng.randint(1, 9000), rng.randint(1, 9000), rng.randint(1, 9000),
+                trans_a=rng.random() < 0.5, batch=rng.choice((1, 4)),
+                aligned=rng.random() < 0.5)
+        got = idx.distances(r)
+        want = [distance(r, es[0]) for es in idx.entries]
+        assert got == pytest.approx(want)
+    dispatch.clear_cache()
+    table(entries)
+    dispatch.choose(100, 200, 300, gpu_name=GPU, sm_count=SMS)
+    assert len(built) == 2, "a new table is indexed again"

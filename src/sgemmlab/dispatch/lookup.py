@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from .. import registry
 from ..registry import Rung, config_key
+from . import cache
 from .request import Choice, Request, _frozen, decomposition
 from .table import Table, _rank, aligned_of, shape_key
 
@@ -112,27 +115,74 @@ def _key(e: Mapping[str, Any]) -> tuple[str, str]:
     return e["rung"], config_key(e["config"])
 
 
+class _Index:
+    """A table made ready for lookups, once per loaded table: its measured shapes, each
+    entry's rung checked against the registry once (not per request), and the shapes' log
+    sizes as one array, so a request's distances to all of them are one numpy expression."""
+
+    def __init__(self, table: Table):
+        self.keys, self.entries, self.rungs = [], [], []
+        for shape, entries in table.shapes().items():
+            self.keys.append(shape)
+            self.entries.append(entries)
+            self.rungs.append([_known(e) for e in entries])
+        self.logs = np.log(np.array([[M, N, K, b] for M, N, K, _, b in self.keys] or
+                                    np.zeros((0, 4)), dtype=np.float64).reshape(-1, 4))
+        self.layouts = np.array([k[3] for k in self.keys], dtype=object)
+        self.aligned = np.array([aligned_of(es[0]) for es in self.entries], dtype=bool)
+
+    def distances(self, req: Request) -> np.ndarray:
+        """`distance(req, shape)` for every shape (the module docstring's formula)."""
+        q = np.log(np.array([req.M, req.N, req.K, req.batch], dtype=np.float64))
+        d = np.sqrt(((self.logs - q) ** 2).sum(axis=1))
+        return (d + LAYOUT_PENALTY * (self.layouts != req.layout)
+                + ALIGN_PENALTY * (self.aligned != req.aligned))
+
+    def usable(self, i: int, req: Request) -> list[dict]:
+        """The entries of shape i that can serve the request (as `_usable` decides)."""
+        return [e for e, r in zip(self.entries[i], self.rungs[i]) if r is not None
+                and req.needs <= r.features and r.serves(req.M, req.N, req.K)
+                and (not req.deterministic or r.deterministic(e["config"]))]
+
+    def known(self, i: int) -> list[dict]:
+        return [e for e, r in zip(self.entries[i], self.rungs[i]) if r is not None]
+
+
+_INDEXES: dict[int, tuple[Table, _Index]] = {}  # id(table) -> (the table, its index)
+cache.on_clear(_INDEXES.clear)
+
+
+def _index(table: Table) -> _Index:
+    hit = _INDEXES.get(id(table))
+    if hit is None or hit[0] is not table:
+        hit = _INDEXES[id(table)] = (table, _Index(table))
+    return hit[1]
+
+
 def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: False
           ) -> Blend | None:
     """The table's choice for the request (module docstring), or None when no measured shape
     has a usable entry. `skip(shape_key)` leaves shapes out (leave-one-out validation)."""
-    around = []
-    for shape, entries in table.shapes().items():
-        if skip(shape):
+    idx = _index(table)
+    dist = idx.distances(req)
+    around = []  # (distance, usable entries, all entries): the nearest usable shapes
+    for i in np.argsort(dist, kind="stable"):
+        d = float(dist[i])
+        if around and (len(around) >= NEIGHBOURS or d > BLEND_RADIUS):
+            break
+        if skip(idx.keys[i]):
             continue
-        usable = [e for e in entries if _usable(e, req)]
-        if usable:
-            around.append((distance(req, usable[0]), usable, entries))
+        if usable := idx.usable(i, req):
+            around.append((d, usable, idx.known(i)))
     if not around:
         return None
-    around.sort(key=lambda x: x[0])
-    d0, usable0, entries0 = around[0]
-    overall0 = min((e for e in entries0 if _known(e)), key=_rank)
-    if d0 == 0 or len(around) == 1:
+    d0, usable0, known0 = around[0]
+    overall0 = min(known0, key=_rank)
+    if d0 == 0 or len(around) == 1:  # this very shape, or the only one within reach
         top = min(usable0, key=_rank)
         return Blend(top, d0, overall0 if overall0 is not top else None, 1,
                      float(top["vs_cublas"]), candidates=frozenset(e["rung"] for e in usable0))
-    near = [x for x in around[:NEIGHBOURS] if x[0] <= BLEND_RADIUS] or around[:1]
+    near = around
     weights = [1.0 / (d + 0.05) ** WEIGHT_POWER for d, _, _ in near]
     total = sum(weights)
     sums: dict[tuple, list] = {}  # candidate -> [sum w ln r, sum w, nearest entry]
