@@ -78,7 +78,7 @@ from ..registry import Rung
 from ..runtime.limits import check_int32
 from . import cache
 from .cache import clear_cache, on_clear
-from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table, nearest
+from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
 from .table import (
     PACKAGE_TABLE_DIR,
@@ -102,7 +102,7 @@ from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 __all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", "Choice", "Request",
            "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",
            "HEURISTIC_FIXUP", "Geometry", "geometry", "heuristic", "registers_of",
-           "MAX_DISTANCE", "Blend", "blend", "distance", "from_table", "nearest",
+           "MAX_DISTANCE", "Blend", "blend", "distance", "from_table",
            "PACKAGE_TABLE_DIR", "SHIPPED_GPU", "TABLE_SCHEMA", "Table", "aligned_of", "load_table",
            "merge_entries", "new_table", "package_table_path", "read_table", "shape_key",
            "user_table_path", "validate", "winners", "write_table"]

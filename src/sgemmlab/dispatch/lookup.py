@@ -76,25 +76,6 @@ def distance(req: Request, e: Mapping[str, Any]) -> float:
     return d
 
 
-def nearest(table: Table, req: Request) -> tuple[dict, float, dict | None] | None:
-    """(the entry to use, its distance, the shape's overall winner) or None.
-
-    The nearest shape with at least one usable entry; of its usable entries the best. The
-    overall winner of that shape is returned too when the request's constraints (features,
-    determinism) excluded it, so the reason can say what was given up."""
-    best = None
-    for entries in table.shapes().values():
-        usable = [e for e in entries if _usable(e, req)]
-        if not usable:
-            continue
-        d = distance(req, usable[0])
-        if best is None or d < best[1]:
-            top = min(usable, key=_rank)
-            overall = min((e for e in entries if _known(e)), key=_rank)
-            best = (top, d, overall if overall is not top else None)
-    return best
-
-
 @dataclass(frozen=True)
 class Blend:
     """A table's answer to a request: the entry to run (the chosen candidate's measurement

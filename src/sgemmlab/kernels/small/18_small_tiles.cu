@@ -24,11 +24,9 @@
 // additions in the same order: bit-reproducible), applies alpha and beta once, and puts the
 // counter back to zero (the workspace's zeroed region stays zero between launches).
 //
-// Prediction (H200, 132 SMs, against cuBLAS in one paired run):
-//   127x129x131  BM=BN=32: 20 tiles x SPLIT 4 = 80 blocks of 64 threads: ~8 us, ~100 %
-//   29x32x3635   one 32 x 32 tile, SPLIT 28: ~9 us (cuBLAS 11.8), >= 100 %
-//   32 x 128^3   32 x 16 tiles of 32 x 32 = 512 blocks: at or above cuBLAS
-//   large squares: far below rung 13 (scalar loads, small thread tiles): never chosen there.
+// Prediction (H200, paired with cuBLAS): ~100 % at 127x129x131 (20 tiles of 32 x 32 in 4
+// parts: 80 blocks) and 29x32x3635 (one tile in 28 parts); at or above cuBLAS at 32 x 128^3
+// (512 blocks); far below rung 13 on large squares (scalar loads, small thread tiles).
 //
 // <measured>
 // H200, through dispatch, isolated calls (host work inside): 127x129x131 14.1 us, 163 % of
