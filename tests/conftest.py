@@ -107,3 +107,27 @@ def resource_problems(results, spills_tolerated=lambda rung, cfg: False) -> list
             problems.append(f"{key}: {res.registers} registers x {r.threads(cfg)} threads "
                             "do not fit one SM's register file: the launch would fail")
     return problems
+
+
+def illegal_sample(r, limit: int) -> list[dict]:
+    """All illegal configurations of a small space; of a big one, a deterministic sample
+    that breaks every rule that can be broken there, then evenly spread picks (test_compile
+    and test_membound: every rule must have a static_assert refusing what it forbids)."""
+    from sgemmlab.registry import config_key
+
+    illegal = list(r.configs(legal=False))
+    if len(illegal) <= limit:
+        return illegal
+    broken = {config_key(c): r.violations(c) for c in illegal}
+    picked: list[dict] = []
+    for rule in r.all_rules():  # the configuration breaking this rule and the fewest others
+        breaking = [c for c in illegal if rule.text in broken[config_key(c)]]
+        if breaking:
+            choice = min(breaking, key=lambda c: len(broken[config_key(c)]))
+            if choice not in picked:
+                picked.append(choice)
+    rest = [c for c in illegal if c not in picked]
+    need = limit - len(picked)
+    if need > 0:
+        picked += [rest[i * len(rest) // need] for i in range(need)]
+    return picked[:limit]

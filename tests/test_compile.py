@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import first_error, probe_config, resource_problems
+from conftest import first_error, illegal_sample, probe_config, resource_problems
 from sgemmlab import registry
 from sgemmlab.registry import Rung, config_key
 from sgemmlab.runtime import compiler
@@ -154,24 +154,7 @@ def test_column_major_variants_compile_without_spills(rung, trans):
 
 
 def _illegal_sample(r: Rung, limit: int = ILLEGAL_SAMPLE) -> list[dict]:
-    """All illegal configurations of a small space; of a big one, a deterministic sample
-    that breaks every rule that can be broken there, then evenly spread picks."""
-    illegal = list(r.configs(legal=False))
-    if len(illegal) <= limit:
-        return illegal
-    broken = {config_key(c): r.violations(c) for c in illegal}
-    picked: list[dict] = []
-    for rule in r.all_rules():  # the configuration breaking this rule and the fewest others
-        breaking = [c for c in illegal if rule.text in broken[config_key(c)]]
-        if breaking:
-            choice = min(breaking, key=lambda c: len(broken[config_key(c)]))
-            if choice not in picked:
-                picked.append(choice)
-    rest = [c for c in illegal if c not in picked]
-    need = limit - len(picked)
-    if need > 0:
-        picked += [rest[i * len(rest) // need] for i in range(need)]
-    return picked[:limit]
+    return illegal_sample(r, limit)
 
 
 def _refusals(r: Rung, configs: list[dict]) -> list[str]:

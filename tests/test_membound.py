@@ -23,7 +23,7 @@ import re
 
 import pytest
 
-from conftest import first_error, probe_config, resource_problems
+from conftest import first_error, illegal_sample, probe_config, resource_problems
 from sgemmlab import registry
 from sgemmlab.registry import FAMILY, MEMBOUND, Rung, config_key
 from sgemmlab.runtime.compiler import KERNEL_DIR, CompileError
@@ -185,21 +185,7 @@ def test_sampled_configs_compile_in_every_variant_without_spills(r, vec4, ta, tb
 
 
 def _illegal(r: Rung) -> list[dict]:
-    """Illegal configurations of the space: for each rule, the one breaking it and the
-    fewest others, then evenly spread ones."""
-    illegal = list(r.configs(legal=False))
-    broken = {config_key(c): r.violations(c) for c in illegal}
-    picked: list[dict] = []
-    for rule in r.all_rules():
-        breaking = [c for c in illegal if rule.text in broken[config_key(c)]]
-        if breaking:
-            choice = min(breaking, key=lambda c: len(broken[config_key(c)]))
-            if choice not in picked:
-                picked.append(choice)
-    rest = [c for c in illegal if c not in picked]
-    need = max(ILLEGAL_SAMPLE - len(picked), 0)
-    picked += [rest[i * len(rest) // need] for i in range(min(need, len(rest)))]
-    return picked
+    return illegal_sample(r, ILLEGAL_SAMPLE)
 
 
 @pytest.mark.parametrize("r", RUNG_PARAMS)
