@@ -64,10 +64,17 @@ def test_the_family_is_numbered_after_the_ladder_and_lives_in_its_folders():
         for key in (r.number, str(r.number), r.name, r.label):
             assert registry.rung(key) is r
         assert r not in registry.RUNGS  # `sgemmlab ladder` leaves them out
-        # the memory-bound rungs claim their domain; the small-tile rung serves any shape
-        assert r.preferred == (r in MEMBOUND)
-    for r in MEMBOUND:
-        assert r.features == frozenset({"layouts"}) and r.vectorized
+        # the memory-bound rungs claim (a part of) what they serve; the small-tile rung
+        # serves any shape and claims none
+        for shape in ((1, 1, 1), (1, 4096, 4096), (4096, 1, 4096), (4096, 4096, 8),
+                      (4096, 4096, 4096), (17, 17, 17)):
+            assert not r.preferred(*shape) or r.serves(*shape), (r.label, shape)
+            if r not in MEMBOUND:
+                assert not r.preferred(*shape)
+        assert any(r.preferred(1, 4096, 4096) for r in MEMBOUND)
+    for r in MEMBOUND:  # every layout; the skinny ones split K (tests/test_splitk_skinny.py)
+        want = {"layouts", "splitk"} if r.number in (15, 16) else {"layouts"}
+        assert r.features == frozenset(want) and r.vectorized
 
 
 @pytest.mark.parametrize("r", RUNG_PARAMS)

@@ -283,9 +283,13 @@ def test_shipped_defaults_are_legal_configurations_of_known_rungs():
     for gpu, per_rung in registry.tuned_defaults().items():
         for label, cfg in per_rung.items():
             assert label in labels, f"defaults for {gpu} name an unknown rung {label!r}"
-            assert labels[label].is_legal(cfg), (
-                f"the shipped default of {label} on {gpu}, {config_key(cfg)}, is illegal: "
-                f"{labels[label].violations(cfg)}")
+            r = labels[label]
+            assert set(cfg) <= set(r.space), f"{label} on {gpu} sets unknown {set(cfg)}"
+            # a constant added to the space after the tuning keeps its seed value
+            full = r.default(gpu)
+            assert full == {**r.seed, **cfg} and r.is_legal(full), (
+                f"the shipped default of {label} on {gpu}, {config_key(full)}, is illegal: "
+                f"{r.violations(full)}")
 
 
 def test_covering_sample_starts_with_first_and_takes_every_value():

@@ -282,6 +282,33 @@ def test_measure_all_resumes_shape_by_candidate(tmp_path):
                for r in recs if r["kernel"] != "cublas")
 
 
+def test_a_batched_shape_is_measured_on_batched_rungs_and_resumes_by_batch(tmp_path):
+    """A (M, N, K, batch) shape goes to the rungs that take a batch in one launch; its
+    records carry the batch, and the same M, N, K at another batch is another shape."""
+    from sgemmlab.tune import grid
+
+    cands = grid.grid_candidates("NVIDIA H200")
+    log = PartialLog(tmp_path / "b.partial.jsonl", {}, table.record_key)
+    shapes = [(4, 64, 64, 32), (4, 64, 64)]  # rung 15 serves M = 4, one product a launch
+    todo = table.plan(shapes, ["NN"], cands, log, grid.useful)
+    batched = todo[("NN", shapes[0])]
+    assert batched and all("batched" in r.features for r, _ in batched)
+    assert any("batched" not in r.features for r, _ in todo[("NN", shapes[1])])
+    calls: list = []
+
+    def measure(M, N, K, candidates, *, batch=1, on_record=None, **kw):
+        recs = fake_shape(calls)(M, N, K, candidates, on_record=lambda r: on_record(
+            {**r, "batch": batch}), **kw)
+        return [{**r, "batch": batch} for r in recs]
+
+    table.measure_all({k: v for k, v in todo.items() if k[1] == shapes[0]}, log, measure, make)
+    assert {r.get("batch") for r in log.records} == {32}
+    again = table.plan(shapes, ["NN"], cands, log, grid.useful)
+    assert again[("NN", shapes[0])] == []  # resumed: nothing left at batch 32 ...
+    assert len(again[("NN", shapes[1])]) == len(todo[("NN", shapes[1])])  # ... all at 1
+    assert all(len(p) == 4 and p[3] in grid.BATCHES for p in grid.batch_problems())
+
+
 def test_a_bad_baseline_drops_that_shapes_records(tmp_path):
     cands = table.candidates_for([R13], "NVIDIA H200")
     log = PartialLog(tmp_path / "t", {}, table.record_key)

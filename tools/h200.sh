@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: conflicts stalls tune rerank table grid bench
-#                               suites random overhead ladder tests sanitize
+#   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
+#                               bench suites random overhead ladder hopper tests sanitize
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -69,9 +69,16 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --confirm --quiet || status=1 ;;
     overhead)
       sg overhead || status=1 ;;
-    tests)  # every GPU test but the sanitizer's
+    prebuilt)  # the cubins built on the CPU machine (.cache/prebuilt.tar.xz, carried)
+      mkdir -p "$SGEMMLAB_CACHE_DIR"
+      [ -f .cache/prebuilt.tar.xz ] && tar xJf .cache/prebuilt.tar.xz -C "$SGEMMLAB_CACHE_DIR"
+      echo "$(find "$SGEMMLAB_CACHE_DIR" -name '*.bin' | wc -l) cubins in the cache" ;;
+    hopper)  # the tensor-core prototype (issue 14): its own probe, under a time limit
+      timeout "${HOPPER_LIMIT:-240}" python3 tools/hopper_probe.py ${HOPPER_ARGS:-} \
+        || status=1 ;;
+    tests)  # every GPU test but the sanitizer's (TEST_FILES: only these)
       python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" \
-        --ignore tests/test_sanitizer_gpu.py \
+        --ignore tests/test_sanitizer_gpu.py ${TEST_FILES:-} \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       # the host-time test needs the GPU to itself (it skips under -n): alone, afterwards

@@ -19,8 +19,9 @@ Glossary (used the same way in every kernel and every docstring):
                 double-buffered in registers.
     SPLIT, FIXUP  rung 14: the decomposition (0 Stream-K, 1 data-parallel, s >= 2 split-K in
                 s parts) and how partial sums meet (0 fixed order, 1 atomic into a
-                workspace tile, 2 atomic into C itself). Rung 18: K in SPLIT parts, 0
-                meaning "as many as fill the GPU" (runtime/splitk.py), fixed-order fix-up.
+                workspace tile, 2 atomic into C itself). Rungs 15, 16, 18: K in SPLIT
+                parts, 0 meaning "as many as fill the GPU" (runtime/splitk.py),
+                fixed-order fix-up.
     RM, RN, WARPS, UNROLL  rungs 15-16: rows (columns) of C per block, warps per block,
                 float4 per lane in flight.
 
@@ -56,7 +57,8 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:   "streamk"  a persistent grid walks a stream of (tile, k-range) work and needs a
 #:              workspace for partial sums (runtime/streamk.py plans the launch);
 #:   "splitk"   blockIdx.z carries the batch and a part of K; parts meet in a workspace
-#:              (rung 18; runtime/splitk.py plans the launch).
+#:              (rungs 15, 16 and 18; runtime/splitk.py plans the launch), so the kernel
+#:              takes three more arguments (parts, partial sums, counters).
 FEATURES = frozenset({"layouts", "batched", "streamk", "splitk"})
 
 
@@ -92,10 +94,13 @@ class Rung:
     #: memory-bound ones) says which, in words (`domain`) and as a test (`serves`).
     domain: str = "any M, N, K"
     serves: Callable[[int, int, int], bool] = field(default=lambda M, N, K: True)
-    #: Dispatch takes this rung wherever it serves, unless a measurement at the very shape
-    #: says otherwise (rungs 15-17: their domain is where the big-tile rungs move bytes
-    #: badly). False: chosen only by a table or the heuristic (rung 18, any shape).
-    preferred: bool = False
+    #: The shapes dispatch takes this rung for without a table, unless a measurement around
+    #: them says otherwise (rungs 15-17: where the big-tile rungs move bytes badly; a part
+    #: of what they serve). Never true: chosen only by a table or the heuristic (rung 18).
+    preferred: Callable[[int, int, int], bool] = field(default=lambda M, N, K: False)
+    #: Rungs with split-K ("splitk"): K is cut into parts of whole units of this many k
+    #: (rung 18's k-tile; rungs 15-16 a quantum that keeps float4 loads aligned).
+    k_unit: Callable[[Config], int] = field(default=lambda cfg: cfg["BK"])
 
     @property
     def label(self) -> str:
@@ -558,6 +563,14 @@ def _skinny(c: Config, small: str, long_: str) -> dict[str, int]:
             "live": max(5 * r + 4 * unroll + 24, r * nc + 4 * nc * du + 2 * nc + 28)}
 
 
+#: Rungs 15, 16 and 18 cut K into SPLIT parts (runtime/splitk.py plans them).
+_SPLIT_RULE = Rule("SPLIT is 0 (parts to fill the GPU) or 1-64 parts of K",
+                   lambda c: 0 <= c["SPLIT"] <= 64, host=True)
+#: Rungs 15-16 split K in whole quanta of 128 (kernels: KQ), so every part starts on a
+#: 16-byte boundary of the streamed operand.
+_SKINNY_K_UNIT = 128
+
+
 def _skinny_rules(small: str, long_: str, what: str, side: str) -> tuple[Rule, ...]:
     return (
         Rule(f"{small} is 1, 2, 4, 8 or 16 ({what} of C per block)",
@@ -569,6 +582,7 @@ def _skinny_rules(small: str, long_: str, what: str, side: str) -> tuple[Rule, .
              f"{side} per warp)",
              lambda c: c[long_] % c["WARPS"] == 0 and c[long_] <= 16 * c["WARPS"]),
         Rule("UNROLL is 1, 2, 4 or 8", lambda c: c["UNROLL"] in (1, 2, 4, 8)),
+        _SPLIT_RULE,
         _register_rule(lambda c: _skinny(c, small, long_)["live"],
                        f"the larger variant's live values (axpy 5*{small} + 4*UNROLL + 24; dot "
                        f"{small}*NC + 4*NC*DU + 2*NC + 28)", lambda c: 32 * c["WARPS"]),
@@ -600,27 +614,29 @@ MEMBOUND: tuple[Rung, ...] = (
         15, "skinny_m", "skinny M: B streamed once, K split inside the block",
         "membound/15_skinny_m.cu",
         space={"RM": (1, 2, 4, 8, 16), "BN": (16, 32, 64, 128), "WARPS": (4, 8, 16),
-               "UNROLL": (1, 2, 4, 8)},
+               "UNROLL": (1, 2, 4, 8), "SPLIT": (0, 1)},
         block=lambda c: (32 * c["WARPS"], 1, 1), tile=lambda c: (c["RM"], c["BN"]),
         smem_bytes=lambda c: _skinny(c, "RM", "BN")["smem"],
-        seed={"RM": 8, "BN": 32, "WARPS": 16, "UNROLL": 4},
+        seed={"RM": 8, "BN": 32, "WARPS": 16, "UNROLL": 4, "SPLIT": 0},
         rules=_skinny_rules("RM", "BN", "rows", "columns"), vectorized=True,
-        features=frozenset({"layouts"}),
+        features=frozenset({"layouts", "splitk"}), host_only=frozenset({"SPLIT"}),
+        k_unit=lambda c: _SKINNY_K_UNIT,
         domain="M <= 16 (any N and K, A and B in either layout)",
-        serves=lambda M, N, K: M <= 16, preferred=True,
+        serves=lambda M, N, K: M <= 16, preferred=lambda M, N, K: M <= 16,
     ),
     Rung(
         16, "skinny_n", "skinny N: A streamed once (rung 15 transposed)",
         "membound/16_skinny_n.cu",
         space={"RN": (1, 2, 4, 8, 16), "BM": (16, 32, 64, 128), "WARPS": (4, 8, 16),
-               "UNROLL": (1, 2, 4, 8)},
+               "UNROLL": (1, 2, 4, 8), "SPLIT": (0, 1)},
         block=lambda c: (32 * c["WARPS"], 1, 1), tile=lambda c: (c["BM"], c["RN"]),
         smem_bytes=lambda c: _skinny(c, "RN", "BM")["smem"],
-        seed={"RN": 8, "BM": 32, "WARPS": 16, "UNROLL": 4},  # rung 15's, transposed
+        seed={"RN": 8, "BM": 32, "WARPS": 16, "UNROLL": 4, "SPLIT": 0},  # 15's, transposed
         rules=_skinny_rules("RN", "BM", "columns", "rows"), rows_on_x=True, vectorized=True,
-        features=frozenset({"layouts"}),
+        features=frozenset({"layouts", "splitk"}), host_only=frozenset({"SPLIT"}),
+        k_unit=lambda c: _SKINNY_K_UNIT,
         domain="N <= 16 (any M and K, A and B in either layout)",
-        serves=lambda M, N, K: N <= 16, preferred=True,
+        serves=lambda M, N, K: N <= 16, preferred=lambda M, N, K: N <= 16,
     ),
     Rung(
         17, "tiny_k", "tiny K: outer products, write-bound", "membound/17_tiny_k.cu",
@@ -640,7 +656,8 @@ MEMBOUND: tuple[Rung, ...] = (
         ),
         rows_on_x=True, vectorized=True, features=frozenset({"layouts"}),
         domain=f"K <= 16 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
-        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N, preferred=True,
+        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
+        preferred=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
     ),
 )
 
@@ -665,8 +682,7 @@ SMALL: tuple[Rung, ...] = (
             Rule("a thread holds at most 32 values of the next k-tile ((BM+BN)*BK/threads: "
                  "beyond it their addresses spill)",
                  lambda c: (c["BM"] + c["BN"]) * c["BK"] <= 32 * _small_threads(c)),
-            Rule("SPLIT is 0 (parts to fill the GPU) or 1-64 parts of K",
-                 lambda c: 0 <= c["SPLIT"] <= 64, host=True),
+            _SPLIT_RULE,
             _register_rule(lambda c: c["TM"] * c["TN"] + c["TM"] + c["TN"]
                            + (c["BM"] + c["BN"]) * c["BK"] // _small_threads(c) + 24,
                            "TM*TN accumulators, TM+TN fragment values, the next k-tile's "

@@ -209,6 +209,8 @@ def _tune_grid(layouts, jobs, resume, export, quiet):
         passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
     if layouts and "NN" not in layouts:
         passes = passes[1:]
+    else:  # batches of row-major products (the rungs that take a batch in one launch)
+        passes.append((["NN"], grid.batch_problems(), "grid-batched"))
     for lays, shapes, tag in passes:
         try:
             done = table_mod.build_table(shapes, layouts=lays, jobs=jobs, resume=resume,

@@ -191,8 +191,8 @@ def small_rungs(req: Request) -> list[Rung]:
 def family_rungs(req: Request) -> list[Rung]:
     """Rungs of registry.FAMILY that claim the request (`preferred`: the memory-bound ones)
     and serve it, in the registry's order (the first is the one chosen)."""
-    return [r for r in registry.FAMILY if r.preferred and req.needs <= r.features
-            and r.serves(req.M, req.N, req.K)
+    return [r for r in registry.FAMILY if req.needs <= r.features
+            and r.preferred(req.M, req.N, req.K) and r.serves(req.M, req.N, req.K)
             and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
 
 

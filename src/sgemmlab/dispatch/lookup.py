@@ -207,11 +207,16 @@ def from_table(req: Request, table: Table, hit: Blend) -> Choice:
                   f"{MAX_DISTANCE})") + f": {e['median_us']:.1f} µs, "
                  f"{100 * e['vs_cublas']:.1f} % of cuBLAS FP32 (paired)"]
     if overall is not None:
-        why = "not bit-reproducible" if req.deterministic and not registry.rung(
-            overall["rung"]).deterministic(overall["config"]) else "lacks a needed feature"
-        lines.append(f"the shape's overall winner {overall['rung']} "
-                     f"({decomposition(registry.rung(overall['rung']), overall['config'])}, "
-                     f"{100 * overall['vs_cublas']:.1f} %) is {why}")
+        winner = registry.rung(overall["rung"])
+        if req.deterministic and not winner.deterministic(overall["config"]):
+            why = "it is not bit-reproducible"
+        elif not winner.serves(req.M, req.N, req.K):
+            why = f"it computes {winner.domain} only"
+        else:
+            why = "it lacks a feature this call needs"
+        lines.append(f"the measured shape's overall winner {overall['rung']} "
+                     f"({decomposition(winner, overall['config'])}, "
+                     f"{100 * overall['vs_cublas']:.1f} %) is not taken: {why}")
     if not req.aligned and r.vectorized and aligned_of(e):
         lines.append("operands unaligned here: the float4 paths fall back to scalar "
                      "accesses (measured aligned, so expect it slower than the table says)")

@@ -161,15 +161,17 @@ class Launcher:
         return self._with_workspace(stream, config, kernel, head, p, tail)
 
     def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
-        """Rung 18: the grid and parts of K (runtime/splitk.py) and, with more than one
-        part, the stream's workspace (re-read when a bigger call replaces it)."""
+        """Rungs 15, 16, 18: the grid and parts of K (runtime/splitk.py) and, with more
+        than one part, the stream's workspace (re-read when a bigger call replaces it)."""
         from cuda.core import LaunchConfig, launch
 
         from .splitk import plan
 
         cfg = self.config
         slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
-        p = plan(cfg["SPLIT"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K, batch, slots)
+        rows, cols = self.rung.tile(cfg)
+        p = plan(cfg["SPLIT"], rows, cols, self.rung.k_unit(cfg), M, N, K, batch, slots,
+                 self.rung.rows_on_x)
         config = LaunchConfig(grid=p.grid, block=self.block)
         head = args + [np.int32(p.parts)]
         if p.parts == 1:

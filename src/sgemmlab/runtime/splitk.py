@@ -1,8 +1,10 @@
-"""Plan a launch of rung 18 (small tiles): the grid, the split of K and the workspace.
+"""Plan a split-K launch (rungs 15, 16 and 18): the grid, the parts of K and the workspace.
 
-The work of a product is T = batch x ceil(M/BM) x ceil(N/BN) output tiles of KT = ceil(K/BK)
-k-tiles each. The grid is (tiles across N, tiles down M, batch x parts): blockIdx.z carries
-the product of the batch and the part of K.
+The work of a product is T = batch x ceil(M/BM) x ceil(N/BN) output tiles (BM x BN: the
+rung's block tile) of KT = ceil(K/BK) units of K each (BK: rung 18's k-tile, rungs 15-16's
+quantum of 128). The grid is (tiles across N, tiles down M, batch x parts), or (tiles down
+M, tiles across N, ...) for a rung that puts rows on x (rung 16): blockIdx.z carries the
+product of the batch and the part of K.
 
 SPLIT = s >= 1  K in min(s, KT) parts, fixed by the configuration (fewer where the
                 partial tiles would pass MAX_PARTIAL_BYTES);
@@ -69,22 +71,24 @@ def auto_parts(tiles: int, k_tiles: int, tile_floats: int, batch: int, slots: in
 
 @lru_cache(maxsize=4096)
 def plan(split: int, bm: int, bn: int, bk: int, M: int, N: int, K: int, batch: int,
-         slots_on_gpu: int) -> Plan:
-    """The launch of rung 18 for one problem; `slots_on_gpu` = SMs x resident blocks per SM.
-    OverflowError when the grid cannot hold it."""
+         slots_on_gpu: int, rows_on_x: bool = False) -> Plan:
+    """The launch of a split-K rung for one problem; `slots_on_gpu` = SMs x resident blocks
+    per SM. OverflowError when the grid cannot hold it."""
     if min(M, N, K, batch, slots_on_gpu) < 1 or split < 0:
         raise ValueError("plan needs M, N, K, batch and the GPU's block slots >= 1, "
                          "and SPLIT >= 0")
     gx, gy = ceil_div(N, bn), ceil_div(M, bm)
+    if rows_on_x:
+        gx, gy = gy, gx
     tiles, kt = gx * gy * batch, ceil_div(K, bk)
     if split == 0:
         parts = auto_parts(tiles, kt, bm * bn, batch, slots_on_gpu)
     else:  # as asked, within the k-tiles and the workspace cap
         fit = MAX_PARTIAL_BYTES // max(tiles * bm * bn * 4, 1)
         parts = max(1, min(split, kt, fit))
-    if gy > 65535 or batch * parts > MAX_GRID_Z:
-        raise OverflowError(f"M={M}, batch={batch} in {parts} parts of K need {gy} x "
-                            f"{batch * parts} blocks along gridDim.y and z, which allow "
-                            "65535 each")
+    if gx >= 2**31 or gy > 65535 or batch * parts > MAX_GRID_Z:
+        raise OverflowError(f"{M}x{N}, batch={batch} in {parts} parts of K need {gx} x "
+                            f"{gy} x {batch * parts} blocks along gridDim.x, y and z, which "
+                            "allow 2^31 - 1, 65535 and 65535")
     return Plan(grid=(gx, gy, batch * parts), parts=parts, tiles=tiles, k_tiles=kt,
                 tile_floats=bm * bn)

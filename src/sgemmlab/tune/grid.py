@@ -16,9 +16,10 @@ batches on BATCH_SIDES x BATCHES.
 
 The candidates (`grid_candidates`): rung 13 at its default; rung 14 at its default in
 every decomposition its heuristic would take (Stream-K, data-parallel, split-K 2, 4 and 8,
-atomic fix-up into C) and at a 64 x 128 tile (Stream-K and data-parallel); the memory-bound
-rungs 15-17 at their defaults where they serve; rung 18 at SMALL_TILES with K split to fill
-the GPU. A candidate is measured only where it can matter (`useful`).
+atomic fix-up into C) and at 64 x 128 and 128 x 64 tiles (Stream-K and data-parallel); the
+memory-bound rungs 15-17 at their defaults where they serve (15 and 16 with K split to
+fill the GPU and without); rung 18 at SMALL_TILES with K split to fill the GPU. A
+candidate is measured only where it can matter (`useful`).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ SMALL_TILES = (
     {"BM": 32, "BN": 16, "BK": 16, "TM": 2, "TN": 2},  # the smallest of the best (256^3)
     {"BM": 32, "BN": 64, "BK": 16, "TM": 4, "TN": 4},  # the best at 32 x 4096 x 4096
 )
-#: Rung 14's smaller tile (half the default's rows): more tiles for mid-sized products.
+#: Rung 14's smaller tiles: 64 x 128 (more tiles for mid-sized products, and M 17..64) and
+#: 128 x 64 (N 17..64: a skinny C the default's 128 columns would half waste).
 STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
               "STAGES": 3, "PAD": 4, "REG_TRANSPOSE": 1}
+STREAMK_64N = {**STREAMK_64, "BM": 128, "BN": 64, "WM": 64, "WN": 32}
 
 
 def grid_shapes(sides: Iterable[int] = SIDES, limit: int = MAX_PRODUCT) -> list[Shape]:
@@ -59,8 +62,8 @@ def grid_shapes(sides: Iterable[int] = SIDES, limit: int = MAX_PRODUCT) -> list[
 
 
 def batch_problems() -> list[tuple[int, int, int, int]]:
-    """(batch, M, N, K) of the batched grid: batch x M x N x K <= MAX_BATCH_PRODUCT."""
-    return [(b, M, N, K) for b in BATCHES for M, N, K in itertools.product(BATCH_SIDES, repeat=3)
+    """(M, N, K, batch) of the batched grid: batch x M x N x K <= MAX_BATCH_PRODUCT."""
+    return [(M, N, K, b) for b in BATCHES for M, N, K in itertools.product(BATCH_SIDES, repeat=3)
             if b * M * N * K <= MAX_BATCH_PRODUCT]
 
 
@@ -72,10 +75,14 @@ def grid_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
     base = r14.default(gpu_name)
     for split in (0, 1, 2, 4, 8):
         out.append((r14, {**base, "SPLIT": split, "FIXUP": 2}))
-    for split in (0, 1):
-        out.append((r14, {**base, **STREAMK_64, "SPLIT": split, "FIXUP": 2}))
+    for tile in (STREAMK_64, STREAMK_64N):
+        for split in (0, 1):
+            out.append((r14, {**base, **tile, "SPLIT": split, "FIXUP": 2}))
     for r in registry.MEMBOUND:
-        out.append((r, r.default(gpu_name)))
+        cfg = r.default(gpu_name)
+        out.append((r, cfg))
+        if "splitk" in r.features:  # parts to fill the GPU (the default), and none
+            out.append((r, {**cfg, "SPLIT": 1 if cfg["SPLIT"] != 1 else 0}))
     for tile in SMALL_TILES:
         out.append((r18, {**r18.default(gpu_name), **tile, "SPLIT": 0}))
     for r, cfg in out:
@@ -89,6 +96,6 @@ def useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> boo
     """Whether measuring the candidate at this shape can tell dispatch anything: rung 18
     only where C is small enough that the ladder's tiles leave SMs idle (M N batch <=
     2^22, a 2048^2 C); split-K only where its parts get 2 k-iterations or more."""
-    if "splitk" in rung.features:
+    if rung in registry.SMALL:
         return rung.serves(M, N, K) and M * N * batch <= 2**22
-    return table_useful(rung, cfg, M, N, K)
+    return table_useful(rung, cfg, M, N, K, batch)

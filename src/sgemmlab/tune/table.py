@@ -33,7 +33,14 @@ from .search import compile_many, default_jobs
 #: Rungs a table compares unless told otherwise: the warptiled rungs and above (on the
 #: H200 no lower rung comes near them at any suite shape: results/nvidia-h200/bench-*).
 TABLE_FROM_RUNG = 10
-Shape = tuple[int, int, int]
+#: (M, N, K), or (M, N, K, batch) for a batch of products in one call
+Shape = tuple[int, ...]
+
+
+def problem_of(shape: Shape) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a shape (batch 1 when it names none)."""
+    M, N, K, *rest = shape
+    return M, N, K, rest[0] if rest else 1
 
 
 def default_rungs() -> list[Rung]:
@@ -66,10 +73,11 @@ def candidates_for(rungs: Iterable[Rung], gpu_name: str,
     return list(out.values())
 
 
-def useful(rung: Rung, cfg: dict, M: int, N: int, K: int) -> bool:
-    """False where the rung does not serve the shape, and for split-K into parts of fewer
-    than 2 k-iterations (nothing left to overlap: the fix-up alone would cost more)."""
-    if not rung.serves(M, N, K):
+def useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> bool:
+    """False where the rung does not serve the shape (or the batch, in one launch), and for
+    split-K into parts of fewer than 2 k-iterations (nothing left to overlap: the fix-up
+    alone would cost more)."""
+    if not rung.serves(M, N, K) or batch > 1 and not rung.supports("batched"):
         return False
     split = cfg.get("SPLIT", 1) if "streamk" in rung.features else 1
     if split < 2:
@@ -81,8 +89,8 @@ def useful(rung: Rung, cfg: dict, M: int, N: int, K: int) -> bool:
 def record_key(rec: dict) -> tuple:
     """One measurement of a table: layout, shape, kernel and configuration."""
     cfg = rec.get("config")
-    return (rec.get("layout", "NN"), rec["M"], rec["N"], rec["K"], rec["kernel"],
-            config_key(cfg) if cfg else None)
+    return (rec.get("layout", "NN"), rec["M"], rec["N"], rec["K"], rec.get("batch", 1),
+            rec["kernel"], config_key(cfg) if cfg else None)
 
 
 def _digest(label: str) -> str | None:
@@ -121,17 +129,20 @@ def entries_from(records: Iterable[dict], source: str) -> list[dict]:
 def plan(shapes: list[Shape], layouts: list[str], cands: list[tuple[Rung, dict]],
          log: PartialLog, worth: Callable[..., bool] | None = None
          ) -> dict[tuple[str, Shape], list[tuple[Rung, dict]]]:
-    """(layout, shape) -> the candidates still to measure there (`worth(rung, cfg, M, N, K)`
-    decides where a candidate is measured at all; default `useful`)."""
+    """(layout, shape) -> the candidates still to measure there (`worth(rung, cfg, M, N, K,
+    batch)` decides where a candidate is measured at all; default `useful`). A batch is
+    measured only on rungs that take it in one launch (dispatch offers no other)."""
     worth = worth or useful
     todo = {}
     for layout in layouts:
-        for M, N, K in shapes:
+        for shape in shapes:
+            M, N, K, batch = problem_of(shape)
             left = [(r, cfg) for r, cfg in cands
                     if (layout == "NN" or "layouts" in r.features)
-                    and worth(r, cfg, M, N, K)
-                    and not log.has((layout, M, N, K, r.label, config_key(cfg)))]
-            todo[(layout, (M, N, K))] = left
+                    and (batch == 1 or "batched" in r.features)
+                    and worth(r, cfg, M, N, K, batch)
+                    and not log.has((layout, M, N, K, batch, r.label, config_key(cfg)))]
+            todo[(layout, tuple(shape))] = left
     return todo
 
 
@@ -156,18 +167,19 @@ def measure_all(todo: dict[tuple[str, Shape], list[tuple[Rung, dict]]], log: Par
     the method bound; `make(rung, cfg, layout)` builds a runner.Candidate. When
     `baseline_problem` finds cuBLAS untrustworthy at a shape, that shape's records leave
     the log and RuntimeError says why (the rest stays for a resume)."""
-    for (layout, (M, N, K)), left in todo.items():
+    for (layout, shape), left in todo.items():
         if not left:
             continue
+        M, N, K, batch = problem_of(shape)
 
         def keep(rec: dict, layout: str = layout) -> None:
             log.add({**rec, "layout": layout, "kernel_digest": _digest(rec["kernel"])})
 
         recs = measure(M, N, K, [make(r, cfg, layout) for r, cfg in left], layout=layout,
-                       on_record=keep)
+                       on_record=keep, **({"batch": batch} if batch > 1 else {}))
         if problem := baseline_problem(recs):
-            log.drop(lambda rec: (rec.get("layout", "NN"), rec["M"], rec["N"], rec["K"])
-                     == (layout, M, N, K))
+            log.drop(lambda rec: (rec.get("layout", "NN"), rec["M"], rec["N"], rec["K"],
+                                  rec.get("batch", 1)) == (layout, M, N, K, batch))
             raise RuntimeError(problem)
         log.add({**recs[0], "layout": layout})  # cuBLAS, complete only now
 
@@ -242,8 +254,9 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
                                            f"(what came before: {log.path})") from None
 
     wanted = {(r.label, config_key(c)) for r, c in cands}
-    keep = {(lay, s) for lay in layouts for s in shapes}
-    records = [r for r in log.records if (r.get("layout", "NN"), (r["M"], r["N"], r["K"]))
+    keep = {(lay, problem_of(s)) for lay in layouts for s in shapes}
+    records = [r for r in log.records if (r.get("layout", "NN"), (r["M"], r["N"], r["K"],
+                                                                  r.get("batch", 1)))
                in keep and (r["kernel"] == "cublas"
                             or (r["kernel"], config_key(r["config"])) in wanted)]
     run = results.new_run("tune", gpu, {**method.as_dict(), "l2_flush_bytes":

@@ -9,6 +9,12 @@
 // runs along k, so each output is a dot product (membound/dot.cuh). A (row- or column-major,
 // SGEMM_TA) is the small operand T, staged in shared memory. One launch, no atomics: the
 // partial sums meet in a fixed order (bit-identical run to run).
+// Split-K (SPLIT, host-only; runtime/splitk.py plans it): when C's tiles are fewer than the
+// GPU's block slots (1 x 2125 x 9240: 67 tiles of 32 columns for 132 SMs), K is cut into
+// parts of whole quanta of KQ = 128 k (every part starts 16-byte aligned), one per
+// blockIdx.z; each part runs the same structure on its range and stores raw sums in its own
+// workspace slot, and the last part to arrive adds the slots in part order (splitk.cuh):
+// still bit-identical run to run. SPLIT = 0 chooses the parts per shape, 1 never splits.
 //
 // The bill: B once from DRAM (4KN bytes), C once (4MN, read too when beta != 0), A once per
 // block from L2: RM/BN bytes per byte of B (1/32 at RM = 1, 1/2 at RM = 16, BN = 32). In
@@ -22,6 +28,8 @@
 //   8x4096x4096    floor 15.9 us: ~19 us (84 %; A from L2 adds 1/4 of B's bytes)
 //   16x11008x4096  floor 42.9 us: ~55 us (78 %; FFMA at half of peak, 2.6 waves of blocks)
 //   4096x1x4096, 4096x4096x8: not served (rungs 16 and 17).
+// Split-K (session 6; one part: 67 blocks, measured 68 us through matmul at 52 % of
+// torch.matmul): 1x2125x9240, floor 18.6 us: parts for two waves of blocks: ~22 us (85 %).
 //
 // <measured>
 // Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
@@ -30,6 +38,9 @@
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"
+#include "splitk.cuh"
+
+constexpr int KQ = 128;  // K is split in whole quanta of this many (registry: k_unit)
 
 
 using Axpy = AxpyShape<RM, BN, WARPS, UNROLL>;
@@ -59,16 +70,35 @@ static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <=
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+      int split, float* __restrict__ partials, int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.y * RM, n0 = blockIdx.x * BN;
-    const float* T = SGEMM_TA ? A + m0 : row_ptr(A, m0, lda);  // the block's rows of A
-    float* O = row_ptr(C, m0, ldc) + n0;
+    // the block's part of K (blockIdx.z of split), whole quanta: k0 keeps float4 aligned
+    const int units = ceil_div(K, KQ);
+    const long long k0 = static_cast<long long>(KQ) * split_first(units, blockIdx.z, split);
+    const int k1 = static_cast<int>(
+        min(static_cast<long long>(K), KQ * static_cast<long long>(
+                                           split_first(units, blockIdx.z + 1, split))));
+    const int Kp = k1 - static_cast<int>(k0);  // >= 1: the host cuts at most `units` parts
+    const float* T = SGEMM_TA ? A + m0 + k0 * lda : row_ptr(A, m0, lda) + k0;  // A's rows
+    // one part: C itself; several: the part's slot of the workspace, raw sums (alpha 1,
+    // beta 0), laid out as the tile of C (splitk.cuh)
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    float* slots = partials + static_cast<long long>(tile) * split * (RM * BN);
+    float* O = split == 1 ? row_ptr(C, m0, ldc) + n0 : slots + blockIdx.z * (RM * BN);
+    const int ldo = split == 1 ? ldc : BN;
+    const float a = split == 1 ? alpha : 1.0f, b = split == 1 ? beta : 0.0f;
 #if SGEMM_TB  // B's columns run along k: dot products of A's rows with B's columns
-    dot_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(row_ptr(B, n0, ldb), ldb, T, lda, O, ldc,
-                                                      M - m0, N - n0, K, alpha, beta, smem);
+    dot_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(row_ptr(B, n0, ldb) + k0, ldb, T, lda, O,
+                                                      ldo, M - m0, N - n0, Kp, a, b, smem);
 #else  // B's rows run along n: lanes own columns, loop over k
-    axpy_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(B + n0, ldb, T, lda, O, ldc, M - m0,
-                                                       N - n0, K, alpha, beta, smem);
+    axpy_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(B + n0 + k0 * ldb, ldb, T, lda, O, ldo,
+                                                       M - m0, N - n0, Kp, a, b, smem);
 #endif
+    if (split > 1 && split_arrive_last(counters + tile, split)) {
+        split_sum_tile<RM, BN, false, THREADS>(slots, split, row_ptr(C, m0, ldc) + n0, ldc,
+                                               M - m0, N - n0, alpha, beta);
+        split_done(counters + tile);
+    }
 }

@@ -8,7 +8,8 @@
 // (membound/axpy.cuh, K split inside the block). B (either layout, SGEMM_TB) is staged in
 // shared memory; C is written transposed from the structures' point of view. A block covers
 // BM rows by RN columns of C; rows go on blockIdx.x (2^31 - 1 blocks), N on blockIdx.y.
-// One launch, no atomics, sums in a fixed order: bit-identical run to run.
+// One launch, no atomics, sums in a fixed order: bit-identical run to run. Split-K as in
+// rung 15 (SPLIT; parts of whole quanta of 128 k on blockIdx.z, slots added in part order).
 //
 // The bill: A once from DRAM (4MK bytes), C once (4MN), B once per block from L2: RN/BM
 // bytes per byte of A (1/32 at RN = 1, BM = 32). In flight per lane: NC * DU float4 (dot,
@@ -21,6 +22,8 @@
 //   4096x1x4096   floor 15.9 us: ~18 us (88 %; 128 blocks of 32 rows, 2 rows per warp)
 //   1x4096x4096, 8x4096x4096, 16x11008x4096, 4096x4096x8: not served (rungs 15 and 17;
 //   their transposes, 4096x8x4096 and 11008x16x4096, predict as rung 15's 19 and 55 us).
+// Split-K (session 6; one part: 19 blocks, 66.7 us through matmul): 592x1x13251, floor
+// 7.4 us: parts for two waves of blocks: ~10 us (75 %; the last part's fix-up is serial).
 //
 // <measured>
 // Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
@@ -29,6 +32,9 @@
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"
+#include "splitk.cuh"
+
+constexpr int KQ = 128;  // K is split in whole quanta of this many (registry: k_unit)
 
 
 using Axpy = AxpyShape<RN, BM, WARPS, UNROLL>;
@@ -58,17 +64,36 @@ static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <=
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+      int split, float* __restrict__ partials, int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * RN;
-    const float* T = SGEMM_TB ? row_ptr(B, n0, ldb) : B + n0;  // B^T's rows: B's columns
-    float* O = row_ptr(C, m0, ldc) + n0;                      // O(n, m) = C(m, n)
+    // the block's part of K (blockIdx.z of split), whole quanta: k0 keeps float4 aligned
+    const int units = ceil_div(K, KQ);
+    const long long k0 = static_cast<long long>(KQ) * split_first(units, blockIdx.z, split);
+    const int k1 = static_cast<int>(
+        min(static_cast<long long>(K), KQ * static_cast<long long>(
+                                           split_first(units, blockIdx.z + 1, split))));
+    const int Kp = k1 - static_cast<int>(k0);  // >= 1: the host cuts at most `units` parts
+    // B^T's rows (B's columns), from k0 on
+    const float* T = SGEMM_TB ? row_ptr(B, n0, ldb) + k0 : B + n0 + k0 * ldb;
+    // one part: C itself (O(n, m) = C(m, n)); several: the part's slot of the workspace,
+    // raw sums (alpha 1, beta 0), laid out as the tile of C (splitk.cuh)
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    float* slots = partials + static_cast<long long>(tile) * split * (RN * BM);
+    float* O = split == 1 ? row_ptr(C, m0, ldc) + n0 : slots + blockIdx.z * (RN * BM);
+    const int ldo = split == 1 ? ldc : RN;
+    const float a = split == 1 ? alpha : 1.0f, b = split == 1 ? beta : 0.0f;
 #if SGEMM_TA  // A's columns run along m: lanes own rows of C, loop over k
-    axpy_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(A + m0, lda, T, ldb, O, ldc, N - n0,
-                                                          M - m0, K, alpha, beta, smem);
+    axpy_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(A + m0 + k0 * lda, lda, T, ldb, O, ldo,
+                                                          N - n0, M - m0, Kp, a, b, smem);
 #else  // A's rows run along k: dot products of A's rows with B's columns
-    dot_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(row_ptr(A, m0, lda), lda, T, ldb, O,
-                                                         ldc, N - n0, M - m0, K, alpha, beta,
-                                                         smem);
+    dot_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(row_ptr(A, m0, lda) + k0, lda, T, ldb,
+                                                         O, ldo, N - n0, M - m0, Kp, a, b, smem);
 #endif
+    if (split > 1 && split_arrive_last(counters + tile, split)) {
+        split_sum_tile<RN, BM, true, THREADS>(slots, split, row_ptr(C, m0, ldc) + n0, ldc,
+                                              N - n0, M - m0, alpha, beta);
+        split_done(counters + tile);
+    }
 }

@@ -22,7 +22,8 @@
 // its own workspace slot, then counts itself in on the tile's counter; the last to arrive
 // sums the slots in the order p = 0, 1, ..., SPLIT-1 (whichever block is last, the same
 // additions in the same order: bit-reproducible), applies alpha and beta once, and puts the
-// counter back to zero (the workspace's zeroed region stays zero between launches).
+// counter back to zero (the workspace's zeroed region stays zero between launches). The
+// counting is splitk.cuh's, shared with rungs 15 and 16.
 //
 // Prediction (H200, paired with cuBLAS): ~100 % at 127x129x131 (20 tiles of 32 x 32 in 4
 // parts: 80 blocks) and 29x32x3635 (one tile in 28 parts); at or above cuBLAS at 32 x 128^3
@@ -34,7 +35,7 @@
 // at 512^3 126 %) (results/nvidia-h200/bench-square-ragged-...-layouts-20261201T113555Z.json);
 // 29x32x3635 179 % (tune-18_small_tiles-...-20261201T112352Z.json). docs/worklog.md, session 5.
 // </measured>
-#include "common.cuh"
+#include "splitk.cuh"
 
 constexpr int TX = BN / TN;  // threads across the tile
 constexpr int TY = BM / TM;  // threads down the tile
@@ -134,8 +135,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 
     // this part's k-tiles
     const int kt = ceil_div(K, BK);
-    const int t0 = static_cast<int>(static_cast<long long>(kt) * part / split);
-    const int t1 = static_cast<int>(static_cast<long long>(kt) * (part + 1) / split);
+    const int t0 = split_first(kt, part, split), t1 = split_first(kt, part + 1, split);
     const int kend = min(K, t1 * BK);
 
     float acc[TM][TN] = {};
@@ -178,10 +178,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
         for (int i = 0; i < TM; ++i)
 #pragma unroll
             for (int j = 0; j < TN; ++j) mine[(ty + i * TY) * BN + tx + j * TX] = acc[i][j];
-        __threadfence();  // the slot is visible to every block before the count says so
-        __syncthreads();
-        if (!__syncthreads_or(tid == 0 && atomicAdd(counters + tile, 1) == split - 1)) return;
-        __threadfence();  // see the other parts' slots (their fences preceded their counts)
+        if (!split_arrive_last(counters + tile, split)) return;
         // the sum in the order p = 0, 1, ..., its own slot read back like the others
 #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -194,7 +191,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] += __ldcg(slot + i * TY * BN + j * TX);
         }
-        if (tid == 0) counters[tile] = 0;  // zeroed again for the next launch
+        split_done(counters + tile);
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i)

@@ -1,0 +1,87 @@
+"""Build, on the CPU machine, the cubins a device run will load, and pack the compile cache
+for the trip (the H200's compile cache starts empty; NVRTC there would spend minutes).
+
+    python tools/prebuild.py [--since ISO-TIME] [--out .cache/prebuilt.tar.xz]
+
+Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in every layout
+the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
+~/.cache/sgemmlab), then packs the cache's cubins (those written since --since, default: all)
+into one xz archive, which `tools/h200.sh prebuilt` unpacks on the device. The cubins carry
+their source text, so the archive compresses about 20x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import tarfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from sgemmlab import registry  # noqa: E402
+from sgemmlab.runtime.compiler import cache_dir, compile_kernel  # noqa: E402
+from sgemmlab.runtime.launch import variant_macros  # noqa: E402
+from sgemmlab.tune import grid  # noqa: E402
+
+GPU = "NVIDIA H200"
+ARCH = "sm_90"
+
+
+def _one(item) -> str:
+    source, macros = item
+    try:
+        compile_kernel(source, macros, ARCH)
+        return ""
+    except Exception as exc:  # reported, not fatal: the device run reports it too
+        return f"{source} {macros}: {str(exc).splitlines()[0]}"
+
+
+def work() -> list[tuple[str, dict]]:
+    pairs = list(grid.grid_candidates(GPU))
+    pairs += [(r, r.default(GPU)) for r in registry.ALL]
+    out, seen = [], set()
+    for r, cfg in pairs:
+        layouts = list(itertools.product((False, True), repeat=2)) \
+            if r.supports("layouts") else [(False, False)]
+        for (ta, tb), vec4 in itertools.product(layouts, (True, False) if r.vectorized
+                                                else (False,)):
+            macros = r.macros(cfg) | variant_macros(r, vec4, ta, tb)
+            key = (r.source, tuple(sorted(macros.items())))
+            if key not in seen:
+                seen.add(key)
+                out.append((r.source, macros))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--since", help="pack cubins written since this ISO time (default: all)")
+    ap.add_argument("--out", default=".cache/prebuilt.tar.xz")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    items = work()
+    t0 = time.time()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        problems = [p for p in pool.map(_one, items) if p]
+    print(f"{len(items)} variants compiled or found in the cache in {time.time() - t0:.0f} s")
+    for p in problems:
+        print("  failed:", p)
+    since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
+    root = cache_dir()
+    files = [f for f in (root / "cubins").glob("*.bin") if f.stat().st_mtime >= since]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:xz", preset=6) as tar:
+        for f in files:
+            tar.add(f, arcname=f"cubins/{f.name}")
+    print(f"{len(files)} cubins packed into {out} ({out.stat().st_size / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
