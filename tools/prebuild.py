@@ -5,8 +5,8 @@ for the trip (the H200's compile cache starts empty; NVRTC there would spend min
 
 Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in every layout
 the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
-~/.cache/sgemmlab), then packs the cache's cubins (those written since --since, default: all)
-into one xz archive, which `tools/h200.sh prebuilt` unpacks on the device. The cubins carry
+~/.cache/sgemmlab), then packs those cubins and every other one written since --since (the
+tests' builds, say) into one xz archive, which `tools/h200.sh prebuilt` unpacks on the device. The cubins carry
 their source text, so the archive compresses about 20x.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sgemmlab import registry  # noqa: E402
-from sgemmlab.runtime.compiler import cache_dir, compile_kernel  # noqa: E402
+from sgemmlab.runtime.compiler import cache_dir, cache_key, compile_kernel  # noqa: E402
 from sgemmlab.runtime.launch import variant_macros  # noqa: E402
 from sgemmlab.tune import grid  # noqa: E402
 
@@ -61,7 +61,7 @@ def work() -> list[tuple[str, dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--since", help="pack cubins written since this ISO time (default: all)")
+    ap.add_argument("--since", help="also pack every cubin written since this ISO time")
     ap.add_argument("--out", default=".cache/prebuilt.tar.xz")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
@@ -74,7 +74,10 @@ def main() -> None:
         print("  failed:", p)
     since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
     root = cache_dir()
-    files = [f for f in (root / "cubins").glob("*.bin") if f.stat().st_mtime >= since]
+    files = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}
+    files = sorted(f for f in files if f.is_file()) + sorted(
+        f for f in (root / "cubins").glob("*.bin") if f not in files and since
+        and f.stat().st_mtime >= since)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:xz", preset=6) as tar:

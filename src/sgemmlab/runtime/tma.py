@@ -1,0 +1,240 @@
+"""Tensor maps for the copy engine (TMA), and a launch that passes them by value.
+
+A Hopper kernel that loads tiles with `cp.async.bulk.tensor` reads a *tensor map*: the
+driver's CUtensorMap, 128 opaque bytes made on the host by `cuTensorMapEncodeTiled` and
+handed to the kernel by value, as a `const __grid_constant__` parameter.
+
+Launching with one. cuda.core's `launch` (1.2) packs Python ints (as pointers), floats,
+numpy and ctypes scalars, its Buffers and its own TensorMapDescriptor (built from a
+StridedMemoryView), and refuses every other struct or byte string ("the argument is of
+unsupported type"; its source notes struct support as a TODO). The maps here come from
+cuda.bindings as bytes, so these kernels are launched through cuda.bindings'
+`cuLaunchKernel`, whose `kernelParams` is an array of pointers, one per parameter, each to
+the bytes the driver copies in (the parameter's size and alignment come from the cubin):
+`Params` builds that array.
+
+The pure-Python parts (`tiled_2d_problems`, `Params`) need no GPU; encoding and launching
+need the driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OperandError
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
+TENSOR_MAP_ALIGN = 64  # the driver wants the map 64-byte aligned
+SWIZZLES = (0, 32, 64, 128)  # bytes; 0 = no swizzle
+MAX_BOX = 256  # elements per box dimension
+MAX_DIM = 2**32  # elements per tensor dimension
+MAX_STRIDE = 2**40  # bytes
+
+
+@dataclass(frozen=True)
+class Tiled2D:
+    """A row-major matrix of `rows` x `cols` elements of `elem_bytes` bytes at device address
+    `base`, rows `ld` elements apart, read in boxes of `box_rows` x `box_cols` that land in
+    shared memory with `swizzle`-byte swizzling; elements outside the matrix read as zero."""
+
+    base: int
+    rows: int
+    cols: int
+    ld: int
+    box_rows: int
+    box_cols: int
+    swizzle: int = 128
+    elem_bytes: int = 4
+
+    def problems(self) -> list[str]:
+        return tiled_2d_problems(self)
+
+
+def tiled_2d_problems(m: Tiled2D) -> list[str]:
+    """Every rule of cuTensorMapEncodeTiled (CUDA driver API) that `m` breaks, in words; [] if
+    none. Checked here so that a bad map is refused with a reason, not CUDA_ERROR_INVALID_VALUE."""
+    out = []
+    e = m.elem_bytes
+    if e not in (1, 2, 4, 8):
+        out.append(f"element size {e} bytes is not 1, 2, 4 or 8")
+        return out
+    if m.base % 16:
+        out.append(f"base address {m.base:#x} is not 16-byte aligned")
+    for name, v in (("rows", m.rows), ("cols", m.cols)):
+        if not 1 <= v <= MAX_DIM:
+            out.append(f"{name} = {v} is outside 1..2^32")
+    if m.ld < m.cols:
+        out.append(f"ld = {m.ld} is less than cols = {m.cols}")
+    stride = m.ld * e
+    if stride % 16:
+        out.append(f"row stride {stride} bytes (ld = {m.ld}) is not a multiple of 16")
+    if stride >= MAX_STRIDE:
+        out.append(f"row stride {stride} bytes is not below 2^40")
+    for name, v in (("box_rows", m.box_rows), ("box_cols", m.box_cols)):
+        if not 1 <= v <= MAX_BOX:
+            out.append(f"{name} = {v} is outside 1..{MAX_BOX}")
+    inner = m.box_cols * e
+    if inner % 16:
+        out.append(f"a box row is {inner} bytes, not a multiple of 16")
+    if m.swizzle not in SWIZZLES:
+        out.append(f"swizzle {m.swizzle} is not one of {SWIZZLES}")
+    elif m.swizzle and inner > m.swizzle:
+        out.append(f"a box row is {inner} bytes, more than the {m.swizzle}-byte swizzle span")
+    return out
+
+
+def encode_args(m: Tiled2D) -> tuple:
+    """The positional arguments of cuda.bindings' cuTensorMapEncodeTiled for `m` (its array
+    arguments must be lists of cuuint64_t / cuuint32_t: plain ints are refused)."""
+    from cuda.bindings import driver
+
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+    dtypes = {1: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+              2: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,
+              4: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+              8: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT64}
+    swizzles = {0: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+                32: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
+                64: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
+                128: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B}
+    # dimension 0 is the contiguous one (columns); strides are given for dimensions 1..
+    return (dtypes[m.elem_bytes], 2, m.base, [u64(m.cols), u64(m.rows)],
+            [u64(m.ld * m.elem_bytes)], [u32(m.box_cols), u32(m.box_rows)], [u32(1), u32(1)],
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzles[m.swizzle],
+            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)  # zeros
+
+
+def encode_tiled_2d(m: Tiled2D) -> bytes:
+    """The 128 bytes of the tensor map for `m` (cuTensorMapEncodeTiled; needs the driver, not
+    a context). OperandError naming every broken rule before the driver is asked."""
+    if problems := tiled_2d_problems(m):
+        raise OperandError("tensor map refused: " + "; ".join(problems))
+    from cuda.bindings import driver
+
+    (err,) = driver.cuInit(0)
+    _check(err, "cuInit")
+    err, tmap = driver.cuTensorMapEncodeTiled(*encode_args(m))
+    _check(err, f"cuTensorMapEncodeTiled({m})")
+    return ctypes.string_at(tmap.getPtr(), TENSOR_MAP_BYTES)
+
+
+def _check(err, what: str) -> None:
+    from cuda.bindings import driver
+
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise RuntimeError(f"{what} failed: {name.decode() if name else err}")
+
+
+# -- by-value parameters and the launch ------------------------------------------------------
+class Params:
+    """The `kernelParams` array of cuLaunchKernel for `args`, kept alive with their storage.
+
+    Each argument: 128 bytes (a tensor map, copied into 64-byte aligned storage); a numpy
+    scalar (np.int32, np.float32, np.int64, ...: its own size); a Python int (a device
+    pointer, 8 bytes, as cuda.core has it). Python floats and bools are refused: their width
+    in the kernel is not knowable here."""
+
+    def __init__(self, args) -> None:
+        self._keep: list = []
+        addresses = []
+        for i, a in enumerate(args):
+            if isinstance(a, (bytes, bytearray)):
+                if len(a) != TENSOR_MAP_BYTES:
+                    raise TypeError(f"argument {i}: {len(a)} bytes; a tensor map is "
+                                    f"{TENSOR_MAP_BYTES}")
+                raw = np.zeros(TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN, np.uint8)
+                at = -raw.ctypes.data % TENSOR_MAP_ALIGN
+                buf = raw[at:at + TENSOR_MAP_BYTES]
+                buf[:] = np.frombuffer(bytes(a), np.uint8)
+                self._keep.append(raw)
+                addresses.append(buf.ctypes.data)
+            elif isinstance(a, np.generic):
+                buf = np.array([a], dtype=a.dtype)
+                self._keep.append(buf)
+                addresses.append(buf.ctypes.data)
+            elif isinstance(a, (bool, float)) or not isinstance(a, int):
+                raise TypeError(f"argument {i}: {type(a).__name__} has no width; pass a numpy "
+                                "scalar (np.float32, np.int32, ...), a pointer as int, or "
+                                "128 tensor-map bytes")
+            else:
+                buf = np.array([a], dtype=np.uint64)
+                self._keep.append(buf)
+                addresses.append(buf.ctypes.data)
+        self._array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+        self.count = len(addresses)
+
+    @property
+    def address(self) -> int:
+        """The void** cuLaunchKernel takes (0 when there are no parameters)."""
+        return ctypes.addressof(self._array) if self.count else 0
+
+    def pointer(self, i: int) -> int:
+        """Where parameter i's bytes are (tests read them back)."""
+        return int(self._array[i])
+
+
+class RawKernel:
+    """One extern "C" kernel of a cubin, loaded with the driver API into the current context
+    (torch's and cuda.core's primary context, made current if none is), launched on a raw
+    stream handle with `Params`."""
+
+    def __init__(self, cubin: bytes, name: str, dynamic_smem: int = 0) -> None:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        _check(err, "cuInit")
+        err, ctx = driver.cuCtxGetCurrent()
+        _check(err, "cuCtxGetCurrent")
+        if not int(ctx):
+            err, dev = driver.cuDeviceGet(0)
+            _check(err, "cuDeviceGet")
+            err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
+            _check(err, "cuDevicePrimaryCtxRetain")
+            (err,) = driver.cuCtxSetCurrent(ctx)
+            _check(err, "cuCtxSetCurrent")
+        self._image = np.frombuffer(cubin, np.uint8).copy()
+        err, self.module = driver.cuModuleLoadData(self._image.ctypes.data)
+        _check(err, f"cuModuleLoadData ({name})")
+        err, self.function = driver.cuModuleGetFunction(self.module, name.encode())
+        _check(err, f"cuModuleGetFunction({name})")
+        self.name = name
+        self.dynamic_smem = dynamic_smem
+        if dynamic_smem > 48 * 1024:  # above the default limit a kernel must opt in
+            (err,) = driver.cuFuncSetAttribute(
+                self.function,
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic_smem)
+            _check(err, f"cuFuncSetAttribute({name}, max dynamic shared = {dynamic_smem})")
+
+    def global_symbol(self, name: str) -> tuple[int, int]:
+        """(device address, bytes) of the module's global `name` (extern "C" in the source)."""
+        from cuda.bindings import driver
+
+        err, ptr, size = driver.cuModuleGetGlobal(self.module, name.encode())
+        _check(err, f"cuModuleGetGlobal({name})")
+        return int(ptr), int(size)
+
+    def attribute(self, which: str) -> int:
+        """A CU_FUNC_ATTRIBUTE_* of the loaded function, e.g. 'NUM_REGS'."""
+        from cuda.bindings import driver
+
+        err, v = driver.cuFuncGetAttribute(
+            getattr(driver.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{which}"), self.function)
+        _check(err, f"cuFuncGetAttribute({which})")
+        return int(v)
+
+    def launch(self, grid, block, params: Params, stream: int = 0) -> None:
+        """Enqueue one launch on the stream whose raw handle is `stream` (0: the default)."""
+        from cuda.bindings import driver
+
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        (err,) = driver.cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz,
+                                       self.dynamic_smem, driver.CUstream(stream),
+                                       params.address, 0)
+        _check(err, f"cuLaunchKernel({self.name}, grid {grid}, block {block})")

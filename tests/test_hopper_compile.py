@@ -1,0 +1,302 @@
+"""Rung 19 (kernels/hopper/19_tf32_wgmma.cu) and runtime/tma.py without a GPU.
+
+(a) every variant tools/hopper_probe.py runs, and the 3xTF32 pre-pass, compiles with NVRTC
+    for sm_90a with no spills, no stack frame and no compiler warning (a serialized wgmma or
+    an ignored setmaxnreg would be one), within 168 registers at entry;
+(b) its SASS shows the Hopper path: HGMMA of the expected shape, one per k8 and product,
+    UTMALDG for every operand, SYNCS (mbarriers), USETMAXREG, no local memory; WATCHDOG=1
+    adds a clock and a global report, WATCHDOG=0 neither (needs nvdisasm: skipped without);
+(c) the host's shared-memory formula is the kernel's (SMEM_EXPECT), and the kernel's
+    static_asserts refuse what it cannot do;
+(d) runtime/tma.py: a tensor map's rules are checked in Python, with reasons; the arguments
+    built for the driver pass cuda.bindings' type checks; kernel parameters are packed as
+    the driver reads them.
+Skipped cleanly where cuda.core / NVRTC cannot be imported. On the GPU: tools/hopper_probe.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import re
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sgemmlab.errors import OperandError
+from sgemmlab.runtime import tma
+from sgemmlab.runtime.tma import Params, Tiled2D, tiled_2d_problems
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load_probe():
+    spec = importlib.util.spec_from_file_location("hopper_probe",
+                                                  REPO / "tools" / "hopper_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["hopper_probe"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+probe = _load_probe()
+
+
+def _nvrtc_ok() -> bool:
+    try:
+        from sgemmlab.runtime.compiler import nvrtc_version
+
+        nvrtc_version()
+        import cuda.core  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc_ok(), reason="NVRTC (cuda.core) not importable")
+VARIANT_NAMES = list(probe.VARIANTS)
+
+
+@cache
+def build(macros_items: tuple):
+    from sgemmlab.runtime.compiler import compile_kernel
+
+    return compile_kernel(probe.KERNEL, dict(macros_items), probe.ARCH, use_cache=False)
+
+
+def build_variant(name: str, watchdog: bool = True):
+    _, macros = probe.variant_macros(name, watchdog)
+    return macros, build(tuple(sorted(macros.items())))
+
+
+@cache
+def sass(macros_items: tuple) -> str:
+    from sgemmlab.inspect.sass import NoDisassembler, disassemble
+
+    try:
+        return disassemble(build(macros_items).cubin)
+    except NoDisassembler as exc:
+        pytest.skip(str(exc))
+
+
+def opcodes(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for op in re.findall(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\S+\s+)?([A-Z][\w.]*)", text):
+        out[op] = out.get(op, 0) + 1
+    return out
+
+
+def count(ops: dict[str, int], prefix: str) -> int:
+    return sum(n for op, n in ops.items() if op == prefix or op.startswith(prefix + "."))
+
+
+# -- (a) it compiles, without spills or warnings -------------------------------------------
+@needs_nvrtc
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_every_probe_variant_compiles_for_sm90a_without_spills_or_warnings(name):
+    macros, c = build_variant(name)
+    r = c.resources
+    assert r.known, f"{name}: no ptxas report\n{c.log}"
+    assert (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0), (
+        f"{name} {macros}: spills or a stack frame\n{c.log}")
+    # __launch_bounds__(384, 1): 65536 / 384 registers at entry, rounded down to 8
+    assert 0 < r.registers <= 168, f"{name}: {r.registers} registers\n{c.log}"
+    warnings = [ln for ln in c.log.splitlines() if "warning" in ln.lower()]
+    assert not warnings, f"{name}: compiler warnings\n{c.log}"
+    assert "Compiling entry function 'sgemm' for 'sm_90a'" in c.log
+
+
+@needs_nvrtc
+def test_the_3xtf32_pre_pass_compiles_without_spills():
+    c = build((("SPLIT_PASS", 1), ("WATCHDOG", 1)))
+    assert c.resources.known and not c.resources.spills and c.resources.stack_bytes == 0
+    assert "Compiling entry function 'split_tf32' for 'sm_90a'" in c.log
+    assert "sgemm'" not in c.log  # one kernel per cubin: ptxas's report is unambiguous
+
+
+@needs_nvrtc
+def test_plain_sm90_refuses_the_kernel():
+    """wgmma and setmaxnreg exist only for the arch-specific sm_90a."""
+    from sgemmlab.runtime.compiler import CompileError, compile_kernel
+
+    _, macros = probe.variant_macros("tf32")
+    with pytest.raises(CompileError):
+        compile_kernel(probe.KERNEL, macros, "sm_90", use_cache=False)
+
+
+# -- (b) the SASS shows the Hopper path ----------------------------------------------------
+@needs_nvrtc
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
+    macros, _ = build_variant(name)
+    ops = opcodes(sass(tuple(sorted(macros.items()))))
+    split = bool(macros.get("SPLIT3"))
+    shape = f"HGMMA.64x{macros['BN']}x8.F32.TF32"
+    # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32
+    assert ops.get(shape, 0) == (3 if split else 1) * 32 // 8, ops
+    assert count(ops, "HGMMA") == ops.get(shape, 0), "no other HGMMA shape"
+    assert count(ops, "UTMALDG") == (3 if split else 2), "a copy per operand tile"
+    assert count(ops, "SYNCS") >= 2 * macros["STAGES"] + 3, "mbarrier init, arrive, wait"
+    assert any(op.startswith("SYNCS.PHASECHK") for op in ops), "no mbarrier wait"
+    assert count(ops, "USETMAXREG") == 2, "one setmaxnreg per role"
+    assert count(ops, "LDL") == count(ops, "STL") == 0, "local memory"
+    # 32-bit shared loads (the watchdog's report reads a barrier with one LDS.64)
+    if split:
+        assert ops.get("LDS", 0) == 16, "A's fragments: 4 k8 x 4 values per k-tile"
+    else:
+        assert ops.get("LDS", 0) == 0, "TF32 reads A and B only through wgmma"
+
+
+def _symbols(cubin: bytes) -> list[bytes]:
+    from sgemmlab.runtime.compiler import _sections
+
+    return _sections(cubin)[".strtab"][0].split(b"\0")
+
+
+@needs_nvrtc
+def test_the_watchdog_reads_the_clock_and_reports_in_a_global_or_compiles_out():
+    with_wd, c_wd = build_variant("tf32", watchdog=True)
+    without, c = build_variant("tf32", watchdog=False)
+    assert b"watchdog" in _symbols(c_wd.cubin), "the host finds it by this (unmangled) name"
+    assert b"watchdog" not in _symbols(c.cubin)
+    assert "SR_GLOBALTIMER" in sass(tuple(sorted(with_wd.items())))
+    text = sass(tuple(sorted(without.items())))
+    assert "SR_GLOBALTIMER" not in text and "BPT" not in text
+
+
+# -- (c) the host agrees with the kernel -----------------------------------------------------
+@needs_nvrtc
+def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel():
+    from sgemmlab.runtime.compiler import CompileError
+
+    _, macros = probe.variant_macros("3xtf32")
+    build(tuple(sorted(macros.items())))  # SMEM_EXPECT = smem_bytes(macros): compiles
+    wrong = dict(macros, SMEM_EXPECT=macros["SMEM_EXPECT"] + 16)
+    with pytest.raises(CompileError, match="the host's shared-memory size matches"):
+        build(tuple(sorted(wrong.items())))
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("macros, message", [
+    ({"BN": 192, "STAGES": 4}, "BN is 128 or 256"),
+    ({"BN": 256, "STAGES": 5}, "shared memory per block <= 227 KB"),
+    ({"BN": 256, "STAGES": 4, "SPLIT3": 1, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
+    ({"BN": 128, "STAGES": 4, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
+    ({"BN": 128, "STAGES": 1}, "2 to 8 stages"),
+])
+def test_static_asserts_refuse_what_the_kernel_cannot_do(macros, message):
+    from sgemmlab.runtime.compiler import CompileError
+
+    with pytest.raises(CompileError, match=re.escape(message)):
+        build(tuple(sorted(macros.items())))
+
+
+def test_smem_formula_by_hand():
+    # TF32 128 x 256, 4 stages: (16 + 32) KB per stage, 8 barriers, 1 KB alignment slack
+    assert probe.smem_bytes({"BN": 256, "STAGES": 4}) == 4 * 49152 + 64 + 1024
+    # 3xTF32 128 x 128: A, B_big and B_small, 16 KB each
+    assert probe.smem_bytes({"BN": 128, "STAGES": 4, "SPLIT3": 1}) == 4 * 49152 + 64 + 1024
+    assert probe.smem_bytes({"BN": 128, "STAGES": 6}) == 6 * 32768 + 96 + 1024
+
+
+def test_variant_specs_and_shapes():
+    label, m = probe.variant_macros("tf32:STAGES=3:group_m=4", watchdog=False)
+    assert label == "tf32:STAGES=3:group_m=4"
+    assert (m["BN"], m["STAGES"], m["GROUP_M"], m["WATCHDOG"]) == (256, 3, 4, 0)
+    assert m["SMEM_EXPECT"] == probe.smem_bytes(m)
+    with pytest.raises(SystemExit):
+        probe.variant_macros("nope")
+    assert probe.parse_shape("1000") == (1000, 1000, 1000)
+    assert probe.parse_shape("128x256x32") == (128, 256, 32)
+    with pytest.raises(SystemExit):
+        probe.parse_shape("0x4x4")
+    assert probe.tiles(1000, 1000, 256) == 8 * 4
+    assert probe.tiles(128, 128, 128) == 1
+
+
+# -- (d) runtime/tma.py ------------------------------------------------------------------------
+GOOD = Tiled2D(base=1 << 20, rows=1000, cols=1000, ld=1000, box_rows=128, box_cols=32)
+
+
+def test_a_legal_map_has_no_problems():
+    assert tiled_2d_problems(GOOD) == []
+    assert GOOD.problems() == []
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"ld": 1001}, "not a multiple of 16"),  # 4004-byte rows
+    ({"ld": 999}, "less than cols"),
+    ({"base": (1 << 20) + 8}, "not 16-byte aligned"),
+    ({"rows": 0}, "rows = 0 is outside"),
+    ({"cols": 2**32 + 1, "ld": 2**32 + 4}, "cols = 4294967297 is outside"),
+    ({"box_rows": 257}, "box_rows = 257 is outside"),
+    ({"box_cols": 33}, "box row is 132 bytes, not a multiple of 16"),
+    ({"box_cols": 64}, "more than the 128-byte swizzle span"),
+    ({"swizzle": 96}, "swizzle 96 is not one of"),
+    ({"ld": 2**38}, "not below 2^40"),
+    ({"elem_bytes": 3}, "element size 3"),
+])
+def test_each_broken_rule_is_named(change, words):
+    m = Tiled2D(**{**GOOD.__dict__, **change})
+    problems = tiled_2d_problems(m)
+    assert any(words in p for p in problems), problems
+    with pytest.raises(OperandError, match="tensor map refused"):
+        tma.encode_tiled_2d(m)  # refused before the driver is asked
+
+
+def test_no_swizzle_allows_wide_boxes():
+    assert tiled_2d_problems(Tiled2D(**{**GOOD.__dict__, "swizzle": 0, "box_cols": 256})) == []
+
+
+def _driver_or_none():
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        pytest.skip("cuda.bindings not importable")
+    return driver
+
+
+def test_encode_arguments_pass_the_bindings_type_checks():
+    """cuda.bindings refuses plain ints in its array arguments (TypeError); past its checks,
+    with no driver the call fails to load libcuda (RuntimeError), with one it runs."""
+    driver = _driver_or_none()
+    try:
+        err, _ = driver.cuTensorMapEncodeTiled(*tma.encode_args(GOOD))
+    except RuntimeError as exc:
+        assert "libcuda" in str(exc) or "dlopen" in str(exc) or "CUDA" in str(exc), exc
+    else:  # a driver: the call ran (CUDA_ERROR_NOT_INITIALIZED before cuInit is fine)
+        assert isinstance(err, driver.CUresult)
+
+
+def test_launch_arguments_pass_the_bindings_type_checks():
+    driver = _driver_or_none()
+    k = object.__new__(tma.RawKernel)  # no module: only the launch's argument handling
+    k.function, k.dynamic_smem, k.name = driver.CUfunction(), 1024, "sgemm"
+    p = Params([np.int32(1), 1 << 20])
+    with pytest.raises(RuntimeError):  # no libcuda here, or an invalid handle with one
+        k.launch((2,), (384,), p, stream=0)
+
+
+def test_params_hold_what_the_driver_copies():
+    tmap = bytes(range(128))
+    p = Params([tmap, np.int32(-7), np.float32(0.75), 0x7F0012345600, np.int64(1 << 40)])
+    assert p.count == 5 and p.address != 0
+    assert ctypes.string_at(p.pointer(0), 128) == tmap
+    assert p.pointer(0) % 64 == 0, "tensor maps are 64-byte aligned"
+    assert ctypes.c_int32.from_address(p.pointer(1)).value == -7
+    assert ctypes.c_float.from_address(p.pointer(2)).value == 0.75
+    assert ctypes.c_uint64.from_address(p.pointer(3)).value == 0x7F0012345600
+    assert ctypes.c_int64.from_address(p.pointer(4)).value == 1 << 40
+    # the void** array itself
+    arr = (ctypes.c_void_p * 5).from_address(p.address)
+    assert [arr[i] for i in range(5)] == [p.pointer(i) for i in range(5)]
+    assert Params([]).address == 0
+
+
+@pytest.mark.parametrize("bad", [1.5, True, b"x" * 64, "s", None])
+def test_params_refuse_arguments_of_unknown_width(bad):
+    with pytest.raises(TypeError):
+        Params([np.int32(1), bad])
