@@ -54,8 +54,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       sg tune --table --suite square,ragged,skinny --rungs 13,14 "${extra[@]}" \
         --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
     grid)  # the dispatch table over the shape grid (tune/grid.py), shipped in the package
+      # GRID_LAYOUTS="NN" (with the batches) or "TN NT TT": one part of it per lease
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # a stale user table would be merged into it
-      sg tune --grid --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
+      lay=(); for l in ${GRID_LAYOUTS:-}; do lay+=(--layout "$l"); done
+      sg tune --grid "${lay[@]}" --export src/sgemmlab/data/tables/nvidia-h200.json --quiet \
+        || status=1 ;;
     suites)  # every suite, through dispatch and the API, 15 paired rounds
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
       sg bench $(for s in square ragged skinny small vector decode tinyk batched layouts; do

@@ -74,7 +74,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              help="write the dispatch table (the one just built, else this GPU's current "
              "one) to PATH, e.g. src/sgemmlab/data/tables/nvidia-h200.json")] = None,
          layout: Annotated[Optional[list[str]], typer.Option(
-             help="with --table: operand layouts NN, TN, NT, TT; repeatable (default NN)")] = None,
+             help="with --table: operand layouts NN, TN, NT, TT; repeatable (default NN); with "
+             "--grid: only these passes (NN with the batches, or the others)")] = None,
          config: Annotated[Optional[list[str]], typer.Option(
              help="with --table: one more candidate, RUNG:NAME=VALUE,...; repeatable")] = None,
          resume: Annotated[bool, typer.Option(
@@ -124,8 +125,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.message)
     except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite
         fail(exc.args[0])
-    if not table and (layout or config):
-        fail("--layout and --config apply to --table")
+    if not (table or grid) and layout or not table and config:
+        fail("--layout applies to --table and --grid, --config to --table")
     if table and (write_defaults or limit is not None or where or candidates):
         fail("--write-defaults, --limit, --where and --candidates apply to the configuration "
              "search, not --table", 2)
