@@ -16,6 +16,7 @@ Builds use the default cache directory, as test_compile.py does, so later runs a
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -107,7 +108,7 @@ LONG_SIDES = (1, 17, 31, 64, 127, 1000, 4097, 8191, 65535 * 16 + 1, INT32_MAX)
 
 def test_serves_is_what_the_domain_says():
     m, n, k = _by_number(15), _by_number(16), _by_number(17)
-    assert "M <= 16" in m.domain and "N <= 16" in n.domain and "K <= 16" in k.domain
+    assert "M <= 16" in m.domain and "N <= 16" in n.domain and "K <= 64" in k.domain
     for s in SMALL_SIDES:
         for big in LONG_SIDES:
             assert m.serves(s, big, big) and m.serves(s, 1, 1)
@@ -115,7 +116,7 @@ def test_serves_is_what_the_domain_says():
             assert k.serves(big, s, s) and k.serves(big, 4099, s)
     for big in (17, 18, 4096, INT32_MAX):
         assert not m.serves(big, 1, 1) and not n.serves(1, big, 1)
-        assert not k.serves(1, 1, big)
+        assert not k.serves(1, 1, max(big, 65))  # rung 17 serves K up to 64
     limit = registry._TINY_K_MAX_N
     assert str(limit) in k.domain and limit == GRID_Y_MAX * 128
     assert k.serves(1, limit, 16) and not k.serves(1, limit + 1, 16)
@@ -268,3 +269,101 @@ def test_floors_quoted_in_the_headers_follow_from_the_bytes():
             M, N, K = map(int, shape.split("x"))
             assert math.isclose(float(value), floor_us(M, N, K), abs_tol=0.05), (
                 f"{r.source}: {shape} floor {value} us, the bytes say {floor_us(M, N, K):.1f}")
+
+
+# -- (e) rung 17: all of K staged once up to 16, chunks of 16 past it -------------------------
+
+DEEP_SHAPES = ("6662x3191x22", "4823x1154x40", "4093x4093x64")  # the header's K > 16 shapes
+TM12 = {"BM": 96, "BN": 128, "TM": 12}  # legal, off the space: passes of 4 rows, not 8
+
+
+def test_tiny_k_serves_k_up_to_64_and_claims_only_k_up_to_16():
+    """Rung 17 computes every K up to 64; dispatch takes it without a table only for K <= 16
+    (`preferred`): for K 17..64 the table decides."""
+    k = _by_number(17)
+    limit = registry._TINY_K_MAX_N
+    for K in range(1, 65):
+        for M, N in ((1, 1), (4099, 4097), (INT32_MAX, 129), (1, limit)):
+            assert k.serves(M, N, K), (M, N, K)
+        assert k.preferred(4096, 4096, K) == (K <= 16), K
+    for K in (65, 66, 128, 4096, INT32_MAX):
+        assert not k.serves(4096, 4096, K) and not k.preferred(4096, 4096, K), K
+    assert not k.serves(1, limit + 1, 64)
+
+
+def test_tiny_k_register_rule_names_both_paths_and_excludes_no_tm():
+    """K > 16 keeps 8 (or 4) rows' sums per pass, not all TM: the K <= 16 path's 4*16 values
+    of B stay the larger need, so every TM of the space (the seed's 32 too) stays legal."""
+    k = _by_number(17)
+    (rule,) = [x for x in k.rules if "registers" in x.text]
+    assert "K <= 16" in rule.text and "K > 16" in rule.text
+    assert k.is_legal(k.seed) and k.is_legal(TM12)
+    assert {c["TM"] for c in k.configs()} == set(k.space["TM"])
+
+
+def test_tiny_k_every_legal_config_fits_128_registers_in_every_variant():
+    """Both paths are one kernel, so the long path's registers are the short path's too. Every
+    legal configuration (and TM = 12, off the space) compiles in all 8 variants without spills
+    and within 128 registers: 256-thread blocks still fit two to an SM, the occupancy the
+    K <= 16 path was measured at."""
+    k = _by_number(17)
+    configs = list(k.configs()) + [TM12]
+    problems = []
+    for (ta, tb), vec4 in itertools.product(LAYOUTS, (True, False)):
+        variant = f"TA={int(ta)} TB={int(tb)} VEC4={int(vec4)}"
+        results = list(compile_many([(_variant(k, ta, tb, vec4), c) for c in configs], ARCH,
+                                    JOBS))
+        problems += [f"{variant} {p}" for p in resource_problems(results)]
+        problems += [f"{variant} {config_key(c)}: {res.registers} registers"
+                     for (_, c), res in results
+                     if not isinstance(res, BaseException) and res.registers > 128]
+    assert not problems, "17_tiny_k:\n  " + "\n  ".join(problems)
+
+
+def _k_loop(rung: Rung, cfg: dict, vec4: bool) -> dict[str, int]:
+    """Instruction categories of the K > 16 path's step loop: the innermost loop with FFMAs
+    and no global access or barrier (the K <= 16 path's loops store C)."""
+    from sgemmlab.inspect import sass
+    from sgemmlab.runtime.compiler import compile_kernel
+    from sgemmlab.runtime.launch import variant_macros
+
+    compiled = compile_kernel(rung.source, rung.macros(cfg) | variant_macros(rung, vec4), ARCH)
+    try:
+        insns, labels = sass.parse(sass.disassemble(compiled.cubin))
+    except sass.NoDisassembler as exc:
+        pytest.skip(str(exc))
+    addrs = [i.addr for i in insns]
+    loops = []
+    for br in insns:
+        if br.opcode.split(".")[0] == "BRA" and labels.get(br.target, br.addr + 1) <= br.addr:
+            body = insns[addrs.index(labels[br.target]):addrs.index(br.addr) + 1]
+            cats = collections.Counter(sass.category(i.opcode) for i in body)
+            if cats["FFMA"] and not ({"LDG", "STG", "barrier", "local"} & set(cats)):
+                loops.append(collections.Counter(i.opcode.split(".")[0] + (
+                    ".128" if ".128" in i.opcode else "") for i in body))
+    assert len(loops) == 1, f"{config_key(cfg)}: {len(loops)} candidate k loops"
+    return loops[0]
+
+
+@pytest.mark.parametrize("cfg", [pytest.param(_by_number(17).seed, id="seed"),
+                                 pytest.param({"BM": 64, "BN": 128, "TM": 8}, id="TM8")])
+def test_tiny_k_deep_step_is_128_ffma_and_12_shared_loads(cfg):
+    """The header's bill for K > 16: a step of 4 k is 128 FFMA (8 rows x 4 columns x 4 k) from
+    one float4 of A per row and four of B (12 LDS.128 under SGEMM_VEC4; B's four as scalars
+    without it, 8 + 16), and few other instructions."""
+    r17 = _by_number(17)
+    vec = _k_loop(r17, cfg, True)
+    assert vec["FFMA"] == 128 and vec["LDS.128"] == 12 and vec["LDS"] == 0, dict(vec)
+    assert sum(vec.values()) <= 150, dict(vec)
+    scalar = _k_loop(r17, cfg, False)
+    assert scalar["FFMA"] == 128 and scalar["LDS.128"] == 8 and scalar["LDS"] == 16, dict(scalar)
+
+
+def test_tiny_k_header_predicts_the_deep_shapes():
+    """Shapes with K in 17..64 the big-tile rungs serve badly (their floors are checked with
+    the others' by test_floors_quoted_in_the_headers_follow_from_the_bytes)."""
+    text = (KERNEL_DIR / _by_number(17).source).read_text()
+    head = text[:text.index("// <measured>")]
+    for shape in DEEP_SHAPES:
+        assert re.search(rf"{shape}\s+floor [\d.]+ us.*: ~[\d.]+ us", head), shape
+    assert "K <= 64" in head.splitlines()[0]

@@ -5,10 +5,11 @@ Every product runs on fresh uniform [-1, 1] inputs placed inside buffers full of
 past an operand's edge poisons the result) and an output inside a buffer of SENTINEL (a
 write past C's edge changes it); with beta = 0 C itself is NaN (it must not be read). The
 metric and bound are bench/check.py's. Shapes: the small side (M for rung 15, N for 16) in
-1..16 against long sides and K from 1 to 8191; for rung 17 K in 1..16 against M, N up to
-4099; every layout of A and B; aligned (float4) and unaligned (scalar) operands; a grid
-past 65535 blocks and row offsets past 2^31 where the rung's geometry allows them; two runs
-bit for bit; shapes a rung does not serve refused with ConfigError.
+1..16 against long sides and K from 1 to 8191; for rung 17 K in 1..16 (staged once) and
+17..64 (chunks of 16) against M, N up to 4099; every layout of A and B; aligned (float4) and
+unaligned (scalar) operands; a grid past 65535 blocks and row offsets past 2^31 where the
+rung's geometry allows them; two runs bit for bit; shapes a rung does not serve refused with
+ConfigError.
 
 Products go through sgemmlab.sgemm(kernel=..., config=...) where the API hands the kernel the
 layout asked for (checked with plan.describe), and straight through the launcher where it
@@ -298,7 +299,7 @@ def test_row_offsets_past_2_31(rung, shape, ta, tb, which):
 
 
 @pytest.mark.parametrize("rung, shape", [(R15, (17, 64, 64)), (R16, (64, 17, 64)),
-                                         (R17, (64, 64, 17))], ids=["r15", "r16", "r17"])
+                                         (R17, (64, 64, 65))], ids=["r15", "r16", "r17"])
 def test_a_shape_outside_the_domain_is_refused_naming_it(rung, shape):
     torch = _torch()
     M, N, K = shape
@@ -313,3 +314,91 @@ def test_a_shape_outside_the_domain_is_refused_naming_it(rung, shape):
                                        C.data_ptr(), N, stream)
     torch.cuda.synchronize()
     assert bool((C == SENTINEL).all()), "a refused call wrote into C"
+
+
+# -- rung 17 past K = 16: K in chunks of 16, a thread's rows in passes of 8 -------------------
+
+DEEP_K = (17, 19, 31, 32, 33, 47, 64)  # a ragged last chunk of 1, 3, 15, 1, 15; whole ones
+#: 1, primes, and the seed's edges: a pass's band (64 rows), BN (128), BM (256)
+DEEP_MN = (1, 2, 7, 13, 31, 64, 127, 128, 129, 257, 1009, 4099)
+TM12 = {"BM": 96, "BN": 128, "TM": 12}  # legal, off the space: passes of 4 rows, not 8
+
+
+@pytest.mark.parametrize("ta, tb", LAYOUTS, ids=LAYOUT_IDS)
+@pytest.mark.parametrize("M", DEEP_MN)
+def test_tiny_k_past_16_against_m_n_and_layouts(M, ta, tb):
+    """At the seed, float4 operands: every K of DEEP_K at some N, every N at K 17 and 64."""
+    for j, N in enumerate(DEEP_MN):
+        for i, K in enumerate(DEEP_K):
+            if (i + j) % 3 == 0 or K in (17, 64):
+                alpha, beta = _alpha_beta(i + j + M)
+                _run(R17, R17.seed, M, N, K, alpha=alpha, beta=beta, ta=ta, tb=tb,
+                     mode="padded")
+
+
+DEEP_LAYOUT_SHAPES = [(1, 4099, 17), (17, 1, 64), (127, 4097, 19), (4099, 13, 31),
+                      (1000, 1000, 33), (31, 64, 47), (2, 2, 32), (1, 1, 64), (4099, 4099, 64)]
+
+
+@pytest.mark.parametrize("mode", ["padded", "odd-ld", "offset"])
+@pytest.mark.parametrize("ta, tb", LAYOUTS, ids=LAYOUT_IDS)
+def test_tiny_k_past_16_every_layout_aligned_and_not(ta, tb, mode):
+    for i, (M, N, K) in enumerate(DEEP_LAYOUT_SHAPES):
+        for beta in (0.0, 0.5 + i):
+            C, A, B = _run(R17, R17.seed, M, N, K, alpha=_alpha_beta(i)[0], beta=beta, ta=ta,
+                           tb=tb, mode=mode)
+        assert vec4_ok((A.view.data_ptr(), B.view.data_ptr(), C.view.data_ptr()),
+                       (A.ld, B.ld, C.ld)) == (mode == "padded"), "the mode picks the variant"
+
+
+@pytest.mark.parametrize("mode", ["tight", "offset"])
+@pytest.mark.parametrize("ta, tb", LAYOUTS, ids=LAYOUT_IDS)
+def test_tiny_k_past_16_through_the_api(ta, tb, mode):
+    """sgemmlab.sgemm hands rung 17 every K up to 64 (and refuses 65: see below)."""
+    for i, (M, N, K) in enumerate([(4097, 4099, 64), (127, 33, 17), (2, 3, 33),
+                                   (1000, 1000, 47)]):
+        alpha, beta = _alpha_beta(i)
+        _run(R17, R17.seed, M, N, K, alpha=alpha, beta=beta, ta=ta, tb=tb, mode=mode, api=True)
+
+
+DEEP_CONFIG_PARAMS = [pytest.param(c, id=config_key(c)) for c in [*_configs(R17, 5), TM12]]
+
+
+@pytest.mark.parametrize("cfg", DEEP_CONFIG_PARAMS)
+def test_tiny_k_past_16_other_configurations(cfg):
+    """Every TM (passes of 4 or 8 rows, one pass or several); two runs bit for bit."""
+    assert R17.is_legal(cfg)
+    torch = _torch()
+    shapes = [(4099, 1000, 64), (129, 4097, 17), (1, 130, 33), (257, 257, 47)]
+    for i, ((M, N, K), (ta, tb)) in enumerate(itertools.product(shapes, LAYOUTS)):
+        alpha, beta = _alpha_beta(i)
+        mode = ("padded", "odd-ld")[i % 2]
+        C, A, B = _run(R17, cfg, M, N, K, alpha=alpha, beta=0.0, ta=ta, tb=tb, mode=mode)
+        first = C.view.clone()
+        _run(R17, cfg, M, N, K, alpha=alpha, beta=0.0, ta=ta, tb=tb, operands=(C, A, B))
+        assert torch.equal(_bits(first), _bits(C.view)), f"{config_key(cfg)}: two runs differ"
+        _run(R17, cfg, M, N, K, alpha=alpha, beta=beta or 0.25, ta=ta, tb=tb, mode=mode)
+
+
+def test_tiny_k_past_16_more_than_65535_row_tiles():
+    cfg = {**R17.seed, "BM": 32, "TM": 4}
+    assert R17.is_legal(cfg)
+    _run(R17, cfg, 65536 * 32 + 5, 3, 20, beta=0.5, mode="padded")
+    _run(R17, cfg, 65536 * 32 + 5, 3, 33, ta=True, mode="odd-ld")
+
+
+@pytest.mark.parametrize("shape, ta, tb, which", [
+    ((3, 129, 20), False, False, "c"),  # C's rows
+    ((3, 7, 33), False, False, "a"),    # A's rows, staged once per chunk
+    ((2, 3, 47), False, True, "b"),     # B's columns
+], ids=["c-rows", "a-rows", "b-cols"])
+def test_tiny_k_past_16_row_offsets_past_2_31(shape, ta, tb, which):
+    torch = _torch()
+    M, N, K = shape
+    A = Operand(M, K, ta, "padded", ld=BIG_LD if which == "a" else None).fill_random()
+    B = Operand(K, N, tb, "padded", ld=BIG_LD if which == "b" else None).fill_random()
+    C = Operand(M, N, False, "padded", fill=SENTINEL, ld=BIG_LD if which == "c" else None)
+    for beta in (0.0, 0.5):
+        _run(R17, R17.seed, M, N, K, beta=beta, ta=ta, tb=tb, operands=(C, A, B))
+    del A, B, C
+    torch.cuda.empty_cache()

@@ -6,8 +6,8 @@ for the trip (the H200's compile cache starts empty; NVRTC there would spend min
 Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in every layout
 the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
 ~/.cache/sgemmlab), then packs those cubins and every other one written since --since (the
-tests' builds, say) into one xz archive, which `tools/h200.sh prebuilt` unpacks on the device. The cubins carry
-their source text, so the archive compresses about 20x.
+tests' builds, say) into one xz archive, which `tools/h200.sh prebuilt` unpacks on the
+device. The cubins carry their source text, so the archive compresses about 10x.
 """
 
 from __future__ import annotations

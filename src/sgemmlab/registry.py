@@ -606,7 +606,8 @@ _TINY_K_MAX_N = 65535 * 128
 
 #: Rungs outside the ladder's climb, each for a part of the shape space the ladder serves
 #: badly: kernels/membound/ (15-17, products whose bill is bytes, not FLOPs; dispatch
-#: prefers them wherever they serve) and kernels/small/ (18, products too small for the
+#: prefers them where `preferred` says: rung 17 serves K <= 64 but claims only K <= 16) and
+#: kernels/small/ (18, products too small for the
 #: ladder's tiles to fill the GPU; chosen by the table or the heuristic). They are numbered
 #: after the ladder and looked up like any rung; `sgemmlab ladder` (RUNGS) leaves them out.
 MEMBOUND: tuple[Rung, ...] = (
@@ -650,13 +651,16 @@ MEMBOUND: tuple[Rung, ...] = (
             Rule("BM is a multiple of TM", lambda c: c["BM"] % c["TM"] == 0),
             Rule("TM is a multiple of 4 (a thread's rows go four at a time)",
                  lambda c: c["TM"] % 4 == 0),
-            _register_rule(lambda c: 4 * 16 + 4 * 4 + 28,
-                           "4*16 values of B, 4*4 of C and 28 for the sums, pointers and "
-                           "indices", _tiny_k_threads),
+            # K > 16 sums TP = 8 (or 4) of a thread's TM rows per pass, not all TM: the
+            # short path's 4*16 values of B stay the larger need, so no TM is excluded
+            _register_rule(lambda c: max(4 * 16 + 4 * 4 + 28, 4 * 8 + 4 * 4 + 4 + 28),
+                           "the larger path's live values (K <= 16: 4*16 of B, 4*4 of C and "
+                           "28 for the sums, pointers and indices; K > 16: 4*8 sums, 4*4 of B "
+                           "or C, 4 of A and 28)", _tiny_k_threads),
         ),
         rows_on_x=True, vectorized=True, features=frozenset({"layouts"}),
-        domain=f"K <= 16 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
-        serves=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
+        domain=f"K <= 64 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
+        serves=lambda M, N, K: K <= 64 and N <= _TINY_K_MAX_N,
         preferred=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
     ),
 )
