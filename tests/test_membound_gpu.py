@@ -273,6 +273,9 @@ def test_more_than_65535_row_tiles():
 
 
 BIG_LD = 2**30 + 4  # row 2 starts 2^31 + 8 floats in: a 32-bit offset would wrap
+#: the tests with buffers past 2^31 floats (8-50 GB each) take turns on one worker: under
+#: `-n 12 --dist loadgroup` several at once would exhaust the GPU's memory
+BIG = pytest.mark.xdist_group("bigmem")
 
 
 @pytest.mark.parametrize("rung, shape, ta, tb, which", [
@@ -283,6 +286,7 @@ BIG_LD = 2**30 + 4  # row 2 starts 2^31 + 8 floats in: a 32-bit offset would wra
     (R17, (3, 129, 2), False, False, "c"),  # C's rows
     (R17, (5, 7, 3), True, False, "a"),     # A's k-rows
 ], ids=["r15-b-rows", "r15-b-cols", "r16-a-rows", "r16-a-cols", "r17-c-rows", "r17-a-cols"])
+@BIG
 def test_row_offsets_past_2_31(rung, shape, ta, tb, which):
     torch = _torch()
     M, N, K = shape
@@ -392,6 +396,7 @@ def test_tiny_k_past_16_more_than_65535_row_tiles():
     ((3, 7, 33), False, False, "a"),    # A's rows, staged once per chunk
     ((2, 3, 47), False, True, "b"),     # B's columns
 ], ids=["c-rows", "a-rows", "b-cols"])
+@BIG
 def test_tiny_k_past_16_row_offsets_past_2_31(shape, ta, tb, which):
     torch = _torch()
     M, N, K = shape

@@ -80,7 +80,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       timeout "${HOPPER_LIMIT:-240}" python3 tools/hopper_probe.py ${HOPPER_ARGS:-} \
         || status=1 ;;
     tests)  # every GPU test but the sanitizer's (TEST_FILES: only these)
-      python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" \
+      python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" --dist loadgroup \
         --ignore tests/test_sanitizer_gpu.py ${TEST_FILES:-} \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
