@@ -52,3 +52,21 @@ def test_the_commit_named_by_the_environment_wins_over_a_copied_git(monkeypatch)
     assert res.git_state()["git_commit"] == "feedc0de"
     monkeypatch.delenv("SGEMMLAB_GIT_COMMIT")
     assert res.git_state()["git_commit"] == "stale-head"
+
+
+def test_a_large_run_is_written_gzipped_and_loads_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(results, "sm_clock_mhz", lambda: 1980)
+    monkeypatch.setattr(results, "GZIP_FROM_BYTES", 4096)
+
+    def run(n):
+        return {"schema": results.SCHEMA, "kind": "bench", "environment": {},
+                "records": [{"M": i, "times_us": [1.5] * 8} for i in range(n)]}
+
+    small = results.write(run(2), "nvidia-h200", "small")
+    big = results.write(run(400), "nvidia-h200", "big")
+    assert small.name == "small.json" and big.name == "big.json.gz"
+    assert not (tmp_path / "nvidia-h200" / "big.json").exists()
+    assert results.load(big)["records"] == run(400)["records"]
+    assert results.load(small)["environment"]["sm_clock_mhz_after"] == 1980
+    assert len(big.read_bytes()) < len(results.read_text(big)) / 5
