@@ -72,6 +72,7 @@ def test_cupy_arrays_give_a_cupy_result():
     import torch
 
     a, b, ref = _operands()
+    torch.cuda.synchronize()  # a non-blocking stream does not wait for torch's
     ca, cb = cupy.asarray(a), cupy.asarray(b)  # zero-copy through CAI
     with cupy.cuda.Stream(non_blocking=True) as s:
         c = sgemmlab.matmul(ca, cb)
