@@ -5,9 +5,13 @@
     an ignored setmaxnreg would be one), within 168 registers at entry;
 (b) its SASS shows the Hopper path: HGMMA of the expected shape, one per k8 and product,
     UTMALDG for every operand, SYNCS (mbarriers), USETMAXREG, no local memory; WATCHDOG=1
-    adds a clock and a global report, WATCHDOG=0 neither (needs nvdisasm: skipped without);
+    adds a clock and a global report, WATCHDOG=0 neither; PROMOTE's FADDs of the run into
+    the register sum, one restart from zero per k-tile step, a k-tile left in flight with
+    INFLIGHT (P > 1), registers past the entry's 168; TAIL's counter and L2 reads; the
+    pre-pass's float4 path (needs nvdisasm: skipped without);
 (c) the host's shared-memory formula is the kernel's (SMEM_EXPECT), and the kernel's
-    static_asserts refuse what it cannot do;
+    static_asserts refuse what it cannot do; the host's TAIL split and workspace, the
+    err/SGEMM ratio and the target's verdict by hand;
 (d) runtime/tma.py: a tensor map's rules are checked in Python, with reasons; the arguments
     built for the driver pass cuda.bindings' type checks; kernel parameters are packed as
     the driver reads them.
@@ -115,6 +119,14 @@ def test_the_3xtf32_pre_pass_compiles_without_spills():
     assert c.resources.known and not c.resources.spills and c.resources.stack_bytes == 0
     assert "Compiling entry function 'split_tf32' for 'sm_90a'" in c.log
     assert "sgemm'" not in c.log  # one kernel per cubin: ptxas's report is unambiguous
+    assert not [ln for ln in c.log.splitlines() if "warning" in ln.lower()], c.log
+
+
+@needs_nvrtc
+def test_the_pre_pass_moves_float4_when_aligned_and_floats_otherwise():
+    ops = opcodes(sass((("SPLIT_PASS", 1), ("WATCHDOG", 1))))
+    assert count(ops, "LDG.E.128") == 1 and ops.get("STG.E.128", 0) == 2, ops  # x; big, small
+    assert count(ops, "LDG.E") > count(ops, "LDG.E.128"), "the scalar path for the rest"
 
 
 @needs_nvrtc
@@ -135,8 +147,10 @@ def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
     ops = opcodes(sass(tuple(sorted(macros.items()))))
     split = bool(macros.get("SPLIT3"))
     shape = f"HGMMA.64x{macros['BN']}x8.F32.TF32"
-    # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32
-    assert ops.get(shape, 0) == (3 if split else 1) * 32 // 8, ops
+    # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32; PROMOTE's k loop
+    # is two k-tile steps (the fragments alternate between them)
+    copies = 2 if macros.get("PROMOTE") else 1
+    assert ops.get(shape, 0) == copies * (3 if split else 1) * 32 // 8, ops
     assert count(ops, "HGMMA") == ops.get(shape, 0), "no other HGMMA shape"
     assert count(ops, "UTMALDG") == (3 if split else 2), "a copy per operand tile"
     assert count(ops, "SYNCS") >= 2 * macros["STAGES"] + 3, "mbarrier init, arrive, wait"
@@ -145,9 +159,69 @@ def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
     assert count(ops, "LDL") == count(ops, "STL") == 0, "local memory"
     # 32-bit shared loads (the watchdog's report reads a barrier with one LDS.64)
     if split:
-        assert ops.get("LDS", 0) == 16, "A's fragments: 4 k8 x 4 values per k-tile"
+        assert ops.get("LDS", 0) == copies * 16, "A's fragments: 4 k8 x 4 values per k-tile"
     else:
         assert ops.get("LDS", 0) == 0, "TF32 reads A and B only through wgmma"
+
+
+PROMOTED = [n for n in VARIANT_NAMES if probe.VARIANTS[n][0].get("PROMOTE")]
+
+
+def _hgmma_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if re.search(r"\bHGMMA\.", ln)]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name", PROMOTED)
+def test_promotion_adds_the_run_into_registers_with_fadd_and_restarts_it(name):
+    """Per k-tile step: 64 FADDs of the run into the sum (where a run can end) beside the
+    16 of the split (x - big); 64 more after the k loop (the last run); where a run can
+    start, the step's first HGMMA overwrites (a predicate on scale-d: UPn or !UPn, or !UPT
+    with RZ when P = 1 makes every step a start), and every other HGMMA accumulates."""
+    macros, _ = build_variant(name)
+    text = sass(tuple(sorted(macros.items())))
+    ops = opcodes(text)
+    fadd = ops.get("FADD", 0)
+    tail = 64 if macros.get("TAIL") else 0  # the sum of a tile's parts
+    # a step promotes where a run can end in it: runs start at even k-tiles of an item
+    # (warpgroup 0) and at P / 2 + multiples of P (warpgroup 1), so with P = 4 the odd step
+    # never ends one, and the compiler drops its FADDs
+    P = macros["PROMOTE"]
+    sites = 2 if P % 2 or (P // 2) % 2 else 1
+    assert fadd == 2 * 16 + 64 * sites + 64 + tail, f"{fadd} FADD"
+    hgmma = _hgmma_lines(text)
+    restarts = [ln for ln in hgmma if re.search(r",\s*!?UP[T\d]\b", ln)]  # scale-d's predicate
+    # a step that can start a run restarts with its first HGMMA (small_a * big_b, kk = 0)
+    assert len(hgmma) == 24, "\n".join(hgmma)
+    assert restarts == [hgmma[0], hgmma[12]][:sites], "\n".join(hgmma)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name", PROMOTED)
+def test_inflight_keeps_a_k_tile_in_flight_and_uses_the_registers_setmaxnreg_gave(name):
+    """INFLIGHT with P > 1 waits for all but the newest group inside a run (DEPBAR.LE gsb0,
+    0x1); P = 1 ends a run every k-tile and waits for all; INFLIGHT = 0 always waits for
+    all. sum + run + fragments pass the 168 registers of the entry but stay within 232."""
+    macros, _ = build_variant(name)
+    text = sass(tuple(sorted(macros.items())))
+    waits = re.findall(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)", text)
+    inflight = macros.get("INFLIGHT", 1) and macros["PROMOTE"] > 1
+    assert ("0x1" in waits) == bool(inflight), waits
+    used = max(int(r) for r in re.findall(r"\bR(\d+)\b", text)) + 1
+    assert 168 < used <= 232, f"{used} registers touched"
+    if macros.get("INFLIGHT", 1):
+        assert used > 200, f"{used}: the second set of fragments should show"
+
+
+@needs_nvrtc
+def test_tail_counts_parts_with_an_atomic_and_reads_them_from_l2():
+    macros, _ = build_variant("3xtf32_p2_tail", watchdog=False)
+    ops = opcodes(sass(tuple(sorted(macros.items()))))
+    assert count(ops, "ATOMG.E.ADD") == 1, ops
+    assert count(ops, "LDG.E.STRONG.GPU") == 2 * 64, "part 0, then the loop over the rest"
+    plain, _ = build_variant("3xtf32_p2", watchdog=False)
+    ops = opcodes(sass(tuple(sorted(plain.items()))))
+    assert count(ops, "ATOMG") == 0 and count(ops, "LDG.E.STRONG") == 0, ops
 
 
 def _symbols(cubin: bytes) -> list[bytes]:
@@ -186,6 +260,11 @@ def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel():
     ({"BN": 256, "STAGES": 4, "SPLIT3": 1, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
     ({"BN": 128, "STAGES": 4, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
     ({"BN": 128, "STAGES": 1}, "2 to 8 stages"),
+    ({"BN": 128, "STAGES": 4, "PROMOTE": 1}, "PROMOTE needs SPLIT3"),
+    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "ACC2": 1, "PROMOTE": 2}, "PROMOTE needs SPLIT3"),
+    ({"BN": 256, "STAGES": 2, "SPLIT3": 1, "PROMOTE": 1}, "PROMOTE needs SPLIT3"),
+    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "TAIL": 1}, "TAIL is 0 or 1, and needs PROMOTE"),
+    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "PROMOTE": 1, "INFLIGHT": 2}, "INFLIGHT is 0 or 1"),
 ])
 def test_static_asserts_refuse_what_the_kernel_cannot_do(macros, message):
     from sgemmlab.runtime.compiler import CompileError
@@ -200,6 +279,55 @@ def test_smem_formula_by_hand():
     # 3xTF32 128 x 128: A, B_big and B_small, 16 KB each
     assert probe.smem_bytes({"BN": 128, "STAGES": 4, "SPLIT3": 1}) == 4 * 49152 + 64 + 1024
     assert probe.smem_bytes({"BN": 128, "STAGES": 6}) == 6 * 32768 + 96 + 1024
+
+
+def test_tail_split_and_workspace_by_hand():
+    # 8192^3, 128 x 128 tiles: 4096 = 31 x 132 + 4 leftover tiles, 8 parts of 32 k-tiles each
+    assert probe.tail_splits(4096, 132, 256) == 8
+    assert probe.tail_workspace(4096, 132, 256) == (4 * 8 * 128 * 128, 4 * 256)
+    # 4096^3: 100 leftover tiles of 132: no room to split
+    assert probe.tail_splits(1024, 132, 128) == 1
+    assert probe.tail_workspace(1024, 132, 128) == (0, 0)
+    assert probe.tail_splits(64, 64, 32) == 1  # whole waves
+    assert probe.tail_splits(4, 3, 8) == 3  # the 3-block check: 1 leftover, 3 parts
+    assert probe.tail_splits(4, 3, 2) == 2  # at most one k-tile a part
+    assert probe.tail_splits(1, 132, 1) == 1
+
+
+def _record(err, sgemm, speedup, status="ok"):
+    return {"check": {"error": err, "bound": 1e-5}, "torch_fp32": {"error": sgemm},
+            "vs_fp32": {"speedup": speedup}, "status": status}
+
+
+@pytest.mark.parametrize("err, speedup, status, met, word", [
+    (2e-6, 2.6, "ok", True, "MET"),
+    (4e-6, 2.6, "ok", False, "err"),
+    (2e-6, 2.4, "ok", False, "speed"),
+    (4e-6, 2.4, "ok", False, "both"),
+    (2e-6, 2.6, "wrong: 3 NaN outputs", False, "fail"),
+])
+def test_the_target_is_speed_and_error_against_sgemm(err, speedup, status, met, word):
+    target = probe.against_target(_record(err, 3e-6, speedup, status), split3=True)
+    assert target["err_vs_sgemm"] == pytest.approx(err / 3e-6)
+    assert target["met"] is met and probe._verdict(target) == word
+    tf32 = probe.against_target(_record(6e-4, 3e-6, 7.7), split3=False)
+    assert "met" not in tf32 and probe._verdict(tf32) == "-"  # not FP32: no target
+
+
+def test_the_table_shows_err_over_sgemm_and_the_verdict():
+    rec = {**_record(1.5e-6, 3e-6, 2.6), "variant": "3xtf32_p1", "shape": [4096] * 3}
+    rec["target"] = probe.against_target(rec, split3=True)
+    text = probe.table({"records": [rec]})
+    head, _, row = text.splitlines()[:3]
+    assert "err/SGEMM" in head and "target" in head
+    assert "0.50" in row and row.rstrip().endswith("MET")
+    assert "met by 3xtf32_p1 at 4096x4096x4096" in text
+
+
+def test_default_variants_exist_and_cover_the_promotion():
+    names = probe.DEFAULT_VARIANTS.split(",")
+    assert set(names) <= set(probe.VARIANTS)
+    assert {"tf32", "3xtf32_acc2", "3xtf32_p1", "3xtf32_p2", "3xtf32_p4"} <= set(names)
 
 
 def test_variant_specs_and_shapes():

@@ -1,6 +1,6 @@
 // Rung 19 — TF32 on the tensor cores: TMA, an mbarrier ring, warp specialization, wgmma.
 //   NOT FP32: wgmma's tf32 drops the low 13 bits of every input (PTX ISA, wgmma.mma_async).
-//   SPLIT3=1 is 3xTF32, meant to be as accurate as FP32.
+//   SPLIT3=1 is 3xTF32; with PROMOTE it is meant to be as accurate as cuBLAS SGEMM.
 //
 // What changed from rung 13: the tensor cores multiply. The copy engine brings A and B into
 // shared memory (cp.async.bulk.tensor, tensor maps made on the host, 128-byte swizzle, zeros
@@ -14,22 +14,46 @@
 // B^T, N x K row-major (B column-major). The entry takes three tensor maps by value
 // (__grid_constant__) where the rung contract (common.cuh) has the A and B pointers.
 // SPLIT3=1: x = big + small, big = rna(x), small = rna(x - big). A is split in registers
-// (wgmma takes A from registers); B_big, B_small come from a pre-pass (SPLIT_PASS=1) writing
-// two N x K arrays: 12 bytes moved per element of B. Per k8 small_a*big_b, big_a*small_b,
-// then big_a*big_b (ACC2=1: the small products in their own accumulator, added at the end).
+// (wgmma takes A from registers); B_big, B_small come from a pre-pass (SPLIT_PASS=1; float4
+// when aligned) writing two N x K arrays: 12 bytes moved per element of B. Per k8 small_a *
+// big_b, big_a * small_b, big_a * big_b (ACC2=1: the small products in their own accumulator).
+// PROMOTE=P: the tensor core adds a wgmma's products into its accumulator truncating, not
+// rounding (Khattak & Mikaitis, arXiv:2512.07004): about half an ulp of the sum lost per
+// wgmma, always toward zero, so the error grows like K (acc2: 3.3x SGEMM's at 4096^3, 5x at
+// 8192^3). So the wgmma accumulator `run` holds P k-tiles only (scale-d = 0 restarts it) and
+// FADD (round to nearest) adds it into a register `sum`, as DeepSeek-V3 promotes its FP8
+// sums to the CUDA cores. A k-tile's 8 small products go first (into a run near zero they
+// lose nothing), its 4 big ones last; warpgroup 1's runs end P / 2 k-tiles after warpgroup
+// 0's, so the two never drain the pipe at once. INFLIGHT=1: A's fragments double-buffered,
+// a k-tile's wgmmas run while the next k-tile is split (within a run: P > 1).
+// TAIL=1: the tiles of the last, partial wave are split along K into `splits` parts (the
+// host's choice); each part's sum goes to `work`, the last to arrive (a counter per thread)
+// adds them in a fixed order and stores: 8192^3 is 31 waves and 4 tiles, now 31 1/8.
 //
 // The bill (per SM at the tensor peak, 1024 TF32 FMA/clk), BM=128 BN=256: 48 KB of A and B
 // per k-tile from L2 (42.7 FLOP/B, as rung 13's tile); wgmma reads 0.078 B of shared memory
 // per FMA (each warpgroup reads all of B), TMA writes 0.047: 128 B/clk, all the SM has.
-// 3xTF32, BN=128: 0.073 + 0.031 B per tensor FMA; per k-tile a thread also does 16 LDS and
-// 32 roundings. Registers (tests/test_hopper_compile.py): 168 at entry, 40 / 232 after
-// setmaxnreg; no spills.
+// 3xTF32, BN=128: 0.073 + 0.031 B per tensor FMA; per k-tile (768 tensor clk a warpgroup) a
+// thread does 16 LDS, 32 roundings, 16 FADD and, every P k-tiles, 64 FADD (64 issue clk of
+// its warp, while the other warpgroup feeds the pipe). Registers: 168 at entry, 40 / 232
+// after setmaxnreg; sum 64 + run 64 + fragments 32 (64 with INFLIGHT): 230 of 232 touched.
+// Error (max|C - ref| / max|ref|, uniform inputs; a numpy model of the truncation, within
+// 25 % of the measured 3xtf32 and acc2 at 128x128x32 to 8192^3): each run loses ~4 half-ulps
+// of its own size, independent in sign from run to run: ~P x 2.5e-7 whatever K (SGEMM's error
+// grows like sqrt(K): 2.1e-7 at 256^3, 3.1e-6 at 4096^3); K / 32P FADD roundings, SGEMM's
+// rounding over sqrt(32P); small_a * small_b and the split's residue, 2^-22 per product.
 //
-// Prediction (H200, L2 flushed): TF32 ~270 TFLOP/s at 4096^3, ~300 at 8192^3 (75 % of
-// cuBLAS TF32: near the shared-memory limit above); 3xTF32 ~120 (2.3x cuBLAS SGEMM; its
-// ceiling is 495 / 3 = 165), with an error within 2x of cuBLAS SGEMM's.
-// <measured>
-// not measured yet: tools/hopper_probe.py
+// Prediction (H200, L2 flushed, pre-pass included; err/SGEMM = error / cuBLAS SGEMM's):
+// TF32 ~270 TFLOP/s at 4096^3, ~300 at 8192^3; 3xTF32 ~120, error within 2x SGEMM's.
+// PROMOTE=1,2,4: acc2's tensor-bound speed, a pre-pass 25 % faster (~3.8 TB/s): 4096^3 2.65x
+// SGEMM, 8192^3 2.5x, on the line (P = 1 ~2 % slower). err/SGEMM P = 1 / 2 / 4: 4096^3 0.2 /
+// 0.25 / 0.4, 8192^3 0.17 / 0.17 / 0.27, 1000^3 0.2 / 0.35 / 0.7, 256^3 ~1.1 / 2.5 / 5.5
+// (cuBLAS is 3x better there than a sequential FP32 sum). TAIL=1: 8192^3 2.55x, 4096^3 as
+// without (100 leftover tiles: no split). INFLIGHT=0 (p1_serial): as acc2 (2.6x, 2.45x).
+// <measured> (results/nvidia-h200/hopper-probe-20261201T142210Z.json)
+// tf32 381.9 TFLOP/s at 4096^3 (7.70x SGEMM, 1.04x cuBLAS TF32), 386.8 at 8192^3, error
+// 6.5e-4; 3xtf32 126.3 (2.55x), 114.7 (2.27x), err/SGEMM 9.7, 15; acc2 128.7 (2.63x),
+// 124.5 (2.46x), err/SGEMM 3.3, 5.1. PROMOTE, INFLIGHT, TAIL: not measured yet.
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"
@@ -49,6 +73,15 @@
 #ifndef ACC2
 #define ACC2 0  // 1 (with SPLIT3): the small products in a second accumulator
 #endif
+#ifndef PROMOTE
+#define PROMOTE 0  // P > 0 (with SPLIT3): the wgmma sum of P k-tiles is FADDed into a register sum
+#endif
+#ifndef INFLIGHT
+#define INFLIGHT 1  // PROMOTE: A fragments double-buffered, one k-tile's wgmmas in flight
+#endif
+#ifndef TAIL
+#define TAIL 0  // PROMOTE: split the tiles of the last partial wave along K (work, counters)
+#endif
 #ifndef SPLIT_PASS
 #define SPLIT_PASS 0  // 1: compile the B_big / B_small pre-pass instead of the GEMM
 #endif
@@ -61,7 +94,7 @@
 
 constexpr int BM = 128;        // two consumer warpgroups of 64 rows
 constexpr int BK = 32;         // floats per k-tile: 128 bytes, one row of the 128-byte swizzle
-constexpr int CONSUMERS = 2;   // consumer warpgroups; warpgroup 0 is the producer
+[[maybe_unused]] constexpr int CONSUMERS = 2;  // consumer warpgroups; warpgroup 0 produces
 constexpr int A_BYTES = BM * BK * 4, B_BYTES = BN * BK * 4;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES * (SPLIT3 ? 2 : 1);  // what one "full" awaits
 // tiles, then a full and an empty barrier per stage, plus slack to align the tiles to 1024
@@ -74,11 +107,14 @@ static_assert(SPLIT3 == 0 || SPLIT3 == 1, "SPLIT3 is 0 or 1");
 static_assert(PROXY_FENCE == 0 || PROXY_FENCE == 1, "PROXY_FENCE is 0 or 1");
 static_assert(ACC2 == 0 || (SPLIT3 == 1 && BN == 128),
               "ACC2 needs SPLIT3 and BN = 128 (two accumulators of BN / 2 registers)");
+static_assert(PROMOTE == 0 || (PROMOTE >= 1 && SPLIT3 == 1 && ACC2 == 0 && BN == 128),
+              "PROMOTE needs SPLIT3, BN = 128 and no ACC2 (a sum and a run of BN / 2 registers)");
+static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT is 0 or 1");
+static_assert(TAIL == 0 || (TAIL == 1 && PROMOTE > 0), "TAIL is 0 or 1, and needs PROMOTE");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block <= 227 KB");
 #ifdef SMEM_EXPECT  // the host's formula for the launch's dynamic shared memory (hopper_probe)
 static_assert(SMEM_BYTES == SMEM_EXPECT, "the host's shared-memory size matches the kernel's");
 #endif
-
 // A tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
 struct __align__(64) TensorMap {
     unsigned long long opaque[16];
@@ -281,18 +317,35 @@ __device__ __forceinline__ unsigned tf32_rna(float x) {
 
 #if SPLIT_PASS
 // -- the 3xTF32 pre-pass: B^T (rows x cols, row-major, ld) -> big, small (ld_out) ----------
+__device__ __forceinline__ void split1(float x, float& big, float& small) {
+    big = __uint_as_float(tf32_rna(x));
+    small = __uint_as_float(tf32_rna(x - big));  // x - big is exact in FP32
+}
+
 SGEMM_KERNEL split_tf32(const float* __restrict__ src, int ld, int rows, int cols,
                         float* __restrict__ big, float* __restrict__ small, int ld_out) {
+    // float4 when every row of all three starts 16-byte aligned (the copy engine's rule for
+    // big and small anyway): a quarter of the memory instructions, nearer the HBM's rate
+    const bool vec = ((ld | ld_out) & 3) == 0 &&
+                     ((reinterpret_cast<unsigned long long>(src) |
+                       reinterpret_cast<unsigned long long>(big) |
+                       reinterpret_cast<unsigned long long>(small)) & 15) == 0;
+    const int quads = vec ? cols / 4 : 0;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* s = row_ptr(src, r, ld);
         float* b = row_ptr(big, r, ld_out);
         float* t = row_ptr(small, r, ld_out);
-        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            const float x = s[c];
-            const float hi = __uint_as_float(tf32_rna(x));
-            b[c] = hi;
-            t[c] = __uint_as_float(tf32_rna(x - hi));  // x - hi is exact in FP32
+        for (int q = threadIdx.x; q < quads; q += blockDim.x) {
+            const float4 x = reinterpret_cast<const float4*>(s)[q];
+            float4 hi, lo;
+            split1(x.x, hi.x, lo.x);
+            split1(x.y, hi.y, lo.y);
+            split1(x.z, hi.z, lo.z);
+            split1(x.w, hi.w, lo.w);
+            reinterpret_cast<float4*>(b)[q] = hi;
+            reinterpret_cast<float4*>(t)[q] = lo;
         }
+        for (int c = 4 * quads + threadIdx.x; c < cols; c += blockDim.x) split1(s[c], b[c], t[c]);
     }
 }
 #else
@@ -306,6 +359,23 @@ __device__ __forceinline__ void tile_of(int t, int tiles_m, int tiles_n, int& tm
     const int in = t - t / span * span;
     tm = first + in % rows;
     tn = in / rows;
+}
+
+// What a block does next: k-tiles k0 .. k1 - 1 of tile t. Item w < `whole` is tile w, all of
+// it (slot -1); with TAIL the tiles after them (tiles % gridDim.x, the last partial wave) come
+// as `splits` parts each: part s of leftover tile j is slot j * splits + s of the workspace.
+struct Work {
+    int t, k0, k1, slot;
+};
+
+__device__ __forceinline__ int whole_tiles(int tiles, int splits) {
+    return TAIL && splits > 1 ? tiles - tiles % static_cast<int>(gridDim.x) : tiles;
+}
+
+__device__ __forceinline__ Work work_of(int w, int whole, int ktiles, int splits) {
+    if (!TAIL || w < whole) return {w, 0, ktiles, -1};
+    const int j = (w - whole) / splits, s = (w - whole) % splits;
+    return {whole + j, s * ktiles / splits, (s + 1) * ktiles / splits, j * splits + s};
 }
 
 // Two neighbouring outputs (row, col), (row, col + 1): one 8-byte store when both lie inside
@@ -328,6 +398,22 @@ __device__ __forceinline__ void store2(float* C, int ldc, int row, int col, int 
     if (col + 1 < N) c[1] = epilogue(v1, alpha, beta, c + 1);
 }
 
+// A warpgroup's 64 rows of tile (tm, tn). Accumulator fragment (PTX ISA: wgmma .m64nNk8 D):
+// d[4i], d[4i + 1] at row lane / 4 of the warp's 16, columns 8i + 2 (lane % 4) and one more;
+// d[4i + 2], d[4i + 3] 8 rows down.
+__device__ __forceinline__ void store_tile(float* C, int ldc, int M, int N, int tm, int tn,
+                                           int cw, int warp, int lane, const float (&acc)[BN / 2],
+                                           float alpha, float beta, bool vec2) {
+    const int r0 = tm * BM + cw * 64 + warp * 16 + lane / 4;
+    const int c0 = tn * BN + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+        store2(C, ldc, r0, c0 + 8 * i, M, N, acc[4 * i], acc[4 * i + 1], alpha, beta, vec2);
+        store2(C, ldc, r0 + 8, c0 + 8 * i, M, N, acc[4 * i + 2], acc[4 * i + 3], alpha, beta,
+               vec2);
+    }
+}
+
 // Element (row, k) of a tile of 128-byte rows as the 128-byte swizzle placed it: the 16-byte
 // chunk k / 4 of a row moves to chunk (k / 4) ^ (row % 8).
 __device__ __forceinline__ unsigned swizzled(int row, int k) {
@@ -340,13 +426,50 @@ __device__ __forceinline__ float lds(unsigned addr) {
     return x;
 }
 
+// This thread's A fragments of a k-tile at `a`, split (PTX ISA: wgmma .m64nNk8 A in
+// registers): a0 at row lane / 4 of its warp's 16 rows, k lane % 4; a1 8 rows down; a2, a3
+// k + 4.
+__device__ __forceinline__ void split_a(unsigned (&hi)[BK / 8][4], unsigned (&lo)[BK / 8][4],
+                                        unsigned a, int warp, int lane) {
+    const int row = warp * 16 + lane / 4;
+#pragma unroll
+    for (int kk = 0; kk < BK / 8; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float x =
+                lds(a + swizzled(row + (j & 1) * 8, kk * 8 + lane % 4 + (j >> 1) * 4));
+            hi[kk][j] = tf32_rna(x);
+            lo[kk][j] = tf32_rna(x - __uint_as_float(hi[kk][j]));
+        }
+}
+
+// pin for A fragments: placed after the wait that covers the wgmmas reading them, it keeps
+// them live (in their registers, untouched) as long as those wgmmas may still read them.
+template <int R>
+__device__ __forceinline__ void pin_u(unsigned (&d)[R][4]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(d[i][j])::"memory");
+}
+
+// The release of a stage: this thread's generic reads of it, fenced from the copy engine's
+// rewrite of it (the async proxy), then its arrival on "empty".
+__device__ __forceinline__ void release(unsigned bar) {
+    if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_arrive(bar);
+}
+
 constexpr int THREADS = 128 * (1 + CONSUMERS);
 
 // tma_b is B^T (B_big with SPLIT3); tma_b_small is read only with SPLIT3 (pass any map).
+// TAIL: `work` holds splits * (tiles % gridDim.x) partial tiles, `counters` 256 zeros per
+// leftover tile (they are left zero); splits = 1 (or TAIL = 0): neither is touched.
 SGEMM_KERNEL __launch_bounds__(THREADS, 1)
 sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap tma_b,
       const __grid_constant__ TensorMap tma_b_small, int M, int N, int K, float alpha,
-      float beta, float* __restrict__ C, int ldc) {
+      float beta, float* __restrict__ C, int ldc, float* __restrict__ work,
+      unsigned* __restrict__ counters, int splits) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle's period
     const unsigned a_tiles = base, b_tiles = base + STAGES * A_BYTES;
@@ -357,6 +480,9 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 
     const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
     const int tiles = tiles_m * tiles_n, ktiles = ceil_div(K, BK);
+    splits = TAIL ? max(1, min(splits, ktiles)) : 1;
+    const int whole = whole_tiles(tiles, splits);
+    const int items = whole + (tiles - whole) * splits;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -377,11 +503,12 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         if (threadIdx.x != 0) return;
         int stage = 0;
         unsigned phase = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        for (int w = blockIdx.x; w < items; w += gridDim.x) {
+            const Work wk = work_of(w, whole, ktiles, splits);
             int tm, tn;
-            tile_of(t, tiles_m, tiles_n, tm, tn);
-            for (int kt = 0; kt < ktiles; ++kt) {
-                if (!mbar_wait(empty(stage), phase ^ 1, STAGES + stage, t, kt)) return;
+            tile_of(wk.t, tiles_m, tiles_n, tm, tn);
+            for (int kt = wk.k0; kt < wk.k1; ++kt) {
+                if (!mbar_wait(empty(stage), phase ^ 1, STAGES + stage, wk.t, kt)) return;
                 mbar_expect_tx(full(stage), STAGE_BYTES);  // whole boxes, zeros included
                 tma_load(a_tiles + stage * A_BYTES, tma_a, kt * BK, tm * BM, full(stage));
                 tma_load(b_tiles + stage * B_BYTES, tma_b, kt * BK, tn * BN, full(stage));
@@ -391,111 +518,204 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
                 if (++stage == STAGES) stage = 0, phase ^= 1;
             }
         }
-    } else {
-        // -- consumers: warpgroup cw computes rows 64 cw .. 64 cw + 63 of each tile -----------
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const int ct = threadIdx.x - 128, cw = ct / 128;
-        const int warp = ct % 128 / 32, lane = ct % 32;
-        const bool vec2 = ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % 8 == 0;
-        float acc[BN / 2];
-#if ACC2
-        float acc_small[BN / 2];
+        return;
+    }
+    // -- consumers: warpgroup cw computes rows 64 cw .. 64 cw + 63 of each tile ---------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int ct = threadIdx.x - 128, cw = ct / 128;
+    const int warp = ct % 128 / 32, lane = ct % 32;
+    const bool vec2 = ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % 8 == 0;
+    int stage = 0;
+    unsigned phase = 0;
+#if PROMOTE
+    float sum[BN / 2];  // the register sum: FADD, round to nearest
+    float run[BN / 2];  // the wgmma accumulator of the current run of k-tiles
+    unsigned hi0[BK / 8][4], lo0[BK / 8][4];
+#if INFLIGHT
+    unsigned hi1[BK / 8][4], lo1[BK / 8][4];  // the k-tile in flight keeps its fragments
 #endif
-        int stage = 0;
-        unsigned phase = 0;
-#if !SPLIT3
-        int prev = 0;  // the stage whose products are still in flight
-#endif
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            int tm, tn;
-            tile_of(t, tiles_m, tiles_n, tm, tn);
-            for (int kt = 0; kt < ktiles; ++kt) {
-                if (!mbar_wait(full(stage), phase, stage, t, kt)) {
-                    wgmma_wait<0>();  // leave nothing in flight
-                    return;
+    const int stagger = cw * (PROMOTE / 2);  // warpgroup 1's runs end between warpgroup 0's
+    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+        const Work wk = work_of(w, whole, ktiles, splits);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) sum[i] = 0.0f;
+        int prev = 0;  // INFLIGHT: the stage whose products may still be in flight
+        // One k-tile into fragments (hi, lo); (ohi, olo) are the k-tile before's. False: the
+        // watchdog ended the wait.
+        auto step = [&](unsigned (&hi)[BK / 8][4], unsigned (&lo)[BK / 8][4],
+                        unsigned (&ohi)[BK / 8][4], unsigned (&olo)[BK / 8][4], int kt) {
+            if (!mbar_wait(full(stage), phase, stage, wk.t, kt)) return false;
+            split_a(hi, lo, a_tiles + stage * A_BYTES + cw * 64 * 128, warp, lane);
+            const bool fresh = kt == wk.k0 || (kt - wk.k0 + stagger) % PROMOTE == 0;
+            if (fresh && kt > wk.k0) {  // the run is complete: promote it
+                if (INFLIGHT) {
+                    wgmma_wait<0>();
+                    pin(run);
+                    pin_u(ohi);
+                    pin_u(olo);
+                    release(empty(prev));
                 }
-                const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;
-                const unsigned b = b_tiles + stage * B_BYTES;
-#if SPLIT3
-                // this thread's A fragments (PTX ISA: wgmma .m64nNk8 A in registers): a0 at
-                // row lane / 4, k lane % 4 of its warp's 16 rows; a1 8 rows down; a2, a3 k + 4
-                unsigned hi[BK / 8][4], lo[BK / 8][4];
-                const int row = warp * 16 + lane / 4;
 #pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk)
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        const float x = lds(a + swizzled(row + (j & 1) * 8,
-                                                         kk * 8 + lane % 4 + (j >> 1) * 4));
-                        hi[kk][j] = tf32_rna(x);
-                        lo[kk][j] = tf32_rna(x - __uint_as_float(hi[kk][j]));
-                    }
-                const unsigned b2 = b2_tiles + stage * B_BYTES;
-                pin(acc);
-#if ACC2
-                pin(acc_small);
-#endif
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk) {
-                    const int more = kt > 0 || kk > 0;
-#if ACC2
-                    wgmma_rs(acc_small, lo[kk], smem_desc(b + 32 * kk), more);
-                    wgmma_rs(acc_small, hi[kk], smem_desc(b2 + 32 * kk), 1);
-#else
-                    wgmma_rs(acc, lo[kk], smem_desc(b + 32 * kk), more);
-                    wgmma_rs(acc, hi[kk], smem_desc(b2 + 32 * kk), 1);
-#endif
-                    wgmma_rs(acc, hi[kk], smem_desc(b + 32 * kk), ACC2 ? more : 1);
-                }
-                wgmma_commit();
-                // the A registers are rewritten next k-tile: nothing may stay in flight
-                wgmma_wait<0>();
-                pin(acc);
-#if ACC2
-                pin(acc_small);
-#endif
-                // this thread's generic reads of the stage before the copy engine rewrites it
-                if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                mbar_arrive(empty(stage));
-#else
-                pin(acc);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk)
-                    wgmma_ss(acc, smem_desc(a + 32 * kk), smem_desc(b + 32 * kk),
-                             kt > 0 || kk > 0);
-                wgmma_commit();
-                // keep this k-tile in flight; the one before it is done: release its stage
-                wgmma_wait<1>();
-                pin(acc);
-                if (kt > 0) mbar_arrive(empty(prev));
-                prev = stage;
-#endif
-                if (++stage == STAGES) stage = 0, phase ^= 1;
+                for (int i = 0; i < BN / 2; ++i) sum[i] += run[i];
             }
-#if !SPLIT3
-            wgmma_wait<0>();
-            pin(acc);
-            mbar_arrive(empty(prev));
-#endif
-#if ACC2
+            const unsigned b = b_tiles + stage * B_BYTES, b2 = b2_tiles + stage * B_BYTES;
+            pin(run);
+            wgmma_fence();
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] += acc_small[i];
-#endif
-            // accumulator fragment (PTX ISA: wgmma .m64nNk8 D): d[4i], d[4i + 1] at row
-            // lane / 4 of the warp's 16, columns 8i + 2 (lane % 4) and one more; d[4i + 2],
-            // d[4i + 3] 8 rows down
-            const int r0 = tm * BM + cw * 64 + warp * 16 + lane / 4;
-            const int c0 = tn * BN + 2 * (lane % 4);
+            for (int kk = 0; kk < BK / 8; ++kk)  // small_a * big_b; a fresh run starts at zero
+                wgmma_rs(run, lo[kk], smem_desc(b + 32 * kk), !fresh || kk > 0);
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i) {
-                store2(C, ldc, r0, c0 + 8 * i, M, N, acc[4 * i], acc[4 * i + 1], alpha, beta,
-                       vec2);
-                store2(C, ldc, r0 + 8, c0 + 8 * i, M, N, acc[4 * i + 2], acc[4 * i + 3], alpha,
-                       beta, vec2);
+            for (int kk = 0; kk < BK / 8; ++kk)  // big_a * small_b
+                wgmma_rs(run, hi[kk], smem_desc(b2 + 32 * kk), 1);
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)  // big_a * big_b
+                wgmma_rs(run, hi[kk], smem_desc(b + 32 * kk), 1);
+            wgmma_commit();
+            if (!INFLIGHT) {  // the A registers are rewritten next k-tile: nothing in flight
+                wgmma_wait<0>();
+                pin(run);
+                pin_u(hi);
+                pin_u(lo);
+                release(empty(stage));
+            } else if (!fresh) {  // this k-tile stays in flight; the one before is done
+                wgmma_wait<1>();
+                pin(run);
+                pin_u(ohi);
+                pin_u(olo);
+                release(empty(prev));
+            }
+            prev = stage;
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+            return true;
+        };
+        for (int kt = wk.k0; kt < wk.k1; kt += 2) {
+#if INFLIGHT
+            const bool ok = step(hi0, lo0, hi1, lo1, kt) &&
+                            (kt + 1 >= wk.k1 || step(hi1, lo1, hi0, lo0, kt + 1));
+#else
+            const bool ok = step(hi0, lo0, hi0, lo0, kt) &&
+                            (kt + 1 >= wk.k1 || step(hi0, lo0, hi0, lo0, kt + 1));
+#endif
+            if (!ok) {
+                wgmma_wait<0>();  // leave nothing in flight
+                return;
             }
         }
+        if (INFLIGHT) {
+            wgmma_wait<0>();
+            pin(run);
+            pin_u(hi0);
+            pin_u(lo0);
+#if INFLIGHT
+            pin_u(hi1);
+            pin_u(lo1);
+#endif
+            release(empty(prev));
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) sum[i] += run[i];
+#if TAIL
+        if (wk.slot >= 0) {
+            // a part of a leftover tile: its sum to the workspace ([slot][cw][i][thread]:
+            // coalesced), then the last part to arrive adds all of them in order and stores
+            const int me = ct % 128, j = wk.slot / splits;
+            float* mine = work + static_cast<long long>(wk.slot * 2 + cw) * (BN / 2) * 128 + me;
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) mine[i * 128] = sum[i];
+            __threadfence();  // the part before the count
+            unsigned* count = counters + (j * 2 + cw) * 128 + me;
+            if (atomicAdd(count, 1u) != static_cast<unsigned>(splits - 1)) continue;
+            __threadfence();  // the count before the parts
+            *count = 0;       // ready for the next launch
+            const float* part =
+                work + static_cast<long long>(j * splits * 2 + cw) * (BN / 2) * 128 + me;
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) sum[i] = __ldcg(part + i * 128);  // L2: other blocks
+#pragma unroll 1
+            for (int s = 1; s < splits; ++s) {
+                part += 2 * (BN / 2) * 128;
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) sum[i] += __ldcg(part + i * 128);
+            }
+        }
+#endif
+        int tm, tn;  // only now: fewer registers live through the k loop
+        tile_of(wk.t, tiles_m, tiles_n, tm, tn);
+        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, sum, alpha, beta, vec2);
     }
+#else
+    float acc[BN / 2];
+#if ACC2
+    float acc_small[BN / 2];
+#endif
+#if !SPLIT3
+    int prev = 0;  // the stage whose products are still in flight
+#endif
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tm, tn;
+        tile_of(t, tiles_m, tiles_n, tm, tn);
+        for (int kt = 0; kt < ktiles; ++kt) {
+            if (!mbar_wait(full(stage), phase, stage, t, kt)) {
+                wgmma_wait<0>();  // leave nothing in flight
+                return;
+            }
+            const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;
+            const unsigned b = b_tiles + stage * B_BYTES;
+#if SPLIT3
+            unsigned hi[BK / 8][4], lo[BK / 8][4];
+            split_a(hi, lo, a, warp, lane);
+            const unsigned b2 = b2_tiles + stage * B_BYTES;
+            pin(acc);
+#if ACC2
+            pin(acc_small);
+#endif
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk) {
+                const int more = kt > 0 || kk > 0;
+#if ACC2
+                wgmma_rs(acc_small, lo[kk], smem_desc(b + 32 * kk), more);
+                wgmma_rs(acc_small, hi[kk], smem_desc(b2 + 32 * kk), 1);
+#else
+                wgmma_rs(acc, lo[kk], smem_desc(b + 32 * kk), more);
+                wgmma_rs(acc, hi[kk], smem_desc(b2 + 32 * kk), 1);
+#endif
+                wgmma_rs(acc, hi[kk], smem_desc(b + 32 * kk), ACC2 ? more : 1);
+            }
+            wgmma_commit();
+            // the A registers are rewritten next k-tile: nothing may stay in flight
+            wgmma_wait<0>();
+            pin(acc);
+#if ACC2
+            pin(acc_small);
+#endif
+            release(empty(stage));
+#else
+            pin(acc);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_ss(acc, smem_desc(a + 32 * kk), smem_desc(b + 32 * kk), kt > 0 || kk > 0);
+            wgmma_commit();
+            // keep this k-tile in flight; the one before it is done: release its stage
+            wgmma_wait<1>();
+            pin(acc);
+            if (kt > 0) mbar_arrive(empty(prev));
+            prev = stage;
+#endif
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+#if !SPLIT3
+        wgmma_wait<0>();
+        pin(acc);
+        mbar_arrive(empty(prev));
+#endif
+#if ACC2
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] += acc_small[i];
+#endif
+        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, acc, alpha, beta, vec2);
+    }
+#endif
 }
 #endif
