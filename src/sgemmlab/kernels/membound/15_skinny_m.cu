@@ -32,9 +32,9 @@
 // torch.matmul): 1x2125x9240, floor 18.6 us: parts for two waves of blocks: ~22 us (85 %).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
-// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
-// against the prediction: docs/worklog.md, session 4, the memory-bound family.
+// H200, paired with cuBLAS (docs/worklog.md, sessions 4 and 6): 1x1024x16384 split 41.3 us,
+// 96.2 % (unsplit 65.6 us, 69.7 %: results/nvidia-h200/table-grid-20261201T150405Z.json.gz);
+// the vector and decode suites: bench-vector-decode-tinyk-20261201T100213Z.json.
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"

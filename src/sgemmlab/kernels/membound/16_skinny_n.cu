@@ -26,9 +26,9 @@
 // 7.4 us: parts for two waves of blocks: ~10 us (75 %; the last part's fix-up is serial).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
-// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
-// against the prediction: docs/worklog.md, session 4, the memory-bound family.
+// H200, paired with cuBLAS (docs/worklog.md, sessions 4 and 6): 1024x1x16384 split 46.8 us,
+// 94.1 % (results/nvidia-h200/table-grid-20261201T150405Z.json.gz); the vector suite:
+// results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json.
 // </measured>
 #include "membound/axpy.cuh"
 #include "membound/dot.cuh"

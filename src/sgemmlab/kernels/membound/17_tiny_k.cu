@@ -32,9 +32,8 @@
 //   1x4096x4096, 4096x1x4096, 8x4096x4096, 16x11008x4096: not served (K > 64).
 //
 // <measured>
-// Measured on the H200 through dispatch (`sgemmlab bench -k auto`, at the H200
-// default): results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json;
-// against the prediction: docs/worklog.md, session 4, the memory-bound family.
+// H200 (docs/worklog.md, sessions 4 and 6): 4093x4093x64 97.5 us, 86.4 % of cuBLAS (grid:
+// results/nvidia-h200/table-grid-20261201T150405Z.json.gz); K <= 16: bench-vector-...-100213Z.
 // </measured>
 #include "common.cuh"
 
