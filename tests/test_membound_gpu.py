@@ -289,7 +289,11 @@ BIG = pytest.mark.xdist_group("bigmem")
     (R16, (37, 2, 3), True, False, "a"),    # A's k-rows (axpy)
     (R17, (3, 129, 2), False, False, "c"),  # C's rows
     (R17, (5, 7, 3), True, False, "a"),     # A's k-rows
-], ids=["r15-b-rows", "r15-b-cols", "r16-a-rows", "r16-a-cols", "r17-c-rows", "r17-a-cols"])
+    (R17, (3, 129, 20), False, False, "c"),  # K > 16: C's rows
+    (R17, (3, 7, 33), False, False, "a"),   # K > 16: A's rows, staged once per chunk
+    (R17, (2, 3, 47), False, True, "b"),    # K > 16: B's columns
+], ids=["r15-b-rows", "r15-b-cols", "r16-a-rows", "r16-a-cols", "r17-c-rows", "r17-a-cols",
+        "r17-deep-c-rows", "r17-deep-a-rows", "r17-deep-b-cols"])
 @BIG
 def test_row_offsets_past_2_31(rung, shape, ta, tb, which):
     torch = _torch()
@@ -393,21 +397,3 @@ def test_tiny_k_past_16_more_than_65535_row_tiles():
     assert R17.is_legal(cfg)
     _run(R17, cfg, 65536 * 32 + 5, 3, 20, beta=0.5, mode="padded")
     _run(R17, cfg, 65536 * 32 + 5, 3, 33, ta=True, mode="odd-ld")
-
-
-@pytest.mark.parametrize("shape, ta, tb, which", [
-    ((3, 129, 20), False, False, "c"),  # C's rows
-    ((3, 7, 33), False, False, "a"),    # A's rows, staged once per chunk
-    ((2, 3, 47), False, True, "b"),     # B's columns
-], ids=["c-rows", "a-rows", "b-cols"])
-@BIG
-def test_tiny_k_past_16_row_offsets_past_2_31(shape, ta, tb, which):
-    torch = _torch()
-    M, N, K = shape
-    A = Operand(M, K, ta, "padded", ld=BIG_LD if which == "a" else None).fill_random()
-    B = Operand(K, N, tb, "padded", ld=BIG_LD if which == "b" else None).fill_random()
-    C = Operand(M, N, False, "padded", fill=SENTINEL, ld=BIG_LD if which == "c" else None)
-    for beta in (0.0, 0.5):
-        _run(R17, R17.seed, M, N, K, beta=beta, ta=ta, tb=tb, operands=(C, A, B))
-    del A, B, C
-    torch.cuda.empty_cache()

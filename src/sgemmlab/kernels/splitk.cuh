@@ -17,6 +17,18 @@ __device__ __forceinline__ int split_first(int units, int part, int split) {
     return static_cast<int>(static_cast<long long>(units) * part / split);
 }
 
+// This block's part of K (part `part` of `split`) in whole quanta of Q k: [k0, k0 + kp),
+// kp >= 1 (the host cuts at most ceil(K / Q) parts); k0 a multiple of Q, so a part of a
+// float4-aligned operand starts aligned. 64-bit: K near 2^31 does not wrap.
+template <int Q>
+__device__ __forceinline__ void split_k_range(int K, int part, int split, long long& k0,
+                                              int& kp) {
+    const int units = static_cast<int>((static_cast<long long>(K) + Q - 1) / Q);
+    k0 = static_cast<long long>(Q) * split_first(units, part, split);
+    const long long k1 = static_cast<long long>(Q) * split_first(units, part + 1, split);
+    kp = static_cast<int>((k1 < K ? k1 : K) - k0);
+}
+
 // Count this block's part in on its tile's counter, after its slot is stored. True, in
 // every thread of the block, when this block arrived last (and then sees every other part's
 // slot); that block puts the counter back to zero once it has summed (split_done: no other

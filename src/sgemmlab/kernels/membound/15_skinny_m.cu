@@ -74,13 +74,9 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
       int split, float* __restrict__ partials, int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.y * RM, n0 = blockIdx.x * BN;
-    // the block's part of K (blockIdx.z of split), whole quanta: k0 keeps float4 aligned
-    const int units = ceil_div(K, KQ);
-    const long long k0 = static_cast<long long>(KQ) * split_first(units, blockIdx.z, split);
-    const int k1 = static_cast<int>(
-        min(static_cast<long long>(K), KQ * static_cast<long long>(
-                                           split_first(units, blockIdx.z + 1, split))));
-    const int Kp = k1 - static_cast<int>(k0);  // >= 1: the host cuts at most `units` parts
+    long long k0;  // the block's part of K (blockIdx.z of split), whole quanta
+    int Kp;
+    split_k_range<KQ>(K, blockIdx.z, split, k0, Kp);
     const float* T = SGEMM_TA ? A + m0 + k0 * lda : row_ptr(A, m0, lda) + k0;  // A's rows
     // one part: C itself; several: the part's slot of the workspace, raw sums (alpha 1,
     // beta 0), laid out as the tile of C (splitk.cuh)

@@ -68,13 +68,9 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
       int split, float* __restrict__ partials, int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * RN;
-    // the block's part of K (blockIdx.z of split), whole quanta: k0 keeps float4 aligned
-    const int units = ceil_div(K, KQ);
-    const long long k0 = static_cast<long long>(KQ) * split_first(units, blockIdx.z, split);
-    const int k1 = static_cast<int>(
-        min(static_cast<long long>(K), KQ * static_cast<long long>(
-                                           split_first(units, blockIdx.z + 1, split))));
-    const int Kp = k1 - static_cast<int>(k0);  // >= 1: the host cuts at most `units` parts
+    long long k0;  // the block's part of K (blockIdx.z of split), whole quanta
+    int Kp;
+    split_k_range<KQ>(K, blockIdx.z, split, k0, Kp);
     // B^T's rows (B's columns), from k0 on
     const float* T = SGEMM_TB ? row_ptr(B, n0, ldb) + k0 : B + n0 + k0 * ldb;
     // one part: C itself (O(n, m) = C(m, n)); several: the part's slot of the workspace,
