@@ -58,7 +58,9 @@ def test_markdown_report(cli, tmp_path):
 @pytest.mark.parametrize("args, words", [(["inspect"], "RUNG or --all"),
                                          (["inspect", "99"], "unknown kernel"),
                                          (["inspect", "3", "--gpu", "v100"], "unknown GPU"),
-                                         (["inspect", "3", "--config", "BS=7"], "illegal")])
+                                         (["inspect", "3", "--config", "BS=7"], "illegal"),
+                                         (["inspect", "17", "--gpu", "h200"],
+                                          "17_tiny_k has no per-thread replay yet")])
 def test_mistakes_are_one_sentence(cli, args, words):
     result = cli(*args)
     assert result.exit_code != 0

@@ -436,9 +436,16 @@ _REPLAY = {1: _untiled, 2: _untiled, 3: _smem_tiling, 4: _blocktile_1d, 5: _bloc
 
 
 def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
-    """One K step (and the epilogue) of the block at the origin, every thread."""
+    """One K step (and the epilogue) of the block at the origin, every thread. ValueError
+    for a rung whose replay is not written (the family, 15-18: their bill is in their
+    headers)."""
     M, N, K = shape
-    return _REPLAY[rung.number](rung, dict(config), M, N, K)
+    replay = _REPLAY.get(rung.number)
+    if replay is None:
+        raise ValueError(f"rung {rung.label} has no per-thread replay yet (inspect covers "
+                         f"rungs {min(_REPLAY)}-{max(_REPLAY)}); its bill is in its header, "
+                         f"kernels/{rung.source}")
+    return replay(rung, dict(config), M, N, K)
 
 
 # -- counting ----------------------------------------------------------------------------

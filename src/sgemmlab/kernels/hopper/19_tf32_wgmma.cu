@@ -53,7 +53,8 @@
 // <measured> (results/nvidia-h200/hopper-probe-20261201T142210Z.json)
 // tf32 381.9 TFLOP/s at 4096^3 (7.70x SGEMM, 1.04x cuBLAS TF32), 386.8 at 8192^3, error
 // 6.5e-4; 3xtf32 126.3 (2.55x), 114.7 (2.27x), err/SGEMM 9.7, 15; acc2 128.7 (2.63x),
-// 124.5 (2.46x), err/SGEMM 3.3, 5.1. PROMOTE, INFLIGHT, TAIL: not measured yet.
+// 124.5 (2.46x), err/SGEMM 3.3, 5.1. (hopper-probe-20261201T152016Z.json) PROMOTE=1:
+// 4096^3 131.4 (2.76x), err/SGEMM 0.18; 8192^3 2.31x, 0.16 (TAIL=1 2.43x); P = 2, 4 no faster.
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"
