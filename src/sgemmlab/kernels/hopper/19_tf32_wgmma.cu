@@ -1,60 +1,31 @@
 // Rung 19 — TF32 on the tensor cores: TMA, an mbarrier ring, warp specialization, wgmma.
 //   NOT FP32: wgmma's tf32 drops the low 13 bits of every input (PTX ISA, wgmma.mma_async).
-//   SPLIT3=1 is 3xTF32; with PROMOTE it is meant to be as accurate as cuBLAS SGEMM.
+//   SPLIT3=1 is 3xTF32; with PROMOTE it is as accurate as cuBLAS SGEMM (measured below).
 //
 // What changed from rung 13: the tensor cores multiply. The copy engine brings A and B into
-// shared memory (cp.async.bulk.tensor, tensor maps made on the host, 128-byte swizzle, zeros
-// past every edge: no bounds check in the k loop) through a ring of STAGES k-tiles of BK = 32
-// floats (one swizzle row). mbarriers guard it: "full" completes when a tile's bytes have
-// landed (arrive.expect_tx), "empty" when both consumers are done with it. Warp 0 produces;
-// two consumer warpgroups of 64 rows issue wgmma.m64nBNk8 (FP32 accumulators in registers),
-// one k-tile in flight while the next is issued; setmaxnreg gives them the producer's
-// registers. Persistent grid; tiles walked GROUP_M row-tiles at a time (L2 reuse).
-// Operands: wgmma's tf32 reads only K-major operands, so A is M x K row-major and B comes as
-// B^T, N x K row-major (B column-major). The entry takes three tensor maps by value
-// (__grid_constant__) where the rung contract (common.cuh) has the A and B pointers.
-// SPLIT3=1: x = big + small, big = rna(x), small = rna(x - big). A is split in registers
-// (wgmma takes A from registers); B_big, B_small come from a pre-pass (SPLIT_PASS=1; float4
-// when aligned) writing two N x K arrays: 12 bytes moved per element of B. Per k8 small_a *
-// big_b, big_a * small_b, big_a * big_b (ACC2=1: the small products in their own accumulator).
-// PROMOTE=P: the tensor core adds a wgmma's products into its accumulator truncating, not
-// rounding (Khattak & Mikaitis, arXiv:2512.07004): about half an ulp of the sum lost per
-// wgmma, always toward zero, so the error grows like K (acc2: 3.3x SGEMM's at 4096^3, 5x at
-// 8192^3). So the wgmma accumulator `run` holds P k-tiles only (scale-d = 0 restarts it) and
-// FADD (round to nearest) adds it into a register `sum`, as DeepSeek-V3 promotes its FP8
-// sums to the CUDA cores. A k-tile's 8 small products go first (into a run near zero they
-// lose nothing), its 4 big ones last; warpgroup 1's runs end P / 2 k-tiles after warpgroup
-// 0's, so the two never drain the pipe at once. INFLIGHT=1: A's fragments double-buffered,
-// a k-tile's wgmmas run while the next k-tile is split (within a run: P > 1).
-// TAIL=1: the tiles of the last, partial wave are split along K into `splits` parts (the
-// host's choice); each part's sum goes to `work`, the last to arrive (a counter per thread)
-// adds them in a fixed order and stores: 8192^3 is 31 waves and 4 tiles, now 31 1/8.
+// shared memory (cp.async.bulk.tensor, host-made tensor maps, 128-byte swizzle, zeros past
+// every edge) through a ring of STAGES k-tiles of BK = 32 floats; mbarriers guard it ("full":
+// the tile's bytes landed, arrive.expect_tx; "empty": both consumers are done). Warp 0
+// produces; two consumer warpgroups of 64 rows issue wgmma.m64nBNk8 into FP32 accumulators;
+// setmaxnreg gives them the producer's registers. Persistent grid, GROUP_M row-tiles at a
+// time. wgmma's tf32 reads K-major operands only: A is M x K, B comes as B^T (N x K). The
+// entry takes three tensor maps by value where the contract (common.cuh) has A and B.
+// SPLIT3=1: x = big + small, big = rna(x), small = rna(x - big); A split in registers, B by a
+// pre-pass (SPLIT_PASS=1) into two N x K arrays; per k8 small*big, big*small, big*big.
+// PROMOTE=P: the tensor core truncates as it accumulates (arXiv:2512.07004), so its run holds
+// P k-tiles only and FADD adds it into an FP32 register sum (as DeepSeek-V3 promotes FP8).
+// INFLIGHT=1: a k-tile's wgmmas overlap the next one's split. TAIL=1: the last partial wave's
+// tiles split along K. The bill, the error analysis and the variants: docs/worklog.md, rung 19.
 //
-// The bill (per SM at the tensor peak, 1024 TF32 FMA/clk), BM=128 BN=256: 48 KB of A and B
-// per k-tile from L2 (42.7 FLOP/B, as rung 13's tile); wgmma reads 0.078 B of shared memory
-// per FMA (each warpgroup reads all of B), TMA writes 0.047: 128 B/clk, all the SM has.
-// 3xTF32, BN=128: 0.073 + 0.031 B per tensor FMA; per k-tile (768 tensor clk a warpgroup) a
-// thread does 16 LDS, 32 roundings, 16 FADD and, every P k-tiles, 64 FADD (64 issue clk of
-// its warp, while the other warpgroup feeds the pipe). Registers: 168 at entry, 40 / 232
-// after setmaxnreg; sum 64 + run 64 + fragments 32 (64 with INFLIGHT): 230 of 232 touched.
-// Error (max|C - ref| / max|ref|, uniform inputs; a numpy model of the truncation, within
-// 25 % of the measured 3xtf32 and acc2 at 128x128x32 to 8192^3): each run loses ~4 half-ulps
-// of its own size, independent in sign from run to run: ~P x 2.5e-7 whatever K (SGEMM's error
-// grows like sqrt(K): 2.1e-7 at 256^3, 3.1e-6 at 4096^3); K / 32P FADD roundings, SGEMM's
-// rounding over sqrt(32P); small_a * small_b and the split's residue, 2^-22 per product.
-//
-// Prediction (H200, L2 flushed, pre-pass included; err/SGEMM = error / cuBLAS SGEMM's):
-// TF32 ~270 TFLOP/s at 4096^3, ~300 at 8192^3; 3xTF32 ~120, error within 2x SGEMM's.
-// PROMOTE=1,2,4: acc2's tensor-bound speed, a pre-pass 25 % faster (~3.8 TB/s): 4096^3 2.65x
-// SGEMM, 8192^3 2.5x, on the line (P = 1 ~2 % slower). err/SGEMM P = 1 / 2 / 4: 4096^3 0.2 /
-// 0.25 / 0.4, 8192^3 0.17 / 0.17 / 0.27, 1000^3 0.2 / 0.35 / 0.7, 256^3 ~1.1 / 2.5 / 5.5
-// (cuBLAS is 3x better there than a sequential FP32 sum). TAIL=1: 8192^3 2.55x, 4096^3 as
-// without (100 leftover tiles: no split). INFLIGHT=0 (p1_serial): as acc2 (2.6x, 2.45x).
-// <measured> (results/nvidia-h200/hopper-probe-20261201T142210Z.json)
-// tf32 381.9 TFLOP/s at 4096^3 (7.70x SGEMM, 1.04x cuBLAS TF32), 386.8 at 8192^3, error
-// 6.5e-4; 3xtf32 126.3 (2.55x), 114.7 (2.27x), err/SGEMM 9.7, 15; acc2 128.7 (2.63x),
-// 124.5 (2.46x), err/SGEMM 3.3, 5.1. (hopper-probe-20261201T152016Z.json) PROMOTE=1:
-// 4096^3 131.4 (2.76x), err/SGEMM 0.18; 8192^3 2.31x, 0.16 (TAIL=1 2.43x); P = 2, 4 no faster.
+// The bill (BM=128, BN=256): 42.7 FLOP per byte of L2 (rung 13's tile); 128 B/clk of shared
+// memory at the tensor peak, all the SM has. 3xTF32 (BN=128): 3 tensor products per k8 and,
+// per k-tile and thread, 16 LDS, 32 roundings, 16 FADD, 64 FADD every P k-tiles; 230 of 232
+// registers touched.
+// Prediction: TF32 ~270 TFLOP/s at 4096^3; 3xTF32 ~120, error within 2x SGEMM's; PROMOTE=1
+// 2.65x SGEMM at 4096^3, 2.5x at 8192^3, err/SGEMM ~0.2.
+// <measured> (results/nvidia-h200/hopper-probe-20261201T142210Z.json, ...152016Z.json)
+// tf32 381.9 TFLOP/s at 4096^3 (7.70x SGEMM, 1.04x cuBLAS TF32); 3xtf32 2.55x, err/SGEMM
+// 9.7; PROMOTE=1: 4096^3 131.4 TFLOP/s (2.76x), err/SGEMM 0.18; 8192^3 2.31x (TAIL 2.43x).
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"
