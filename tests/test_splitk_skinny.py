@@ -35,6 +35,18 @@ def test_the_skinny_rungs_split_in_quanta_of_128():
     assert registry.rung(18).k_unit(registry.rung(18).seed) == registry.rung(18).seed["BK"]
 
 
+def test_the_kernels_quantum_is_the_registrys():
+    """The kernels step K by `constexpr int KQ`; the planner by k_unit: one number, twice."""
+    import re
+
+    from sgemmlab.runtime.compiler import KERNEL_DIR
+
+    for r in (R15, R16):
+        text = (KERNEL_DIR / r.source).read_text()
+        found = re.findall(r"constexpr int KQ = (\d+);", text)
+        assert found == [str(r.k_unit(r.seed))], (r.source, found)
+
+
 @pytest.mark.parametrize("rung", [R15, R16], ids=["r15", "r16"])
 @pytest.mark.parametrize("split", [0, 1, 3, 64])
 @pytest.mark.parametrize("long_, K", [(1, 1), (1, 9240), (2125, 9240), (4096, 4096),

@@ -7,7 +7,7 @@ Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in e
 the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
 ~/.cache/sgemmlab), then packs those cubins and every other one written since --since (the
 tests' builds, say) into one xz archive, which `tools/h200.sh prebuilt` unpacks on the
-device. The cubins carry their source text, so the archive compresses about 10x.
+device. The cubins carry their source text, so the archive is several times smaller.
 """
 
 from __future__ import annotations
@@ -74,10 +74,9 @@ def main() -> None:
         print("  failed:", p)
     since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
     root = cache_dir()
-    files = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}
-    files = sorted(f for f in files if f.is_file()) + sorted(
-        f for f in (root / "cubins").glob("*.bin") if f not in files and since
-        and f.stat().st_mtime >= since)
+    needed = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}
+    recent = {f for f in (root / "cubins").glob("*.bin") if since and f.stat().st_mtime >= since}
+    files = sorted(f for f in needed | recent if f.is_file())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:xz", preset=6) as tar:

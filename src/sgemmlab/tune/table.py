@@ -176,7 +176,7 @@ def measure_all(todo: dict[tuple[str, Shape], list[tuple[Rung, dict]]], log: Par
             log.add({**rec, "layout": layout, "kernel_digest": _digest(rec["kernel"])})
 
         recs = measure(M, N, K, [make(r, cfg, layout) for r, cfg in left], layout=layout,
-                       on_record=keep, **({"batch": batch} if batch > 1 else {}))
+                       batch=batch, on_record=keep)
         if problem := baseline_problem(recs):
             log.drop(lambda rec: (rec.get("layout", "NN"), rec["M"], rec["N"], rec["K"],
                                   rec.get("batch", 1)) == (layout, M, N, K, batch))
