@@ -61,8 +61,8 @@ SUITES: dict[str, list[Problem]] = {
 DEFAULT_SUITE = "square"
 
 #: Comparisons beyond cuBLAS FP32 (always measured: it is what every ratio is against).
-BASELINES = ("triton", "tf32")
-DEFAULT_BASELINES = BASELINES
+BASELINES = ("triton", "tf32", "tf32x3")
+DEFAULT_BASELINES = ("triton", "tf32")  # tf32x3: asked for (--baseline), or with --precision tf32x3
 
 
 def suite(name: str) -> list[Problem]:
