@@ -115,6 +115,7 @@ class Emulated:
     memory: Memory
     rung: registry.Rung
     choose_calls: list
+    precisions: list = dataclasses.field(default_factory=list)  # what each choice was asked
 
     def use_rung(self, features=ALL, streamk=False) -> None:
         """What dispatch picks from now on: the best rung, with these features."""
@@ -152,8 +153,9 @@ def emulated(monkeypatch):
                            not obj.flags.writeable)
         return real_as_operand(obj, name)
 
-    def choose(g, device_id, deterministic, aligned):
+    def choose(g, device_id, deterministic, aligned, precision="ieee"):
         state.choose_calls.append((g, deterministic, aligned))
+        state.precisions.append(precision)
         return state.rung, dict(state.rung.seed)
 
     def new_output(like, shape):

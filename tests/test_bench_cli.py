@@ -85,10 +85,11 @@ def fake_bench(monkeypatch, tmp_path):
     monkeypatch.setattr(suites, "dispatch_grid", lambda gpu: {Problem(64, 64, 64)})
     asked = {}
 
-    def fake_run(kind, tag, shapes, candidates, method, notes=(), board=None, *, suites=None):
+    def fake_run(kind, tag, shapes, candidates, method, notes=(), board=None, *, suites=None,
+                 precision="ieee"):
         problems = [Problem.of(s) for s in shapes]
         asked.update(kind=kind, tag=tag, problems=problems, suites=suites, notes=list(notes),
-                     kernels=[c.kernel for c in candidates])
+                     kernels=[c.kernel for c in candidates], precision=precision)
         recs = []
         for i, p in enumerate(problems):
             base = {**p.fields(), "fp32": True}

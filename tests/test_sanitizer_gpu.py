@@ -6,7 +6,9 @@ leading dimension is a multiple of 4), once on the float4 path (67x44x36), and o
 300x200x1000, where rung 14 splits tiles between blocks (its default fix-up, and each other
 fix-up in a test of its own);
 beta != 0 so C is read as well as written. Racecheck covers the rungs with shared memory
-(3 on): a missing barrier between a stage's last reads and its next copy shows there.
+(3 on): a missing barrier between a stage's last reads and its next copy shows there. The
+tensor-core rungs (19, 20: compute capability 9.0 only) run at their own precision under
+memcheck, racecheck and synccheck (their mbarrier ring and warpgroup barriers).
 PyTorch's caching allocator is turned off in that process: with it on, every tensor would sit
 inside one larger allocation and an access past a matrix's
 end would land in memory the sanitizer considers valid.
@@ -14,6 +16,7 @@ end would land in memory the sanitizer considers valid.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -26,6 +29,7 @@ import pytest
 import sgemmlab
 from sgemmlab import registry
 from sgemmlab.runtime.compiler import KERNEL_DIR, compile_kernel
+from test_tensor_gpu import HOPPER, PRECISION, tensor_rung
 
 
 def _find_sanitizer() -> str | None:
@@ -51,16 +55,25 @@ rung = int(sys.argv[1])
 config = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 shapes = json.loads(sys.argv[3]) if len(sys.argv) > 3 else [
     (67, 45, 33, 0, 0), (67, 44, 36, 0, 0), (300, 200, 1000, 0, 0)]
+precision = {{"precision": sys.argv[4]}} if len(sys.argv) > 4 else {{}}
 for M, N, K, ta, tb in shapes:  # ta, tb: A, B column-major (transposed views)
     a = (torch.rand(K, M, device="cuda") * 2 - 1).t() if ta else (
         torch.rand(M, K, device="cuda") * 2 - 1)
     b = (torch.rand(N, K, device="cuda") * 2 - 1).t() if tb else (
         torch.rand(K, N, device="cuda") * 2 - 1)
     c = torch.rand(M, N, device="cuda") * 2 - 1
-    sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung, config=config)
+    sgemmlab.sgemm(a, b, c, alpha=1.5, beta=0.5, kernel=rung, config=config, **precision)
     torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """
+
+
+# the tensor-core rungs (19 TF32, 20 3xTF32; compute capability 9.0): 1x1x1 (one tile, almost
+# all of it past the edges, K padded to 4), ragged tiles with K not a multiple of 4 (the host
+# pads B^T and A), and 257x255x300 (6 tiles on 132 SMs: the one wave is partial, and where the
+# host splits such tiles along K they meet in rung 20's workspace), A and B in every layout
+TENSOR_SHAPES = [(1, 1, 1, 0, 0), (130, 129, 37, 0, 0), (257, 255, 300, 0, 0),
+                 (130, 129, 37, 1, 0), (257, 255, 300, 0, 1), (67, 45, 36, 1, 1)]
 
 
 def _env() -> dict[str, str]:
@@ -70,10 +83,15 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _exact(r) -> bool:
+    """An FP32 rung (the tensor-core ones, at their own precision, have a test of their own)."""
+    return getattr(r, "precision", "ieee") == "ieee"
+
+
 def _rung_params(first: int = 1):
     return [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
         not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
-        for r in registry.RUNGS if r.number >= first]
+        for r in registry.RUNGS if r.number >= first and _exact(r)]
 
 
 def _sanitize(rung, tool: str, overrides: dict | None = None,
@@ -85,28 +103,46 @@ def _sanitize(rung, tool: str, overrides: dict | None = None,
     from sgemmlab.runtime.launch import variant_macros
 
     cfg = {**rung.default(gpu_info().name), **(overrides or {})}
-    layouts = sorted({(bool(s[3]), bool(s[4])) for s in shapes or [(0, 0, 0, 0, 0)]})
-    for vec4 in ((True, False) if rung.vectorized else (False,)):
-        for ta, tb in layouts:
-            macros = rung.macros(cfg) | variant_macros(rung, vec4, ta, tb)
-            compile_kernel(rung.source, macros, gpu_info().arch)
+    precision = getattr(rung, "precision", "ieee")
+    if precision != "ieee" and not shapes:
+        shapes = [list(s) for s in TENSOR_SHAPES]
+    script = [sys.executable, "-c", SCRIPT, str(rung.number)]
+    if overrides or shapes:
+        script.append(json.dumps(cfg))
+    if shapes:
+        script.append(json.dumps(shapes))
+    if precision != "ieee":  # a rung is never switched to its precision silently: ask for it
+        script.append(precision)
+        _warm_up(tuple(script))
+    else:
+        layouts = sorted({(bool(s[3]), bool(s[4])) for s in shapes or [(0, 0, 0, 0, 0)]})
+        for vec4 in ((True, False) if rung.vectorized else (False,)):
+            for ta, tb in layouts:
+                macros = rung.macros(cfg) | variant_macros(rung, vec4, ta, tb)
+                compile_kernel(rung.source, macros, gpu_info().arch)
     # API errors are torch's business (it probes the driver at start-up); a failed launch of
     # ours raises in the script, which then exits non-zero without printing DONE.
     cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
-           "--report-api-errors", "no", sys.executable, "-c", SCRIPT, str(rung.number)]
-    if overrides or shapes:
-        cmd.append(json.dumps(cfg))
-    if shapes:
-        cmd.append(json.dumps(shapes))
+           "--report-api-errors", "no", *script]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_env(),
                           timeout=600)
     output = done.stdout + done.stderr
     tail = output[-6000:]
     assert done.returncode == 0, f"{rung.label}: exit {done.returncode} under {tool}:\n{tail}"
-    clean = ("ERROR SUMMARY: 0 errors" if tool == "memcheck"
-             else "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")
+    clean = ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+             if tool == "racecheck" else "ERROR SUMMARY: 0 errors")  # memcheck, synccheck
     assert clean in output, f"{rung.label}:\n{tail}"
     assert DONE in output, f"{rung.label}: the script did not finish:\n{tail}"
+
+
+@functools.cache
+def _warm_up(script: tuple[str, ...]) -> None:
+    """Run the script once outside the sanitizer: whatever a tensor-core rung launches (its
+    kernel, B's split pre-pass, the host's copies) is then compiled and in the disk cache."""
+    done = subprocess.run(list(script), check=False, capture_output=True, text=True,
+                          env=_env(), timeout=600)
+    output = (done.stdout + done.stderr)[-6000:]
+    assert done.returncode == 0 and DONE in done.stdout, f"without the sanitizer:\n{output}"
 
 
 @pytest.mark.parametrize("rung", _rung_params())
@@ -140,7 +176,7 @@ FAMILY_SHAPES = {
 }
 FAMILY_PARAMS = [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
     not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
-    for r in registry.FAMILY]
+    for r in registry.FAMILY if _exact(r)]
 
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
@@ -158,3 +194,10 @@ FIXUPS = [pytest.param({"SPLIT": s, "FIXUP": f}, id=f"split{s}-fixup{f}")
 @pytest.mark.parametrize("overrides", FIXUPS)
 def test_every_fixup_of_rung_14_is_clean(overrides, tool):
     _sanitize(registry.rung(14), tool, overrides)
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+@pytest.mark.parametrize("number", [pytest.param(n, id=f"r{n}-{p}", marks=HOPPER)
+                                    for n, p in PRECISION.items()])
+def test_the_tensor_core_rungs_are_clean(number, tool):
+    _sanitize(tensor_rung(number), tool, shapes=[list(s) for s in TENSOR_SHAPES])

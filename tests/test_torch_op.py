@@ -46,7 +46,8 @@ def _operands(a_shape, b_shape, transposed=False, requires_grad=False, seed=0):
 
 def test_the_op_is_registered_with_its_schema():
     schema = str(op.default._schema)
-    assert schema.startswith("sgemmlab::matmul(Tensor a, Tensor b, bool deterministic=False)")
+    assert schema.startswith("sgemmlab::matmul(Tensor a, Tensor b, bool deterministic=False, "
+                             "str precision=\"ieee\")")
     assert "-> Tensor" in schema
 
 

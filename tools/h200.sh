@@ -2,6 +2,7 @@
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder hopper tests sanitize
+#                               accuracy tensor
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -72,6 +73,14 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --confirm --quiet || status=1 ;;
     overhead)
       sg overhead || status=1 ;;
+    accuracy)  # issue 14: error against float64 over the fuzz set, beside cuBLAS SGEMM's
+      sg accuracy ${ACCURACY_ARGS:-} || status=1 ;;
+    tensor)  # issue 14: tf32x3 through dispatch and the API against cuBLAS SGEMM and the
+      # composed anchor (TENSOR_ARGS="--confirm" for 15 rounds); rung 19 against cuBLAS TF32
+      sg bench --suite square --suite ragged --suite skinny -k auto -k matmul \
+        --precision tf32x3 ${TENSOR_ARGS:-} --quiet || status=1
+      sg bench --shape 4096x4096x4096 --shape 8192x8192x8192 -k 19 --precision tf32 \
+        ${TENSOR_ARGS:-} --quiet || status=1 ;;
     prebuilt)  # the cubins built on the CPU machine (.cache/prebuilt.tar.xz, carried)
       mkdir -p "$SGEMMLAB_CACHE_DIR"
       [ -f .cache/prebuilt.tar.xz ] && tar xJf .cache/prebuilt.tar.xz -C "$SGEMMLAB_CACHE_DIR"

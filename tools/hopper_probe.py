@@ -50,23 +50,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
-KERNEL = "hopper/19_tf32_wgmma.cu"
-ENTRY, SPLIT_ENTRY = "sgemm", "split_tf32"
+#: the kernel file by the probe's SPLIT3 key: 0 rung 19 (TF32), 1 rung 20 (3xTF32)
+KERNELS = {0: "hopper/19_tf32_wgmma.cu", 1: "hopper/20_3xtf32_wgmma.cu"}
+PREP = "hopper/prep.cu"  # the B pre-pass (split into big and small)
+ENTRY, SPLIT_ENTRY = "sgemm", "prep"
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only for the arch-specific target
 THREADS = 384  # one producer and two consumer warpgroups
 BM, BK = 128, 32
-SPLIT_THREADS = 256
+SPLIT_BLOCK = (32, 8)
 
 #: name -> (macros, what it is). DEFAULT_VARIANTS run by default.
-_P = {"SPLIT3": 1, "BN": 128, "STAGES": 4}
+_P = {"SPLIT3": 1, "BN": 128, "STAGES": 4, "TAIL": 0}
 VARIANTS = {
     "tf32": ({"BN": 256, "STAGES": 4}, "TF32 wgmma, 128 x 256 tiles, 4 stages (NOT FP32)"),
-    "3xtf32": ({"SPLIT3": 1, "BN": 128, "STAGES": 4},
-               "3xTF32, one accumulator, 128 x 128 tiles, 4 stages"),
-    "3xtf32_acc2": ({"SPLIT3": 1, "ACC2": 1, "BN": 128, "STAGES": 4},
-                    "3xTF32, small products in a second accumulator"),
     "tf32_bn128": ({"BN": 128, "STAGES": 6}, "TF32 wgmma, 128 x 128 tiles, 6 stages"),
-    "3xtf32_nofence": ({"SPLIT3": 1, "BN": 128, "STAGES": 4, "PROXY_FENCE": 0},
+    "3xtf32_nofence": ({**_P, "PROMOTE": 1, "PROXY_FENCE": 0},
                        "3xTF32 without the proxy fence before a stage's release"),
     "3xtf32_p1": ({**_P, "PROMOTE": 1},
                   "3xTF32, the wgmma sum FADDed into registers every k-tile, one k-tile in "
@@ -80,7 +78,7 @@ VARIANTS = {
     "3xtf32_p2_tail": ({**_P, "PROMOTE": 2, "TAIL": 1},
                        "3xtf32_p2, the last partial wave split along K"),
 }
-DEFAULT_VARIANTS = ("tf32,3xtf32_acc2,3xtf32_p1,3xtf32_p2,3xtf32_p4,3xtf32_p1_tail,"
+DEFAULT_VARIANTS = ("tf32,3xtf32_p1,3xtf32_p2,3xtf32_p4,3xtf32_p1_tail,"
                     "3xtf32_p2_tail,3xtf32_p1_serial")
 DEFAULT_SHAPES = "128x128x32,256x256x256,1000x1000x1000,4096x4096x4096,8192x8192x8192"
 MARK = "@@PROBE "  # a child's result lines start with this
@@ -167,10 +165,12 @@ def compile_variant(macros: dict):
     """(the GEMM, the B pre-pass or None), each a runtime.compiler.Compiled."""
     from sgemmlab.runtime.compiler import compile_kernel
 
-    gemm = compile_kernel(KERNEL, macros, ARCH)
+    kernel_macros = dict(macros)
+    split3 = kernel_macros.pop("SPLIT3", 0)
+    gemm = compile_kernel(KERNELS[split3], kernel_macros, ARCH)
     split = None
-    if macros.get("SPLIT3"):
-        split = compile_kernel(KERNEL, {"SPLIT_PASS": 1, "WATCHDOG": macros["WATCHDOG"]}, ARCH)
+    if split3:
+        split = compile_kernel(PREP, {"PREP": 1}, ARCH)
     return gemm, split
 
 
@@ -266,6 +266,7 @@ class Problem:
     """Operands of one shape on the GPU, the float64 reference and the bound launches."""
 
     def __init__(self, kern: Kernel, M: int, N: int, K: int, seed: int):
+        import numpy as np
         import torch
 
         from sgemmlab.runtime.tma import Params, Tiled2D, encode_tiled_2d
@@ -292,12 +293,11 @@ class Problem:
             self.small = torch.full((N, ldk), float("nan"), device="cuda")
             maps += [encode_tiled_2d(Tiled2D(t.data_ptr(), N, K, ldk, kern.bn, BK))
                      for t in (self.big, self.small)]
-            self.split_params = Params([self.Bt.data_ptr(), _i32(ldk), _i32(N), _i32(K),
-                                        self.big.data_ptr(), self.small.data_ptr(),
-                                        _i32(ldk)])
+            self.split_params = Params([self.Bt.data_ptr(), np.int64(ldk), _i32(N), _i32(K),
+                                        _i32(0), self.big.data_ptr(), self.small.data_ptr(),
+                                        np.int64(ldk), _i32(1)])
         else:
-            bmap = encode_tiled_2d(Tiled2D(self.Bt.data_ptr(), N, K, ldk, kern.bn, BK))
-            maps += [bmap, bmap]  # the third map is read only by SPLIT3
+            maps.append(encode_tiled_2d(Tiled2D(self.Bt.data_ptr(), N, K, ldk, kern.bn, BK)))
         self.maps = maps
         self.tiles = tiles(M, N, kern.bn)
         self.ktiles = -(-K // BK)
@@ -325,15 +325,15 @@ class Problem:
         key = (alpha, beta, grid)
         if key not in self._params:
             work = (self.work.data_ptr(), self.counters.data_ptr()) if self.tail else (0, 0)
+            tail = [*work, _i32(self.splits(grid))] if self.kern.split else []  # rung 20's
             self._params[key] = Params([*self.maps, _i32(self.M), _i32(self.N), _i32(self.K),
                                         np.float32(alpha), np.float32(beta),
-                                        self.C.data_ptr(), _i32(self.N), *work,
-                                        _i32(self.splits(grid))])
+                                        self.C.data_ptr(), _i32(self.N), *tail])
         return self._params[key]
 
     def split_pass(self) -> None:
         grid = min(self.N, 8 * self.sms)
-        self.kern.split.launch((grid,), (SPLIT_THREADS,), self.split_params, self.stream)
+        self.kern.split.launch((grid,), SPLIT_BLOCK, self.split_params, self.stream)
 
     def launch(self, alpha: float = 1.0, beta: float = 0.0, blocks: int | None = None):
         """One call: the pre-pass (3xTF32), then the GEMM on `blocks` blocks (default

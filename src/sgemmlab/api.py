@@ -1,6 +1,7 @@
 """What users call: sgemm (BLAS semantics) and matmul, on torch, CuPy or DLPack arrays.
 
     c = sgemmlab.matmul(a, b)                        # a @ b, exact FP32
+    c = sgemmlab.matmul(a, b, precision="tf32x3")    # FP32-accurate on the tensor cores
     sgemmlab.sgemm(a, b, c, alpha=0.5, beta=1.0)     # c = 0.5 a @ b + c, in place
 
 Operands are float32 matrices (2-D) or batches of matrices (3-D) on one GPU, row- or
@@ -9,6 +10,12 @@ column-major (a transposed view is read as it lies, never copied); a 2-D operand
 current stream: torch's for torch tensors, CuPy's for CuPy arrays, the stream a
 __cuda_array_interface__ names (else the legacy default stream) otherwise. docs/api.md is
 the reference.
+
+precision (Triton's names): "ieee", the default, exact FP32 on the FMA units; "tf32x3",
+FP32-accurate on Hopper's tensor cores (three TF32 products of a split operand, about 2.5x
+faster at large sizes); "tf32", one TF32 product, NOT FP32 (a 10-bit mantissa: errors near
+1e-4). Dispatch runs the tensor-core rung where it serves the shape and an exact FP32 rung
+elsewhere (`sgemmlab explain --precision`); nothing ever lowers the precision asked for.
 
 This module only routes: a plain call goes to `product` (the general path, or the torch hot
 path); torch tensors that autograd or torch.compile must see go through the operator
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .dispatch import check_precision
 from .plan import PLANS
 from .product import TORCH, general, scalars, torch_product
 from .registry import Config
@@ -43,7 +51,7 @@ def _compiling() -> bool:
     return TORCH.module.compiler.is_compiling()
 
 
-def _via_op(a, b, out, deterministic: bool):
+def _via_op(a, b, out, deterministic: bool, precision: str = "ieee"):
     """torch tensors that need autograd, torch.compile or a tensor subclass: the op."""
     from . import torch_ops
 
@@ -52,7 +60,7 @@ def _via_op(a, b, out, deterministic: bool):
         # CPU tensors, through its torch.matmul fallback)
         arrays.torch_operand(a, "a")
         arrays.torch_operand(b, "b")
-    r = torch_ops.matmul(a, b, deterministic)
+    r = torch_ops.matmul(a, b, deterministic, precision)
     if out is None:
         return r
     out.copy_(r)
@@ -80,7 +88,7 @@ def _needs_op(a, b) -> bool:
 
 def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
           out: Any = None, kernel: str | int | None = None, config: Config | None = None,
-          deterministic: bool = False):
+          deterministic: bool = False, precision: str = "ieee"):
     """C = alpha * a @ b + beta * c in FP32, and return it (BLAS SGEMM semantics).
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N); c: the product's shape, or None.
@@ -88,28 +96,36 @@ def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.
     into `c` when given; else into a new array of a's type (torch or CuPy). beta == 0 never
     reads c (it may hold NaN). `kernel` and `config` name a rung of the ladder and its
     configuration instead of the dispatcher's choice; `deterministic=True` guarantees
-    bit-identical results run to run. Raises OperandError / ValueError / OverflowError
-    naming the problem; docs/api.md lists them.
+    bit-identical results run to run. `precision`: "ieee" | "tf32x3" | "tf32" (the module
+    docstring); a named rung must compute in the precision asked (ConfigError otherwise).
+    Raises OperandError / ValueError / OverflowError naming the problem; docs/api.md lists
+    them.
     """
     alpha, beta = scalars(alpha, beta)
+    precision = check_precision(precision)
     if TORCH.module is None:
         find_torch()
-    return general(a, b, c, alpha, beta, out, kernel, config, bool(deterministic))
+    return general(a, b, c, alpha, beta, out, kernel, config, bool(deterministic),
+                   precision=precision)
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
-           config: Config | None = None, deterministic: bool = False):
-    """a @ b in exact FP32 (no TF32): sgemm with alpha = 1, beta = 0.
+           config: Config | None = None, deterministic: bool = False,
+           precision: str = "ieee"):
+    """a @ b: sgemm with alpha = 1, beta = 0; exact FP32 (no TF32) unless `precision` says
+    "tf32x3" (FP32-accurate tensor cores) or "tf32" (NOT FP32).
 
     torch tensors that require grad (with grad mode on), tensor subclasses, and every call
     under torch.compile go through torch.ops.sgemmlab.matmul instead (differentiable,
     traceable, CUDA-graph safe); `kernel` and `config` are then left to dispatch."""
+    precision = check_precision(precision)
     if TORCH.Tensor is not None or find_torch() is not None:
         T = TORCH.Tensor
         if _compiling() and isinstance(a, T) and isinstance(b, T):
-            return _via_op(a, b, out, deterministic)
+            return _via_op(a, b, out, deterministic, precision)
         if kernel is None and config is None and _hot(a, b, out):
-            return torch_product(a, b, deterministic, out)
+            return torch_product(a, b, deterministic, out, precision)
         if _needs_op(a, b):
-            return _via_op(a, b, out, deterministic)
-    return general(a, b, None, 1.0, 0.0, out, kernel, config, bool(deterministic))
+            return _via_op(a, b, out, deterministic, precision)
+    return general(a, b, None, 1.0, 0.0, out, kernel, config, bool(deterministic),
+                   precision=precision)

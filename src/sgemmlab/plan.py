@@ -134,18 +134,29 @@ def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm
 
 
 
-def choose_rung(g: Gemm, device_id: int, deterministic: bool, aligned: bool):
+def choose_rung(g: Gemm, device_id: int, deterministic: bool, aligned: bool,
+                precision: str = "ieee"):
     """(Rung, configuration) the dispatcher picks for this product on this GPU."""
     info = gpu_info(device_id)
     c = dispatch.choose(g.M, g.N, g.K, gpu_name=info.name, sm_count=info.sm_count,
                         trans_a=g.trans_a, trans_b=g.trans_b, batch=g.batch,
-                        deterministic=deterministic, aligned=aligned)
+                        deterministic=deterministic, aligned=aligned, precision=precision,
+                        arch=info.arch)
     return registry.rung(c.rung), dict(c.config)
 
 
-def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool):
+def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
+               precision: str = "ieee"):
     """(Rung, configuration) the caller named; refused early when it cannot serve."""
-    rung = registry.rung(kernel) if kernel is not None else registry.best()
+    if kernel is None and precision != "ieee":
+        rung = dispatch.tensor_rung(precision)  # config= alone: the precision's rung
+    else:
+        rung = registry.rung(kernel) if kernel is not None else registry.best()
+    if rung.precision != precision:
+        raise ConfigError(f"rung {rung.label} computes in {rung.precision!r} precision and "
+                          f"this call asks for {precision!r}: pass precision="
+                          f"{rung.precision!r} to run it (precision is never switched "
+                          "silently)")
     cfg = dict(config) if config is not None else rung.default(gpu_info(device_id).name)
     if (g.trans_a or g.trans_b) and not rung.supports("layouts"):
         which = " and ".join(n for n, t in (("A", g.trans_a), ("B", g.trans_b)) if t)
@@ -232,14 +243,15 @@ def aligned(g: Gemm, pointers_aligned: bool) -> bool:
 
 
 def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
-              pointers_aligned: bool) -> Plan:
+              pointers_aligned: bool, precision: str = "ieee") -> Plan:
     """The plan of one call shape: no rung for empty products and K == 0 (beta C)."""
     if g.empty or g.K == 0:
         return Plan(g, device_id)
     if kernel is None and config is None:
-        rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned))
+        rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned),
+                                precision)
     else:
-        rung, cfg = named_rung(g, device_id, kernel, config, deterministic)
+        rung, cfg = named_rung(g, device_id, kernel, config, deterministic, precision)
     return Plan(g, device_id, rung, cfg)
 
 

@@ -126,13 +126,14 @@ class TorchGlue:
 TORCH = TorchGlue()
 
 
-def _fast_key(a, b, pa: int, pb: int, deterministic: bool, out=None) -> tuple:
+def _fast_key(a, b, pa: int, pb: int, deterministic: bool, precision: str,
+              out=None) -> tuple:
     key = (a.shape, a.stride(), b.shape, b.stride(), a.get_device(), b.get_device(),
-           (pa | pb) & 15 == 0, deterministic)
+           (pa | pb) & 15 == 0, deterministic, precision)
     return key if out is None else key + (out.shape, out.stride(), out.get_device())
 
 
-def torch_product(a, b, deterministic: bool = False, out=None):
+def torch_product(a, b, deterministic: bool = False, out=None, precision: str = "ieee"):
     """a @ b for plain torch tensors (into `out`, or a new tensor): the hot path of
     `matmul` and of torch.ops.sgemmlab.matmul. It only looks up what an earlier call
     checked: the plan of these shapes and strides and, with `out`, the bound launch of
@@ -142,7 +143,7 @@ def torch_product(a, b, deterministic: bool = False, out=None):
     if a.dtype is t.f32 and b.dtype is t.f32 and a.is_cuda and b.is_cuda:
         pa, pb = a.data_ptr(), b.data_ptr()
         if out is None:
-            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic))
+            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, precision))
             if plan is not None:
                 out = a.new_empty(plan.out_shape)
                 if plan.kind == "gemm":
@@ -154,7 +155,7 @@ def torch_product(a, b, deterministic: bool = False, out=None):
                     out.zero_()
                 return out
         elif out.dtype is t.f32 and out.is_cuda:
-            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, out))
+            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, precision, out))
             if plan is not None:
                 dev = plan.device_id
                 fn = plan.bound.get((pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0))
@@ -164,7 +165,8 @@ def torch_product(a, b, deterministic: bool = False, out=None):
                     t.restore(prev)
                     t.bump_version(out)
                     return out
-    return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True)
+    return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True,
+                   precision=precision)
 
 
 # ---------------------------------------------------------------------------------------
@@ -215,7 +217,7 @@ def _scale(dst: Operand, beta: float) -> None:
 # The general path
 # ---------------------------------------------------------------------------------------
 def general(a, b, c, alpha: float, beta: float, out, kernel, config, deterministic: bool,
-            fast: bool = False):
+            fast: bool = False, precision: str = "ieee"):
     """C = alpha a @ b + beta c into out / c / a new array, every check made. fast=True:
     called by `torch_product` (plain torch tensors, no kernel or config), whose caches it
     fills; autograd is then the caller's business."""
@@ -236,14 +238,15 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
     if beta != 0 and Cin is None:
         raise ValueError("beta != 0 needs c")
     name = "out" if out is not None or c is None else "c"
-    options = (kernel, config_key(config) if config is not None else None, deterministic)
+    options = (kernel, config_key(config) if config is not None else None, deterministic,
+               precision)
 
     def plan_for(c_geometry: tuple, aligned: bool) -> Plan:
         key = (A.shape, A.strides, B.shape, B.strides, *c_geometry, A.device_id, aligned,
                *options)
         return PLANS.get(key, lambda: make_plan(
             describe((A.shape, A.strides), (B.shape, B.strides), c_geometry, name),
-            A.device_id, kernel, config, deterministic, aligned))
+            A.device_id, kernel, config, deterministic, aligned, precision))
 
     if out is None and c is None:
         # a new, contiguous, allocator-aligned output: planned (and so checked) before it
@@ -253,7 +256,7 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         plan = plan_for((out_shape, arrays.contiguous_strides(out_shape)),
                         (A.ptr | B.ptr) & 15 == 0)
         if fast:  # the hot path serves these two tensors from now on
-            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic), plan)
+            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, precision), plan)
         target = new_output(A, out_shape)
         C = as_operand(target, name)
     else:
@@ -266,7 +269,8 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
             raise OperandError(f"{name}: the array is read-only")
         plan = plan_for((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
         if fast and plan.kind == "gemm":  # the hot path, once this call has bound a launch
-            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, target), plan)
+            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, precision,
+                                          target), plan)
         for other, m in (("a", A), ("b", B)):
             if C.overlaps(m):
                 raise ValueError(f"{name} overlaps {other}: the kernels read {other} while "

@@ -48,7 +48,7 @@ MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT",
-                         "REG_TRANSPOSE"})
+                         "REG_TRANSPOSE", "INFLIGHT", "TAIL"})
 
 #: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
 #:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);
@@ -59,7 +59,13 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:   "splitk"   blockIdx.z carries the batch and a part of K; parts meet in a workspace
 #:              (rungs 15, 16 and 18; runtime/splitk.py plans the launch), so the kernel
 #:              takes three more arguments (parts, partial sums, counters).
-FEATURES = frozenset({"layouts", "batched", "streamk", "splitk"})
+#:   "tma"      a Hopper rung (kernels/hopper/): tensor maps passed by value, operands
+#:              brought K-major by a pre-pass where needed (runtime/hopper.py launches it).
+FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma"})
+
+#: What a rung computes in: "ieee" exact FP32 on the FMA units (every rung but the tensor
+#: ones), "tf32x3" FP32-accurate on the tensor cores (three TF32 products), "tf32" NOT FP32.
+PRECISIONS = ("ieee", "tf32x3", "tf32")
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,13 @@ class Rung:
     #: Rungs with split-K ("splitk"): K is cut into parts of whole units of this many k
     #: (rung 18's k-tile; rungs 15-16 a quantum that keeps float4 loads aligned).
     k_unit: Callable[[Config], int] = field(default=lambda cfg: cfg["BK"])
+    precision: str = "ieee"  # PRECISIONS
+    #: The NVRTC target when it is not the GPU's own (sm_90a: wgmma and setmaxnreg exist
+    #: only for the arch-specific target), and the compute capability it needs.
+    arch: str | None = None
+    needs_cc: tuple[int, int] | None = None
+    #: Dynamic shared memory of a launch ("tma" rungs; the kernels check the formula).
+    dynamic_smem: Callable[[Config], int] = field(default=lambda cfg: 0)
 
     @property
     def label(self) -> str:
@@ -702,14 +715,63 @@ FAMILY: tuple[Rung, ...] = MEMBOUND + SMALL
 ALL: tuple[Rung, ...] = RUNGS + FAMILY
 
 
+def _hopper_smem(c: Config, b_arrays: int) -> int:
+    """STAGES stages of A (128 x 32 floats) and b_arrays of B (BN x 32), a full and an empty
+    mbarrier per stage, 1024 bytes to align the tiles to the swizzle's period."""
+    return c["STAGES"] * (128 * 32 + b_arrays * c["BN"] * 32) * _F + 16 * c["STAGES"] + 1024
+
+
+_HOPPER_SMEM_MAX = 227 * 1024  # dynamic shared memory a block may opt in to on Hopper
+
+
+def _hopper_rules(b_arrays: int) -> tuple[Rule, ...]:
+    return (
+        Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
+        Rule(f"the ring fits in {_HOPPER_SMEM_MAX} bytes of shared memory (STAGES x (A + "
+             f"{b_arrays} x B tiles) + barriers + 1024)",
+             lambda c: _hopper_smem(c, b_arrays) <= _HOPPER_SMEM_MAX),
+    )
+
+
+#: The tensor-core rungs (kernels/hopper/, issue 14): Hopper only (sm_90a), not FP32 by the
+#: ladder's rule, so neither in ALL nor chosen unless the caller asks for their precision
+#: (matmul(precision="tf32x3" | "tf32")). Looked up like any rung.
+TENSOR: tuple[Rung, ...] = (
+    Rung(
+        19, "tf32_wgmma", "TF32 on the tensor cores: TMA, mbarriers, wgmma (NOT FP32)",
+        "hopper/19_tf32_wgmma.cu",
+        space={"BN": (128, 256), "STAGES": (2, 3, 4, 5, 6), "GROUP_M": (4, 8, 16)},
+        block=lambda c: (384, 1, 1), tile=lambda c: (128, c["BN"]),
+        smem_bytes=lambda c: 0, seed={"BN": 256, "STAGES": 4, "GROUP_M": 8},
+        rules=_hopper_rules(1), features=frozenset({"layouts", "tma"}),
+        precision="tf32", arch="sm_90a", needs_cc=(9, 0),
+        dynamic_smem=lambda c: _hopper_smem(c, 1),
+        domain="any M, N, K on a Hopper GPU (sm_90)",
+    ),
+    Rung(
+        20, "3xtf32_wgmma", "3xTF32 on the tensor cores: FP32-accurate, three TF32 products",
+        "hopper/20_3xtf32_wgmma.cu",
+        space={"BN": (128,), "STAGES": (2, 3, 4), "GROUP_M": (4, 8, 16), "PROMOTE": (1, 2, 4),
+               "INFLIGHT": (0, 1), "TAIL": (0, 1)},
+        block=lambda c: (384, 1, 1), tile=lambda c: (128, c["BN"]),
+        smem_bytes=lambda c: 0,
+        seed={"BN": 128, "STAGES": 4, "GROUP_M": 8, "PROMOTE": 1, "INFLIGHT": 1, "TAIL": 1},
+        rules=_hopper_rules(2), features=frozenset({"layouts", "tma"}),
+        precision="tf32x3", arch="sm_90a", needs_cc=(9, 0),
+        dynamic_smem=lambda c: _hopper_smem(c, 2),
+        domain="any M, N, K on a Hopper GPU (sm_90)",
+    ),
+)
+
+
 def best() -> Rung:
     """The rung `--kernel best` means, and `matmul(config=...)` without `kernel`: the
     highest-numbered rung of the ladder. (`matmul` with neither asks the dispatcher.)"""
     return max(RUNGS, key=lambda r: r.number)
 
 
-_BY_NAME = {r.name: r for r in ALL} | {r.label: r for r in ALL} | {
-    str(r.number): r for r in ALL}
+_BY_NAME = {r.name: r for r in ALL + TENSOR} | {r.label: r for r in ALL + TENSOR} | {
+    str(r.number): r for r in ALL + TENSOR}
 
 
 def rung(key: str | int) -> Rung:
@@ -717,5 +779,5 @@ def rung(key: str | int) -> Rung:
     try:
         return _BY_NAME[str(key)]
     except KeyError:
-        names = ", ".join(f"{r.number} ({r.name})" for r in ALL)
+        names = ", ".join(f"{r.number} ({r.name})" for r in ALL + TENSOR)
         raise KeyError(f"unknown kernel {key!r}; known rungs: {names}") from None

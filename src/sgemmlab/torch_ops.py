@@ -16,7 +16,8 @@ Registered with torch.library.custom_op, so it works
   capture allows.
 
 `deterministic=True`, or torch.use_deterministic_algorithms(True), asks dispatch for a
-bit-reproducible configuration (no atomic fix-up of split tiles).
+bit-reproducible configuration (no atomic fix-up of split tiles). `precision` ("ieee",
+"tf32x3", "tf32": sgemmlab.matmul's) is carried into the backward products too.
 
 CPU tensors are computed by torch.matmul (FP32 on the CPU is plain FP32 too), so a model
 with this op still runs, traces and checks (torch.library.opcheck) on the CPU; sgemmlab's own
@@ -32,6 +33,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .dispatch import check_precision
 from .errors import LayoutError, OperandError
 from .plan import product_shape
 from .product import torch_product
@@ -60,30 +62,37 @@ def _readable(t: Tensor) -> Tensor:
 
 
 @torch.library.custom_op("sgemmlab::matmul", mutates_args=(), device_types="cuda")
-def matmul(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
-    """a @ b in exact FP32 on the GPU, on torch's current stream."""
+def matmul(a: Tensor, b: Tensor, deterministic: bool = False,
+           precision: str = "ieee") -> Tensor:
+    """a @ b on the GPU, on torch's current stream: exact FP32 unless `precision` says."""
     det = deterministic or torch.are_deterministic_algorithms_enabled()
+    check_precision(precision)
     try:
-        return torch_product(a, b, det)
+        return torch_product(a, b, det, None, precision)
     except LayoutError:
-        return torch_product(_readable(a), _readable(b), det)
+        return torch_product(_readable(a), _readable(b), det, None, precision)
 
 
 @matmul.register_kernel("cpu")
-def _matmul_cpu(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
+def _matmul_cpu(a: Tensor, b: Tensor, deterministic: bool = False,
+                precision: str = "ieee") -> Tensor:
     _check(a, b)
+    check_precision(precision)
     return torch.matmul(a, b).contiguous()
 
 
 @matmul.register_fake
-def _matmul_fake(a: Tensor, b: Tensor, deterministic: bool = False) -> Tensor:
+def _matmul_fake(a: Tensor, b: Tensor, deterministic: bool = False,
+                 precision: str = "ieee") -> Tensor:
+    check_precision(precision)
     return a.new_empty(_check(a, b))
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b, deterministic = inputs
+    a, b, deterministic, precision = inputs
     ctx.save_for_backward(a, b)
     ctx.deterministic = deterministic
+    ctx.precision = precision
 
 
 def _sum_to(x: Tensor, shape) -> Tensor:
@@ -97,17 +106,18 @@ def _sum_to(x: Tensor, shape) -> Tensor:
 
 def _backward(ctx, g: Tensor):
     a, b = ctx.saved_tensors
-    det = ctx.deterministic
+    det, prec = ctx.deterministic, ctx.precision
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:
-        grad_a = _sum_to(matmul(g, b.mT, det), a.shape)
+        grad_a = _sum_to(matmul(g, b.mT, det, prec), a.shape)
     if ctx.needs_input_grad[1]:
         if a.dim() == 3 and b.dim() == 2:
             # sum over the batch of a_i^T g_i is one product: the batch stacked along M
-            grad_b = matmul(a.reshape(-1, a.shape[-1]).mT, g.reshape(-1, g.shape[-1]), det)
+            grad_b = matmul(a.reshape(-1, a.shape[-1]).mT, g.reshape(-1, g.shape[-1]), det,
+                            prec)
         else:
-            grad_b = _sum_to(matmul(a.mT, g, det), b.shape)
-    return grad_a, grad_b, None
+            grad_b = _sum_to(matmul(a.mT, g, det, prec), b.shape)
+    return grad_a, grad_b, None, None
 
 
 matmul.register_autograd(_backward, setup_context=_setup_context)

@@ -13,6 +13,11 @@ Summaries: per kernel over every problem (`summarize`), per suite the results fi
 (`suite_summary`), and for a random suite how dispatch generalizes off its grid
 (`random_summary`: the median ratio, how many fall below 90 %, the worst ten and what was
 chosen there). `sgemmlab bench` prints the last two at the end of a run.
+
+At a tensor-core precision (`sgemmlab bench --precision tf32x3`), each kernel computing in it
+(matmul[tf32x3], auto[tf32x3], rung 20) is also put against that precision's anchor, the best
+torch alone gives there (tf32x3_torch; cublas_tf32 for tf32), measured in the same file
+(`vs_anchor`); TF32 rows are labelled NOT FP32.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from typing import Iterable, Mapping, Sequence
 
 from .. import registry
 from . import plots, results
+from .baselines import RECORD_NAMES
 from .bill import block_tile_intensity, minimal_intensity
 from .problems import Problem, key
-from .suites import is_random_suite
-from .tables import markdown, markdown_table
+from .suites import PRECISION_BASELINES, is_random_suite
+from .tables import kernel_label, markdown, markdown_table
 
 CHARTS = ("pct_of_cublas", "ratio_by_shape", "roofline")
 
@@ -163,6 +169,50 @@ def suite_lines(summary: list[dict]) -> list[str]:
     return lines
 
 
+#: Precision -> the record name of its anchor (the first of the baselines it brings along).
+ANCHORS = {p: RECORD_NAMES[own[0]] for p, own in PRECISION_BASELINES.items() if own}
+
+
+def kernel_precision(kernel: str) -> str:
+    """What a record's kernel computes in: the precision its name carries (matmul[tf32x3]),
+    a rung's own (Rung.precision), else exact FP32 ("ieee")."""
+    if kernel.endswith("]") and "[" in kernel:
+        return kernel[kernel.index("[") + 1:-1]
+    try:
+        return registry.rung(kernel).precision
+    except KeyError:
+        return "ieee"
+
+
+def vs_anchor(records: list[dict]) -> list[dict]:
+    """Per problem of one results file's records, each timed kernel that computes in a
+    tensor-core precision: its paired ratio to cuBLAS SGEMM (vs_cublas, as everywhere) and
+    to that precision's anchor (ANCHORS): the anchor's median time over the kernel's, at
+    the same problem of the same run (None where the anchor was not timed)."""
+    by_problem: dict[Problem, list[dict]] = {}
+    for r in records:
+        if "M" in r:
+            by_problem.setdefault(key(r), []).append(r)
+    out = []
+    for p, recs in by_problem.items():
+        for r in recs:
+            anchor = ANCHORS.get(kernel_precision(r["kernel"]))
+            if anchor is None or not _timed(r):
+                continue
+            base = next((a for a in recs if a["kernel"] == anchor and _timed(a)), None)
+            out.append({"problem": p.label, "kernel": r["kernel"], "label": kernel_label(r),
+                        "vs_cublas": r["vs_cublas"], "anchor": anchor,
+                        "vs_anchor": base["median_us"] / r["median_us"] if base else None})
+    return out
+
+
+def anchor_lines(rows: list[dict]) -> list[str]:
+    """`vs_anchor` as the terminal and the README show it: a line per kernel and problem."""
+    return [f"{r['label']} at {r['problem']}: {100 * r['vs_cublas']:.1f} % of cuBLAS SGEMM, "
+            + (f"{100 * r['vs_anchor']:.1f} % of {r['anchor']}" if r["vs_anchor"] is not None
+               else f"{r['anchor']} not timed") for r in rows]
+
+
 def run_suites(runs: Iterable[dict]) -> dict[str, list[str]]:
     """Every suite the runs name (results files before suites were recorded name none)."""
     out: dict[str, list[str]] = {}
@@ -292,6 +342,21 @@ def _random_section(name: str, summary: list[dict]) -> list[str]:
     return md
 
 
+ANCHOR_TEXT = (
+    "Kernels that compute on the tensor cores, against cuBLAS SGEMM (*% of cuBLAS*, paired "
+    "as everywhere) and against their precision's anchor, the best torch alone gives at it "
+    "(*% of anchor*: the anchor's median time over the kernel's, the same problem of the "
+    "same run; above 100: faster). tf32x3_torch is three cuBLAS TF32 products of a "
+    "truncating split; cublas_tf32 is cuBLAS on TF32 tensor cores.")
+
+
+def _anchor_table(rows: list[dict]) -> str:
+    return markdown_table(
+        ["problem", "kernel", "% of cuBLAS SGEMM", "anchor", "% of anchor"],
+        [[r["problem"], r["label"], f"{100 * r['vs_cublas']:.1f}", r["anchor"],
+          "-" if r["vs_anchor"] is None else f"{100 * r['vs_anchor']:.1f}"] for r in rows])
+
+
 def _summary_table(summary: list[dict]) -> str:
     return markdown_table(
         ["kernel", "shapes", "% of cuBLAS (geometric mean)", "lowest", "highest"],
@@ -332,6 +397,9 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
     named = run_suites(run for _, run in runs)
     if per_suite := suite_summary(records, named):
         md += ["## % of cuBLAS FP32 per suite", "", _suite_table(per_suite)]
+    if anchored := [row for _, run in runs for row in vs_anchor(run["records"])]:
+        md += ["## Tensor cores: against cuBLAS SGEMM and the anchor", "", ANCHOR_TEXT, "",
+               _anchor_table(anchored)]
     for name, items in named.items():
         if is_random_suite(name) and (rand := random_summary(records, items)):
             md += _random_section(name, rand)

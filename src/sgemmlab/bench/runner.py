@@ -23,6 +23,12 @@ bound once, so only the launch's own host work is timed), the dispatcher's choic
 problem (`auto_candidate`: what `--kernel auto` measures), the public API called on every
 launch (`matmul_candidate`: `--kernel matmul`, its host overhead included), and the
 baselines (baselines.py).
+
+Precision (registry.PRECISIONS): `auto` and `matmul` are measured at the run's precision and
+named for it at a tensor-core one (matmul[tf32x3]); a rung computes at its own
+(Rung.precision: rungs 19 and 20 on tensor cores). A TF32 candidate is not FP32: its check
+is reported, never gated (Candidate.fp32 False); 3xTF32 is gated by the FP32 bound like
+any FP32 kernel. Every record of `run` carries the run's precision, as does the file.
 """
 
 from __future__ import annotations
@@ -42,6 +48,15 @@ from .problems import Problem, key
 
 #: alpha/beta used by the second correctness check of every candidate.
 CHECK_ALPHA, CHECK_BETA = 0.75, -1.25
+
+#: The note a TF32 candidate's records carry (tables label them too: fp32 is False).
+TF32_NOTE = "TF32 tensor cores: NOT FP32, never gated"
+
+
+def kernel_name(kernel: str, precision: str) -> str:
+    """The name records carry: matmul[tf32x3] at a tensor-core precision, the plain name at
+    ieee (so results from before precisions existed compare with new ones)."""
+    return kernel if precision == "ieee" else f"{kernel}[{precision}]"
 
 
 def check_candidate(c: Candidate, M: int, N: int, K: int, *, batch: int = 1,
@@ -216,7 +231,8 @@ def rung_candidate(rung, config: dict, layout: str = "NN") -> Candidate:
     are one product of row-major matrices, else through the launcher exactly as it is timed;
     timed through a launch bound once. `layout` (the table builder's, which measures at that
     layout too) stores the check's operands in that layout first; "NN" takes them as the
-    problem stores them.
+    problem stores them. The API is called at the rung's own precision (Rung.precision); a
+    TF32 rung is not FP32, so its check never gates (fp32 False).
 
     A column-major operand needs the rung's "layouts" and the shape must be in its domain:
     otherwise the candidate refuses the problem, saying why. A batch on a rung without
@@ -225,11 +241,13 @@ def rung_candidate(rung, config: dict, layout: str = "NN") -> Candidate:
     from ..runtime.launch import Launcher
 
     launcher = Launcher(rung, config)
+    precision = rung.precision
 
     def gemm(A, B, C, alpha, beta):
         a, b = _stored(A, layout[0]), _stored(B, layout[1])
         if C.dim() == 2 and not _matrix(a)[0] and not _matrix(b)[0]:
-            sgemm(a, b, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config)
+            sgemm(a, b, C, alpha=alpha, beta=beta, out=C, kernel=rung.label, config=config,
+                  precision=precision)
             return
         _bind(launcher, a, b, C, alpha, beta)()
 
@@ -249,21 +267,25 @@ def rung_candidate(rung, config: dict, layout: str = "NN") -> Candidate:
 
     res = launcher.compiled().resources
     info = {"registers": res.registers, "spill_bytes": res.spill_stores + res.spill_loads,
-            "smem_bytes": res.smem_bytes, "threads": rung.threads(config)}
+            "smem_bytes": res.smem_bytes, "threads": rung.threads(config),
+            **({"note": TF32_NOTE} if precision == "tf32" else {})}
     return Candidate(rung.label, gemm, lambda A, B, C: _bind(launcher, A, B, C),
-                     dict(config), info, per_shape=per_shape, refuses=refuses)
+                     dict(config), info, fp32=precision != "tf32", per_shape=per_shape,
+                     refuses=refuses)
 
 
-def auto_candidate(gpu) -> Candidate:
+def auto_candidate(gpu, precision: str = "ieee") -> Candidate:
     """`--kernel auto`: at each problem, the rung and configuration the dispatcher chooses
-    for this GPU (shape, batch and layout), bound through the launcher like any rung; each
-    record carries the choice. A problem dispatch cannot serve is refused with its reason."""
+    for this GPU (shape, batch, layout and `precision`), bound through the launcher like any
+    rung; each record carries the choice (at a tensor-core precision, an FP32 rung where the
+    tensor cores do not serve the shape: the choice's reason says so). A problem dispatch
+    cannot serve is refused with its reason."""
     from .. import dispatch, registry
 
     def choice(p: Problem) -> dispatch.Choice:
         return dispatch.choose(p.M, p.N, p.K, gpu_name=gpu.name, sm_count=gpu.sm_count,
                                trans_a=p.trans_a, trans_b=p.trans_b, batch=p.batch,
-                               aligned=operands_aligned(p))
+                               aligned=operands_aligned(p), precision=precision)
 
     cache: dict[tuple, Candidate] = {}
 
@@ -292,24 +314,33 @@ def auto_candidate(gpu) -> Candidate:
             return str(exc)
         return None
 
-    return Candidate("auto", gemm, bind, None,
-                     {"note": "the dispatcher's choice per shape (sgemmlab explain)"},
+    note = "the dispatcher's choice per shape (sgemmlab explain)"
+    return Candidate(kernel_name("auto", precision), gemm, bind, None,
+                     {"note": _noted(note, precision)}, fp32=precision != "tf32",
                      per_shape=per_shape, refuses=refuses)
 
 
-def matmul_candidate() -> Candidate:
-    """`--kernel matmul`: sgemmlab.matmul(A, B, out=C) on every launch, so the host work of
-    the API (operand checks, dispatch, binding) is inside the timing."""
+def _noted(note: str, precision: str) -> str:
+    return f"{note}; {TF32_NOTE}" if precision == "tf32" else note
+
+
+def matmul_candidate(precision: str = "ieee") -> Candidate:
+    """`--kernel matmul`: sgemmlab.matmul(A, B, out=C, precision=...) on every launch, so
+    the host work of the API (operand checks, dispatch, binding) is inside the timing."""
     from ..api import matmul, sgemm
 
     def gemm(A, B, C, alpha, beta):
         if alpha == 1 and beta == 0:
-            matmul(A, B, out=C)
+            matmul(A, B, out=C, precision=precision)
         else:
-            sgemm(A, B, C, alpha=alpha, beta=beta, out=C)
+            sgemm(A, B, C, alpha=alpha, beta=beta, out=C, precision=precision)
 
-    return Candidate("matmul", gemm, lambda A, B, C: (lambda: matmul(A, B, out=C)),
-                     info={"note": "sgemmlab.matmul per launch: host overhead included"})
+    def bind(A, B, C):
+        return lambda: matmul(A, B, out=C, precision=precision)
+
+    note = "sgemmlab.matmul per launch: host overhead included"
+    return Candidate(kernel_name("matmul", precision), gemm, bind,
+                     info={"note": _noted(note, precision)}, fp32=precision != "tf32")
 
 
 def auto_vs_best(records: list[dict]) -> list[dict]:
@@ -363,11 +394,14 @@ def fp32_baseline_problem(records: list[dict]) -> str | None:
 
 def run(kind: str, tag: str, shapes: Iterable, candidates: list[Candidate], method: Method,
         notes: Sequence[str] = (), board=None, *,
-        suites: Mapping[str, Sequence[Problem]] | None = None) -> tuple[dict, Path]:
+        suites: Mapping[str, Sequence[Problem]] | None = None,
+        precision: str = "ieee") -> tuple[dict, Path]:
     """Measure `candidates` at every problem of `shapes` (Problems, or (M, N, K) shapes) and
     write results/<gpu>/<kind>-<tag>-<time>.json.
 
     `suites` (name -> its problems) goes into the file, so reports can summarize each suite.
+    `precision` (what `auto` and `matmul` were built for) goes into the file and into every
+    record: a file without it measured exact FP32 ("ieee").
     `board` (tables.LiveBoard) draws progress and the records so far. Stops with a
     BaselineError, after writing what it has, the moment cuBLAS FP32 is not FP32.
     """
@@ -377,6 +411,7 @@ def run(kind: str, tag: str, shapes: Iterable, candidates: list[Candidate], meth
     flush = L2Flusher(gpu.l2_bytes)
     out = results.new_run(kind, gpu, {**method.as_dict(), "l2_flush_bytes": flush.nbytes})
     out["notes"] += list(notes)
+    out["precision"] = precision
     if suites:
         out["suites"] = {name: [str(p) for p in ps] for name, ps in suites.items()}
     peak = out["ceilings"]["ffma_tflops"]
@@ -385,6 +420,8 @@ def run(kind: str, tag: str, shapes: Iterable, candidates: list[Candidate], meth
         recs = measure_shape(p.M, p.N, p.K, candidates, method, flush, peak,
                              board.progress if board else None, layout=p.layout,
                              batch=p.batch)
+        for rec in recs:
+            rec["precision"] = precision
         out["records"] += recs
         if board:
             board.show(out["records"])

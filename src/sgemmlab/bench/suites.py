@@ -64,6 +64,15 @@ DEFAULT_SUITE = "square"
 BASELINES = ("triton", "tf32", "tf32x3")
 DEFAULT_BASELINES = ("triton", "tf32")  # tf32x3: asked for (--baseline), or with --precision tf32x3
 
+#: What `--precision` takes: the arithmetic `matmul` and `auto` are measured at (api.py):
+#:   ieee    exact FP32, the default;
+#:   tf32x3  3xTF32 on tensor cores: FP32-accurate, so gated by the FP32 bound like FP32;
+#:   tf32    TF32 tensor cores: NOT FP32 (10-bit mantissa), its check reported, never gated.
+PRECISIONS = registry.PRECISIONS
+#: The baselines a precision brings along (unless --baseline none), its anchor first: what a
+#: user gets from torch at that precision, the report's second ratio (report.vs_anchor).
+PRECISION_BASELINES = {"ieee": (), "tf32x3": ("tf32x3", "tf32"), "tf32": ("tf32",)}
+
 
 def suite(name: str) -> list[Problem]:
     try:
@@ -165,10 +174,11 @@ def rungs_for(kernels: list[str]) -> list[registry.Rung]:
     return list({r.number: r for r in out}.values())  # Rung is not hashable (dict fields)
 
 
-def baselines_for(names: list[str]) -> list[str]:
-    """The extra baselines: default both; 'none' alone means cuBLAS FP32 only."""
+def baselines_for(names: list[str], precision: str = "ieee") -> list[str]:
+    """The extra baselines: the default ones, or those named, then the precision's own
+    (PRECISION_BASELINES), each once; 'none' alone means cuBLAS FP32 only."""
     if not names:
-        return list(DEFAULT_BASELINES)
+        names = list(DEFAULT_BASELINES)
     if "none" in names:
         if len(names) > 1:
             raise ValueError("--baseline none cannot be combined with other baselines")
@@ -177,7 +187,14 @@ def baselines_for(names: list[str]) -> list[str]:
         if n not in BASELINES:
             raise ValueError(f"unknown baseline {n!r}; choose from "
                              f"{', '.join(BASELINES)} or none")
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys([*names, *PRECISION_BASELINES[precision_of(precision)]]))
+
+
+def precision_of(name: str) -> str:
+    """`name` if it is one of PRECISIONS; ValueError naming them if not."""
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; choose from {', '.join(PRECISIONS)}")
+    return name
 
 
 def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
@@ -193,11 +210,12 @@ def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
         raise KeyError(f"{exc.args[0]}; or {', '.join(SPECIAL_KERNELS)}, all, best") from None
 
 
-def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[str], gpu
-               ) -> tuple[list, list[str]]:
-    """What `sgemmlab bench` measures: each rung at this GPU's default configuration, then
-    'auto' and 'matmul' if asked, then the extra baselines; and a note for each baseline
-    that cannot run here. ValueError names a rung that cannot be built."""
+def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[str], gpu,
+               precision: str = "ieee") -> tuple[list, list[str]]:
+    """What `sgemmlab bench` measures: each rung at this GPU's default configuration (and
+    at its own precision), then 'auto' and 'matmul' if asked, at `precision`, then the extra
+    baselines; and a note for each baseline that cannot run here. ValueError names a rung
+    that cannot be built."""
     from ..errors import ConfigError
     from ..runtime.compiler import CompileError
     from .baselines import BaselineUnavailable, candidate
@@ -210,7 +228,8 @@ def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[s
         except (CompileError, ConfigError, OSError) as exc:
             raise ValueError(f"{r.label} cannot be built: {str(exc).splitlines()[0]}") from None
     for name in special:
-        out.append(auto_candidate(gpu) if name == "auto" else matmul_candidate())
+        out.append(auto_candidate(gpu, precision) if name == "auto"
+                   else matmul_candidate(precision))
     for name in baselines:
         try:
             out.append(candidate(name))

@@ -5,13 +5,14 @@ of the lab or the library, and prints what came back.
     measure   ladder, run, bench, ceilings, overhead   (need a GPU)
     tune      tune (a configuration search, or this GPU's dispatch table)
     look      explain, build, inspect, report, readme, info   (no GPU needed)
+    accuracy  accuracy (error against float64 over a fuzz set, beside cuBLAS; needs a GPU)
 """
 
 from __future__ import annotations
 
 import sys
 
-from . import look, measure, tune  # noqa: F401  (each registers its commands on the app)
+from . import accuracy, look, measure, tune  # noqa: F401  (each registers its commands on the app)
 from .common import app, fail, parse_shape, require_torch, rungs_from  # noqa: F401
 
 

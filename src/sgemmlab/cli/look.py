@@ -44,19 +44,28 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
                 "the one here")] = None,
             sms: Annotated[Optional[int], typer.Option(
                 min=1, help="its SM count (known GPUs have theirs)")] = None,
+            precision: Annotated[str, typer.Option(
+                help="ieee (exact FP32), tf32x3 (FP32-accurate tensor cores) or tf32 (NOT "
+                "FP32)")] = "ieee",
             as_json: Annotated[bool, typer.Option("--json", help="the choice as JSON")] = False):
     """What `matmul` would run for an M×N×K product, and why: the tuning-table entry and its
-    distance, or the heuristic's tiles, waves and occupancy. Needs no GPU."""
+    distance, or the heuristic's tiles, waves and occupancy; with --precision tf32x3 or
+    tf32, whether the tensor cores serve it. Needs no GPU."""
     from .. import dispatch
+    from ..runtime import occupancy
 
     try:
         name, count, note = dispatch.target_gpu(gpu, sms)
     except ValueError as exc:
         fail(str(exc), 2)
     try:
+        arch = occupancy.gpu(name).arch
+    except KeyError:
+        arch = ""
+    try:
         choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
                                  trans_b=tb, batch=batch, deterministic=deterministic,
-                                 aligned=not unaligned)
+                                 aligned=not unaligned, precision=precision, arch=arch)
     except (ValueError, OverflowError) as exc:  # DispatchError too
         fail(str(exc), 2)
     if as_json:

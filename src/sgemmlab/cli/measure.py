@@ -118,14 +118,20 @@ BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "choice per shape) or 'matmul' (sgemmlab.matmul per launch, host overhead included); "
     "repeatable (default: best)")]
 BaselineOpt = Annotated[Optional[list[str]], typer.Option(
-    "--baseline", "-b", help="triton, tf32 or none; repeatable (default: triton and tf32); "
-    "cuBLAS FP32 is always measured")]
+    "--baseline", "-b", help="triton, tf32, tf32x3 (the composed 3xTF32 anchor) or none; "
+    "repeatable (default: triton and tf32, and a precision's own); cuBLAS FP32 is always "
+    "measured")]
+PrecisionOpt = Annotated[str, typer.Option(
+    "--precision", "-p", help="what auto and matmul compute in: ieee (exact FP32), tf32x3 "
+    "(3xTF32 tensor cores, FP32-accurate, gated like FP32; adds the tf32x3 and tf32 "
+    "baselines) or tf32 (NOT FP32, never gated; adds tf32); their records are then named "
+    "matmul[tf32x3], auto[tf32x3]")]
 
 
 @app.command()
 def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = None,
           seed: SeedOpt = None, kernel: BenchKernelOpt = None,
-          baseline: BaselineOpt = None,
+          baseline: BaselineOpt = None, precision: PrecisionOpt = "ieee",
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
           mode: Annotated[str, typer.Option(
               help="isolated: each call timed alone on a flushed L2, host work included; "
@@ -147,13 +153,14 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     try:
         groups = {name: suites.suite(name) for name in names}
         rungs, special = suites.kernels_for(kernel or [])
-        extra = suites.baselines_for(baseline or [])
+        precision = suites.precision_of(precision)
+        extra = suites.baselines_for(baseline or [], precision)
     except (KeyError, ValueError) as exc:
         fail(exc.args[0], 2)
     gpu = require_gpu()
     require_torch()
     try:
-        candidates, notes = suites.candidates(rungs, special, extra, gpu)
+        candidates, notes = suites.candidates(rungs, special, extra, gpu, precision)
     except ValueError as exc:
         fail(str(exc), 2)
     for note in notes:
@@ -173,22 +180,25 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     todo = suites.shapes_for(names, [*drawn, *explicit])
     tag = "-".join([*names, *([rname] if rname else []), *(p.tag for p in explicit)])[:80]
     title = (f"{gpu.name}: vs cuBLAS FP32 (TF32 off), {method.launches} launches × "
-             f"{method.rounds} rounds")
+             f"{method.rounds} rounds" + ("" if precision == "ieee" else
+                                          f"; auto and matmul at {precision}"))
     try:
         if quiet:
             run, path = runner.run("bench", tag, todo, candidates, method, notes,
-                                   suites=groups)
+                                   suites=groups, precision=precision)
             print_scoreboard(run["records"], title)
         else:
             with LiveBoard(title, runner.new_progress()) as board:
                 run, path = runner.run("bench", tag, todo, candidates, method, notes, board,
-                                       suites=groups)
+                                       suites=groups, precision=precision)
     except runner.BaselineError as exc:
         fail(str(exc), 4)
     for row in runner.auto_vs_best(run["records"]):
         typer.echo(f"auto at {row['problem']}: {row['auto']} "
                    f"reaches {100 * row['ratio']:.1f} % of the best rung measured "
                    f"({row['best']})")
+    for line in report.anchor_lines(report.vs_anchor(run["records"])):
+        typer.echo(line)
     _echo_skipped(run["records"])
     if lines := report.suite_lines(report.suite_summary(run["records"], groups)):
         typer.echo("% of cuBLAS FP32 per suite (geometric mean):")

@@ -60,6 +60,9 @@ Where the answer comes from, in order:
    16-byte aligned, or a leading dimension not a multiple of 4) change no decision: the
    float4 paths of the kernel fall back to scalar accesses, and the reason says so.
 
+With precision="tf32x3" or "tf32" the tensor-core rungs (registry.TENSOR) run where they
+serve, an exact FP32 choice (the steps above) elsewhere: dispatch/tensor.py says when.
+
 Only rungs whose `features` cover the request are eligible: "layouts" for a column-major
 operand, "batched" for batch > 1; `deterministic=True` excludes configurations that are not
 bit-reproducible (`Rung.deterministic`).
@@ -97,9 +100,11 @@ from .table import (
     winners,
     write_table,
 )
+from .tensor import check_precision, tensor_choice, tensor_rung, why_not, with_note
 from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 
-__all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", "Choice", "Request",
+__all__ = ["choose", "check_precision", "tensor_rung", "eligible_rungs", "target_gpu",
+           "clear_cache", "on_clear", "Choice", "Request",
            "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",
            "HEURISTIC_FIXUP", "Geometry", "geometry", "heuristic", "registers_of",
            "MAX_DISTANCE", "Blend", "blend", "distance", "from_table",
@@ -110,18 +115,31 @@ __all__ = ["choose", "eligible_rungs", "target_gpu", "clear_cache", "on_clear", 
 
 def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: bool = False,
            trans_b: bool = False, batch: int = 1, deterministic: bool = False,
-           aligned: bool = True) -> Choice:
+           aligned: bool = True, precision: str = "ieee", arch: str = "") -> Choice:
     """The rung, configuration and decomposition for one GEMM request (cached).
 
     trans_a / trans_b: the operand is column-major. aligned: every base is 16-byte aligned
-    and every leading dimension a multiple of 4 (float4 accesses possible). Raises
-    DispatchError when no rung has the features the request needs.
+    and every leading dimension a multiple of 4 (float4 accesses possible). precision:
+    "ieee" (exact FP32), or "tf32x3" / "tf32", which allow the tensor-core rungs on a GPU
+    of architecture `arch` (dispatch/tensor.py: when they serve, and when an exact FP32
+    rung does instead). Raises DispatchError when no rung has the features the request
+    needs, ValueError for an unknown precision.
     """
-    key = (M, N, K, gpu_name, sm_count, trans_a, trans_b, batch, deterministic, aligned)
+    key = (M, N, K, gpu_name, sm_count, trans_a, trans_b, batch, deterministic, aligned,
+           precision, arch)
     hit = cache.choices.get(key)
     if hit is None:
-        hit = _decide(Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b),
-                              batch, bool(deterministic), bool(aligned)))
+        req = Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b), batch,
+                      bool(deterministic), bool(aligned))
+        if check_precision(precision) == "ieee":
+            hit = _decide(req)
+        else:
+            _check(req)
+            why = why_not(req, precision, arch)
+            hit = tensor_choice(req, precision) if why is None else with_note(
+                choose(M, N, K, gpu_name=gpu_name, sm_count=sm_count, trans_a=trans_a,
+                       trans_b=trans_b, batch=batch, deterministic=deterministic,
+                       aligned=aligned), why)
         cache.choices[key] = hit
     return hit
 

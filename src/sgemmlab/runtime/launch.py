@@ -84,6 +84,10 @@ class Launcher:
         return self.rung.block(self.config)
 
     def compiled(self, vec4: bool = True) -> Compiled:
+        if self.rung.supports("tma"):
+            from . import hopper
+
+            return hopper.compile_only(self.rung, self.config)
         return load(self.rung, self.config, vec4, self.device_id)[1]
 
     def blocks_per_sm(self, kernel) -> int:
@@ -120,6 +124,11 @@ class Launcher:
             raise ConfigError(f"rung {rung.label} computes one product per launch; batches "
                               "need a rung with batches (13, 14)")
         check_int32(M=M, N=N, K=K, lda=lda, ldb=ldb, ldc=ldc)
+        if rung.supports("tma"):  # tensor maps by value: runtime/hopper.py launches it
+            from . import hopper
+
+            return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
+                               ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b)
         vec4 = vec4_ok((a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),

@@ -1,0 +1,57 @@
+"""`sgemmlab accuracy`: error against float64 over the fuzz set, beside cuBLAS SGEMM's on the
+same inputs (bench/accuracy.py says what is drawn, measured and judged)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .common import app, fail, require_gpu, require_torch, split
+
+
+@app.command()
+def accuracy(
+        quick: Annotated[bool, typer.Option(help="a few cases of each distribution (smoke "
+                                                 "run)")] = False,
+        seed: Annotated[int, typer.Option(min=0, help="the seed every case's inputs are "
+                                                      "drawn from")] = 0,
+        candidates: Annotated[Optional[list[str]], typer.Option(
+            "--candidates", "-c", help="comma-separated or repeatable, of cublas_tf32, "
+            "tf32x3_torch, ieee, tf32x3, tf32x3_rung, tf32, tf32_rung (default: all); "
+            "cuBLAS SGEMM is always measured")] = None,
+        strict: Annotated[bool, typer.Option(help="exit 3 when an FP32 candidate is less "
+                                                  "accurate than cuBLAS anywhere")] = False):
+    """Each candidate's error against float64 over a fuzz set (normal, uniform, positive
+    and mixed-magnitude inputs, K 1 to 65536), beside cuBLAS SGEMM's on the same inputs;
+    FP32 candidates are judged (max and median <= cuBLAS's), TF32 ones only reported."""
+    from ..bench import accuracy as acc
+
+    try:
+        entrants = acc.contenders(split(candidates))
+    except KeyError as exc:
+        fail(f"--candidates: {exc.args[0]}", 2)
+    require_gpu()
+    require_torch()
+    import torch
+
+    if not torch.cuda.is_available():
+        fail("this torch cannot reach the GPU (a CPU-only build?): the inputs and the "
+             "float64 reference are drawn and computed on the GPU with torch")
+    from rich.progress import Progress
+
+    cases = acc.fuzz_set(quick)
+    with Progress(transient=True) as progress:
+        task = progress.add_task("accuracy", total=len(cases))
+        run, path = acc.run(cases, entrants, seed,
+                            on_case=lambda c: progress.advance(task))
+    acc.print_tables(run)
+    for s in run["summary"]:
+        for why in s["unavailable"]:
+            typer.echo(f"{s['candidate']} not available: {why}")
+    typer.echo(f"results: {path}")
+    if errors := [f"{s['candidate']} at {e}" for s in run["summary"] for e in s["errors"]]:
+        fail(f"{len(errors)} calls raised (recorded in the results): {errors[0]}", 3)
+    if strict and (worse := [s["candidate"] for s in run["summary"]
+                             if s.get("all_passed") is False]):
+        fail(f"less accurate than cuBLAS SGEMM on some case: {', '.join(worse)}", 3)
