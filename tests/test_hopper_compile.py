@@ -1,27 +1,36 @@
-"""Rung 19 (kernels/hopper/19_tf32_wgmma.cu) and runtime/tma.py without a GPU.
+"""Rungs 19 and 20 (kernels/hopper/), their pre-pass and runtime/tma.py without a GPU.
 
-(a) every variant tools/hopper_probe.py runs, and the 3xTF32 pre-pass, compiles with NVRTC
-    for sm_90a with no spills, no stack frame and no compiler warning (a serialized wgmma or
-    an ignored setmaxnreg would be one), within 168 registers at entry;
-(b) its SASS shows the Hopper path: HGMMA of the expected shape, one per k8 and product,
+(a) every variant tools/hopper_probe.py runs (rung 19's file, or rung 20's where the probe's
+    SPLIT3 key says so), every legal configuration of registry rungs 19 and 20 (a covering
+    sample), and the pre-pass hopper/prep.cu compile with NVRTC for sm_90a with no spills,
+    no stack frame and no compiler warning (a serialized wgmma or an ignored setmaxnreg
+    would be one), within 168 registers at entry;
+(b) their SASS shows the Hopper path: HGMMA of the expected shape, one per k8 and product,
     UTMALDG for every operand, SYNCS (mbarriers), USETMAXREG, no local memory; WATCHDOG=1
     adds a clock and a global report, WATCHDOG=0 neither; PROMOTE's FADDs of the run into
     the register sum, one restart from zero per k-tile step, a k-tile left in flight with
     INFLIGHT (P > 1), registers past the entry's 168; TAIL's counter and L2 reads; the
     pre-pass's float4 path (needs nvdisasm: skipped without);
-(c) the host's shared-memory formula is the kernel's (SMEM_EXPECT), and the kernel's
-    static_asserts refuse what it cannot do; the host's TAIL split and workspace, the
+(c) the host agrees with the kernels: the shared-memory formula (SMEM_EXPECT) of the probe
+    and of the registry, the files, the pre-pass and the TAIL split of the probe and of
+    runtime/hopper.py; the kernels' static_asserts refuse what they cannot do, the
+    registry's illegal configurations included; the TAIL split and workspace, the
     err/SGEMM ratio and the target's verdict by hand;
 (d) runtime/tma.py: a tensor map's rules are checked in Python, with reasons; the arguments
     built for the driver pass cuda.bindings' type checks; kernel parameters are packed as
     the driver reads them.
-Skipped cleanly where cuda.core / NVRTC cannot be imported. On the GPU: tools/hopper_probe.py.
+Skipped cleanly where cuda.core / NVRTC cannot be imported. On the GPU: tools/hopper_probe.py
+and tests/test_tensor_gpu.py.
+
+Cost: about 70 compiles of one to two seconds each (no disk cache: use_cache=False), a
+minute on two cores; the registry's spaces (132 legal configurations) are sampled.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
+import itertools
 import re
 import sys
 from functools import cache
@@ -30,8 +39,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sgemmlab import registry
 from sgemmlab.errors import OperandError
-from sgemmlab.runtime import tma
+from sgemmlab.runtime import hopper, tma
 from sgemmlab.runtime.tma import Params, Tiled2D, tiled_2d_problems
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,28 +72,56 @@ def _nvrtc_ok() -> bool:
 
 needs_nvrtc = pytest.mark.skipif(not _nvrtc_ok(), reason="NVRTC (cuda.core) not importable")
 VARIANT_NAMES = list(probe.VARIANTS)
+TF32, TF32X3 = registry.rung(19), registry.rung(20)
+PREP_MACROS = {"PREP": 1}  # what runtime/hopper.py and the probe compile the pre-pass with
 
 
 @cache
-def build(macros_items: tuple):
+def build(source: str, macros_items: tuple, arch: str = probe.ARCH):
     from sgemmlab.runtime.compiler import compile_kernel
 
-    return compile_kernel(probe.KERNEL, dict(macros_items), probe.ARCH, use_cache=False)
+    return compile_kernel(source, dict(macros_items), arch, use_cache=False)
+
+
+def kernel_of(macros: dict) -> tuple[str, tuple]:
+    """(file, kernel macros) of a probe variant's macros: its SPLIT3 key picks the file and
+    no kernel sees it (the probe's compile_variant; test_compile_variant_... checks)."""
+    kernel_macros = dict(macros)
+    split3 = kernel_macros.pop("SPLIT3", 0)
+    return probe.KERNELS[split3], tuple(sorted(kernel_macros.items()))
+
+
+def compiled(macros: dict):
+    return build(*kernel_of(macros))
 
 
 def build_variant(name: str, watchdog: bool = True):
     _, macros = probe.variant_macros(name, watchdog)
-    return macros, build(tuple(sorted(macros.items())))
+    return macros, compiled(macros)
+
+
+def rung_macros(rung, cfg: dict) -> dict:
+    """What runtime/hopper.py compiles a registry configuration with."""
+    return rung.macros(cfg) | {"SMEM_EXPECT": rung.dynamic_smem(cfg)}
+
+
+def build_config(rung, cfg: dict):
+    return build(rung.source, tuple(sorted(rung_macros(rung, cfg).items())), rung.arch)
 
 
 @cache
-def sass(macros_items: tuple) -> str:
+def _sass(source: str, macros_items: tuple) -> str:
     from sgemmlab.inspect.sass import NoDisassembler, disassemble
 
     try:
-        return disassemble(build(macros_items).cubin)
+        return disassemble(build(source, macros_items).cubin)
     except NoDisassembler as exc:
         pytest.skip(str(exc))
+
+
+def sass(macros: dict) -> str:
+    """The SASS of a probe variant's macros."""
+    return _sass(*kernel_of(macros))
 
 
 def opcodes(text: str) -> dict[str, int]:
@@ -97,46 +135,120 @@ def count(ops: dict[str, int], prefix: str) -> int:
     return sum(n for op, n in ops.items() if op == prefix or op.startswith(prefix + "."))
 
 
+def warnings_of(log: str) -> list[str]:
+    return [ln for ln in log.splitlines() if "warning" in ln.lower()]
+
+
+def clean(c, what: str) -> None:
+    """No spills, no stack frame, no warning; 384 threads at one block per SM
+    (__launch_bounds__(384, 1)): 65536 / 384 registers at entry, rounded down to 8."""
+    r = c.resources
+    assert r.known, f"{what}: no ptxas report\n{c.log}"
+    assert (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0), (
+        f"{what}: spills or a stack frame\n{c.log}")
+    assert 0 < r.registers <= 168, f"{what}: {r.registers} registers\n{c.log}"
+    assert not warnings_of(c.log), f"{what}: compiler warnings\n{c.log}"
+    assert "Compiling entry function 'sgemm' for 'sm_90a'" in c.log
+
+
+def _sample(rung, shaping: tuple[str, ...], k: int) -> list[dict]:
+    """A covering sample of `rung`'s legal configurations that starts with every
+    combination of the `shaping` constants (those that change the code's shape, and so its
+    registers) at the seed's other values."""
+    first = [{**rung.seed, **dict(zip(shaping, values))}
+             for values in itertools.product(*(rung.space[n] for n in shaping))]
+    return registry.covering_sample(list(rung.configs()), k, first=first)
+
+
+#: rung 19: every (BN, STAGES) ring, GROUP_M's values around them (tile order only);
+#: rung 20: every (PROMOTE, INFLIGHT, TAIL) at 4 stages, then STAGES and GROUP_M covered
+SAMPLES = [(TF32, cfg) for cfg in _sample(TF32, ("BN", "STAGES"), 12)] + [
+    (TF32X3, cfg) for cfg in _sample(TF32X3, ("PROMOTE", "INFLIGHT", "TAIL"), 24)]
+
+
 # -- (a) it compiles, without spills or warnings -------------------------------------------
 @needs_nvrtc
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_every_probe_variant_compiles_for_sm90a_without_spills_or_warnings(name):
     macros, c = build_variant(name)
-    r = c.resources
-    assert r.known, f"{name}: no ptxas report\n{c.log}"
-    assert (r.spill_stores, r.spill_loads, r.stack_bytes) == (0, 0, 0), (
-        f"{name} {macros}: spills or a stack frame\n{c.log}")
-    # __launch_bounds__(384, 1): 65536 / 384 registers at entry, rounded down to 8
-    assert 0 < r.registers <= 168, f"{name}: {r.registers} registers\n{c.log}"
-    warnings = [ln for ln in c.log.splitlines() if "warning" in ln.lower()]
-    assert not warnings, f"{name}: compiler warnings\n{c.log}"
-    assert "Compiling entry function 'sgemm' for 'sm_90a'" in c.log
+    clean(c, f"{name} {macros}")
 
 
 @needs_nvrtc
-def test_the_3xtf32_pre_pass_compiles_without_spills():
-    c = build((("SPLIT_PASS", 1), ("WATCHDOG", 1)))
+@pytest.mark.parametrize("rung, cfg", SAMPLES,
+                         ids=[f"r{r.number}-{registry.config_key(c)}" for r, c in SAMPLES])
+def test_the_registrys_configurations_compile_without_spills(rung, cfg):
+    clean(build_config(rung, cfg), f"{rung.label} {registry.config_key(cfg)}")
+
+
+def test_the_sample_covers_every_value_of_both_spaces():
+    for rung in (TF32, TF32X3):
+        picked = [c for r, c in SAMPLES if r is rung]
+        assert rung.seed in picked
+        for name, values in rung.space.items():
+            legal = {c[name] for c in rung.configs()}
+            assert {c[name] for c in picked} == legal, (rung.label, name, values)
+
+
+@needs_nvrtc
+def test_the_pre_pass_compiles_without_spills():
+    c = build(hopper.PREP, tuple(PREP_MACROS.items()))
     assert c.resources.known and not c.resources.spills and c.resources.stack_bytes == 0
-    assert "Compiling entry function 'split_tf32' for 'sm_90a'" in c.log
+    assert "Compiling entry function 'prep' for 'sm_90a'" in c.log
     assert "sgemm'" not in c.log  # one kernel per cubin: ptxas's report is unambiguous
-    assert not [ln for ln in c.log.splitlines() if "warning" in ln.lower()], c.log
+    assert not warnings_of(c.log), c.log
 
 
 @needs_nvrtc
 def test_the_pre_pass_moves_float4_when_aligned_and_floats_otherwise():
-    ops = opcodes(sass((("SPLIT_PASS", 1), ("WATCHDOG", 1))))
-    assert count(ops, "LDG.E.128") == 1 and ops.get("STG.E.128", 0) == 2, ops  # x; big, small
-    assert count(ops, "LDG.E") > count(ops, "LDG.E.128"), "the scalar path for the rest"
+    """trans = 0 reads a float4 and writes one (a copy) or two (big, small: the split);
+    the unroll decides how many of each there are, so the ratio is what is checked. The
+    transpose goes through shared memory, between two barriers."""
+    ops = opcodes(_sass(hopper.PREP, tuple(PREP_MACROS.items())))
+    loads, stores = count(ops, "LDG.E.128"), count(ops, "STG.E.128")
+    assert loads >= 2 and loads < stores < 2 * loads, ops  # both paths, the split's twice
+    assert count(ops, "LDG.E") > loads, "the scalar path for the rest"
+    assert count(ops, "STS") and count(ops, "LDS") and count(ops, "BAR.SYNC"), ops
+    assert count(ops, "LDS.128") == count(ops, "STS.128") == 0, "the tile is read by columns"
 
 
 @needs_nvrtc
-def test_plain_sm90_refuses_the_kernel():
+@pytest.mark.parametrize("name", ["tf32", "3xtf32_p1"])
+def test_plain_sm90_refuses_the_kernel(name):
     """wgmma and setmaxnreg exist only for the arch-specific sm_90a."""
-    from sgemmlab.runtime.compiler import CompileError, compile_kernel
+    from sgemmlab.runtime.compiler import CompileError
 
-    _, macros = probe.variant_macros("tf32")
+    _, macros = probe.variant_macros(name)
     with pytest.raises(CompileError):
-        compile_kernel(probe.KERNEL, macros, "sm_90", use_cache=False)
+        build(*kernel_of(macros), arch="sm_90")
+
+
+def test_compile_variant_picks_the_file_by_split3_and_drops_the_key(monkeypatch):
+    from sgemmlab.runtime import compiler
+
+    calls = []
+    monkeypatch.setattr(compiler, "compile_kernel",
+                        lambda source, macros, arch: calls.append((source, dict(macros), arch)))
+    for name, split3 in (("tf32", 0), ("3xtf32_p2_tail", 1)):
+        calls.clear()
+        _, macros = probe.variant_macros(name)
+        probe.compile_variant(macros)
+        source, kernel_macros = kernel_of(macros)
+        want = [(source, dict(kernel_macros), probe.ARCH)]
+        if split3:
+            want.append((probe.PREP, PREP_MACROS, probe.ARCH))
+        assert calls == want, name
+        assert "SPLIT3" not in calls[0][1]
+    assert probe.KERNELS == {0: TF32.source, 1: TF32X3.source}
+
+
+def test_compile_only_compiles_what_this_file_checks(monkeypatch):
+    calls = []
+    monkeypatch.setattr(hopper, "compile_kernel",
+                        lambda source, macros, arch: calls.append((source, dict(macros), arch)))
+    for rung in (TF32, TF32X3):
+        hopper.compile_only(rung, rung.seed)
+    assert calls == [(r.source, rung_macros(r, r.seed), "sm_90a") for r in (TF32, TF32X3)]
 
 
 # -- (b) the SASS shows the Hopper path ----------------------------------------------------
@@ -144,12 +256,12 @@ def test_plain_sm90_refuses_the_kernel():
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
     macros, _ = build_variant(name)
-    ops = opcodes(sass(tuple(sorted(macros.items()))))
+    ops = opcodes(sass(macros))
     split = bool(macros.get("SPLIT3"))
     shape = f"HGMMA.64x{macros['BN']}x8.F32.TF32"
-    # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32; PROMOTE's k loop
+    # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32; rung 20's k loop
     # is two k-tile steps (the fragments alternate between them)
-    copies = 2 if macros.get("PROMOTE") else 1
+    copies = 2 if split else 1
     assert ops.get(shape, 0) == copies * (3 if split else 1) * 32 // 8, ops
     assert count(ops, "HGMMA") == ops.get(shape, 0), "no other HGMMA shape"
     assert count(ops, "UTMALDG") == (3 if split else 2), "a copy per operand tile"
@@ -167,6 +279,15 @@ def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
 PROMOTED = [n for n in VARIANT_NAMES if probe.VARIANTS[n][0].get("PROMOTE")]
 
 
+def test_every_3xtf32_variant_promotes_and_says_its_tail():
+    """Rung 20 always promotes (the un-promoted 3xTF32 is gone), and its TAIL defaults to 1:
+    the probe's variants set it, so a name says what runs."""
+    split = [n for n in VARIANT_NAMES if probe.VARIANTS[n][0].get("SPLIT3")]
+    assert split and split == PROMOTED
+    assert all("TAIL" in probe.VARIANTS[n][0] for n in split)
+    assert all(("_tail" in n) == bool(probe.VARIANTS[n][0]["TAIL"]) for n in split)
+
+
 def _hgmma_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if re.search(r"\bHGMMA\.", ln)]
 
@@ -179,7 +300,7 @@ def test_promotion_adds_the_run_into_registers_with_fadd_and_restarts_it(name):
     start, the step's first HGMMA overwrites (a predicate on scale-d: UPn or !UPn, or !UPT
     with RZ when P = 1 makes every step a start), and every other HGMMA accumulates."""
     macros, _ = build_variant(name)
-    text = sass(tuple(sorted(macros.items())))
+    text = sass(macros)
     ops = opcodes(text)
     fadd = ops.get("FADD", 0)
     tail = 64 if macros.get("TAIL") else 0  # the sum of a tile's parts
@@ -203,7 +324,7 @@ def test_inflight_keeps_a_k_tile_in_flight_and_uses_the_registers_setmaxnreg_gav
     0x1); P = 1 ends a run every k-tile and waits for all; INFLIGHT = 0 always waits for
     all. sum + run + fragments pass the 168 registers of the entry but stay within 232."""
     macros, _ = build_variant(name)
-    text = sass(tuple(sorted(macros.items())))
+    text = sass(macros)
     waits = re.findall(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)", text)
     inflight = macros.get("INFLIGHT", 1) and macros["PROMOTE"] > 1
     assert ("0x1" in waits) == bool(inflight), waits
@@ -216,11 +337,11 @@ def test_inflight_keeps_a_k_tile_in_flight_and_uses_the_registers_setmaxnreg_gav
 @needs_nvrtc
 def test_tail_counts_parts_with_an_atomic_and_reads_them_from_l2():
     macros, _ = build_variant("3xtf32_p2_tail", watchdog=False)
-    ops = opcodes(sass(tuple(sorted(macros.items()))))
+    ops = opcodes(sass(macros))
     assert count(ops, "ATOMG.E.ADD") == 1, ops
     assert count(ops, "LDG.E.STRONG.GPU") == 2 * 64, "part 0, then the loop over the rest"
     plain, _ = build_variant("3xtf32_p2", watchdog=False)
-    ops = opcodes(sass(tuple(sorted(plain.items()))))
+    ops = opcodes(sass(plain))
     assert count(ops, "ATOMG") == 0 and count(ops, "LDG.E.STRONG") == 0, ops
 
 
@@ -231,46 +352,62 @@ def _symbols(cubin: bytes) -> list[bytes]:
 
 
 @needs_nvrtc
-def test_the_watchdog_reads_the_clock_and_reports_in_a_global_or_compiles_out():
-    with_wd, c_wd = build_variant("tf32", watchdog=True)
-    without, c = build_variant("tf32", watchdog=False)
+@pytest.mark.parametrize("name", ["tf32", "3xtf32_p1"])
+def test_the_watchdog_reads_the_clock_and_reports_in_a_global_or_compiles_out(name):
+    with_wd, c_wd = build_variant(name, watchdog=True)
+    without, c = build_variant(name, watchdog=False)
     assert b"watchdog" in _symbols(c_wd.cubin), "the host finds it by this (unmangled) name"
     assert b"watchdog" not in _symbols(c.cubin)
-    assert "SR_GLOBALTIMER" in sass(tuple(sorted(with_wd.items())))
-    text = sass(tuple(sorted(without.items())))
+    assert "SR_GLOBALTIMER" in sass(with_wd)
+    text = sass(without)
     assert "SR_GLOBALTIMER" not in text and "BPT" not in text
 
 
 # -- (c) the host agrees with the kernel -----------------------------------------------------
 @needs_nvrtc
-def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel():
+@pytest.mark.parametrize("name", ["tf32", "3xtf32_p1"])
+def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel(name):
     from sgemmlab.runtime.compiler import CompileError
 
-    _, macros = probe.variant_macros("3xtf32")
-    build(tuple(sorted(macros.items())))  # SMEM_EXPECT = smem_bytes(macros): compiles
+    _, macros = probe.variant_macros(name)
+    compiled(macros)  # SMEM_EXPECT = smem_bytes(macros): compiles
     wrong = dict(macros, SMEM_EXPECT=macros["SMEM_EXPECT"] + 16)
     with pytest.raises(CompileError, match="the host's shared-memory size matches"):
-        build(tuple(sorted(wrong.items())))
+        compiled(wrong)
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("macros, message", [
-    ({"BN": 192, "STAGES": 4}, "BN is 128 or 256"),
-    ({"BN": 256, "STAGES": 5}, "shared memory per block <= 227 KB"),
-    ({"BN": 256, "STAGES": 4, "SPLIT3": 1, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
-    ({"BN": 128, "STAGES": 4, "ACC2": 1}, "ACC2 needs SPLIT3 and BN = 128"),
-    ({"BN": 128, "STAGES": 1}, "2 to 8 stages"),
-    ({"BN": 128, "STAGES": 4, "PROMOTE": 1}, "PROMOTE needs SPLIT3"),
-    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "ACC2": 1, "PROMOTE": 2}, "PROMOTE needs SPLIT3"),
-    ({"BN": 256, "STAGES": 2, "SPLIT3": 1, "PROMOTE": 1}, "PROMOTE needs SPLIT3"),
-    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "TAIL": 1}, "TAIL is 0 or 1, and needs PROMOTE"),
-    ({"BN": 128, "STAGES": 4, "SPLIT3": 1, "PROMOTE": 1, "INFLIGHT": 2}, "INFLIGHT is 0 or 1"),
+@pytest.mark.parametrize("rung, macros, message", [
+    (19, {"BN": 192, "STAGES": 4}, "BN is 128 or 256"),
+    (19, {"BN": 256, "STAGES": 5}, "shared memory per block <= 227 KB"),
+    (19, {"BN": 128, "STAGES": 1}, "2 to 8 stages"),
+    (19, {"BN": 128, "STAGES": 4, "GROUP_M": 0}, "GROUP_M >= 1"),
+    (20, {"BN": 256}, "BN = 128 (a sum and a run of BN / 2 registers each)"),
+    (20, {"STAGES": 1}, "2 to 8 stages"),
+    (20, {"STAGES": 5}, "shared memory per block <= 227 KB"),
+    (20, {"PROMOTE": 0}, "PROMOTE >= 1"),
+    (20, {"INFLIGHT": 2}, "INFLIGHT is 0 or 1"),
+    (20, {"TAIL": 2}, "TAIL is 0 or 1"),
+    (20, {"PROXY_FENCE": 2}, "PROXY_FENCE is 0 or 1"),
+    (20, {"GROUP_M": 0}, "GROUP_M >= 1"),
 ])
-def test_static_asserts_refuse_what_the_kernel_cannot_do(macros, message):
+def test_static_asserts_refuse_what_the_kernel_cannot_do(rung, macros, message):
     from sgemmlab.runtime.compiler import CompileError
 
     with pytest.raises(CompileError, match=re.escape(message)):
-        build(tuple(sorted(macros.items())))
+        build(registry.rung(rung).source, tuple(sorted(macros.items())))
+
+
+@needs_nvrtc
+def test_the_registrys_illegal_configurations_are_refused_by_a_static_assert():
+    from sgemmlab.runtime.compiler import CompileError
+
+    illegal = [(r, c) for r in (TF32, TF32X3) for c in r.configs(legal=False)]
+    assert illegal, "rung 19's BN = 256 with 5 or 6 stages does not fit"
+    # GROUP_M changes nothing a rule reads: one of each ring
+    for r, cfg in {(r.number, c["BN"], c["STAGES"]): (r, c) for r, c in illegal}.values():
+        with pytest.raises(CompileError, match="static assertion failed"):
+            build_config(r, cfg)
 
 
 def test_smem_formula_by_hand():
@@ -281,17 +418,44 @@ def test_smem_formula_by_hand():
     assert probe.smem_bytes({"BN": 128, "STAGES": 6}) == 6 * 32768 + 96 + 1024
 
 
-def test_tail_split_and_workspace_by_hand():
+def test_the_registrys_shared_memory_is_the_probes():
+    """rung.dynamic_smem (what a launch asks for, and SMEM_EXPECT) against the probe's
+    smem_bytes for the same macros, on every configuration of both spaces, legal or not."""
+    for rung, split3 in ((TF32, 0), (TF32X3, 1)):
+        for cfg in rung.configs(legal=None):
+            macros = rung.macros(cfg) | {"SPLIT3": split3}
+            assert rung.dynamic_smem(cfg) == probe.smem_bytes(macros), (rung.label, cfg)
+
+
+def test_the_probe_and_the_runtime_agree_on_the_kernels_terms():
+    assert (probe.BM, probe.BK) == (hopper.BM, hopper.BK) == (128, 32)
+    assert probe.PREP == hopper.PREP and probe.SPLIT_ENTRY == "prep"
+    assert tuple(probe.SPLIT_BLOCK) == hopper.PREP_BLOCK[:2] and hopper.PREP_BLOCK[2] == 1
+    assert probe.TAIL_MAX == hopper.TAIL_MAX
+    assert {TF32.arch, TF32X3.arch} == {probe.ARCH}
+    assert TF32.threads(TF32.seed) == TF32X3.threads(TF32X3.seed) == probe.THREADS
+
+
+@pytest.mark.parametrize("where", [probe, hopper], ids=["probe", "runtime"])
+def test_tail_split_and_workspace_by_hand(where):
     # 8192^3, 128 x 128 tiles: 4096 = 31 x 132 + 4 leftover tiles, 8 parts of 32 k-tiles each
-    assert probe.tail_splits(4096, 132, 256) == 8
-    assert probe.tail_workspace(4096, 132, 256) == (4 * 8 * 128 * 128, 4 * 256)
+    assert where.tail_splits(4096, 132, 256) == 8
+    assert where.tail_workspace(4096, 132, 256) == (4 * 8 * 128 * 128, 4 * 256)
     # 4096^3: 100 leftover tiles of 132: no room to split
-    assert probe.tail_splits(1024, 132, 128) == 1
-    assert probe.tail_workspace(1024, 132, 128) == (0, 0)
-    assert probe.tail_splits(64, 64, 32) == 1  # whole waves
-    assert probe.tail_splits(4, 3, 8) == 3  # the 3-block check: 1 leftover, 3 parts
-    assert probe.tail_splits(4, 3, 2) == 2  # at most one k-tile a part
-    assert probe.tail_splits(1, 132, 1) == 1
+    assert where.tail_splits(1024, 132, 128) == 1
+    assert where.tail_workspace(1024, 132, 128) == (0, 0)
+    assert where.tail_splits(64, 64, 32) == 1  # whole waves
+    assert where.tail_splits(4, 3, 8) == 3  # the 3-block check: 1 leftover, 3 parts
+    assert where.tail_splits(4, 3, 2) == 2  # at most one k-tile a part
+    assert where.tail_splits(1, 132, 1) == 1
+
+
+def test_the_probes_tail_helpers_are_the_runtimes():
+    for tiles, grid, ktiles in itertools.product((1, 5, 64, 133, 1000, 4096),
+                                                 (1, 2, 3, 66, 132), (1, 3, 8, 256)):
+        args = (tiles, grid, ktiles)
+        assert probe.tail_splits(*args) == hopper.tail_splits(*args), args
+        assert probe.tail_workspace(*args) == hopper.tail_workspace(*args), args
 
 
 def _record(err, sgemm, speedup, status="ok"):
@@ -327,7 +491,7 @@ def test_the_table_shows_err_over_sgemm_and_the_verdict():
 def test_default_variants_exist_and_cover_the_promotion():
     names = probe.DEFAULT_VARIANTS.split(",")
     assert set(names) <= set(probe.VARIANTS)
-    assert {"tf32", "3xtf32_acc2", "3xtf32_p1", "3xtf32_p2", "3xtf32_p4"} <= set(names)
+    assert {"tf32", "3xtf32_p1", "3xtf32_p2", "3xtf32_p4", "3xtf32_p1_tail"} <= set(names)
 
 
 def test_variant_specs_and_shapes():
@@ -335,8 +499,9 @@ def test_variant_specs_and_shapes():
     assert label == "tf32:STAGES=3:group_m=4"
     assert (m["BN"], m["STAGES"], m["GROUP_M"], m["WATCHDOG"]) == (256, 3, 4, 0)
     assert m["SMEM_EXPECT"] == probe.smem_bytes(m)
-    with pytest.raises(SystemExit):
-        probe.variant_macros("nope")
+    for gone in ("nope", "3xtf32", "3xtf32_acc2"):
+        with pytest.raises(SystemExit):
+            probe.variant_macros(gone)
     assert probe.parse_shape("1000") == (1000, 1000, 1000)
     assert probe.parse_shape("128x256x32") == (128, 256, 32)
     with pytest.raises(SystemExit):

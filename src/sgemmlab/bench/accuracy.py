@@ -174,15 +174,37 @@ class Contender:
     note: str = ""
     precision: str | None = None  # sgemmlab.matmul's precision, for the dispatch record
     kernel: int | None = None  # a forced rung (else dispatch chooses)
+    config: dict | None = None  # ... at this configuration (else its default)
 
 
-def _sgemmlab(precision: str, kernel: int | None = None) -> Callable[[Any, Any, Any], None]:
+def _sgemmlab(precision: str, kernel: int | None = None,
+              config: dict | None = None) -> Callable[[Any, Any, Any], None]:
     def fn(A, B, C) -> None:
         from .. import api
 
-        api.matmul(A, B, out=C, kernel=kernel, precision=precision)
+        api.matmul(A, B, out=C, kernel=kernel, config=config, precision=precision)
 
     return fn
+
+
+def configured(spec: str, gpu_name: str | None = None) -> Contender:
+    """A forced rung at a configuration, from 'RUNG:KEY=V,KEY=V' (the keys given replace the
+    rung's defaults on `gpu_name`): named '<label>[KEY=V,...]', judged as FP32 unless the
+    rung is TF32. ValueError naming what is wrong with the spec."""
+    from ..registry import config_key, parse_config, rung
+
+    number, sep, text = spec.partition(":")
+    try:
+        r = rung(number.strip())
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    given = parse_config(text) if sep else {}
+    cfg = {**r.default(gpu_name), **given}
+    if problems := r.violations(cfg):
+        raise ValueError(f"{spec}: " + "; ".join(problems))
+    return Contender(f"{r.label}[{config_key(given)}]", _sgemmlab(r.precision, r.number, cfg),
+                     r.precision != "tf32", f"rung {r.label} forced at {config_key(cfg)}",
+                     precision=r.precision, kernel=r.number, config=cfg)
 
 
 def _cublas(tf32: bool) -> Callable[[Any, Any, Any], None]:

@@ -285,7 +285,8 @@ def auto_candidate(gpu, precision: str = "ieee") -> Candidate:
     def choice(p: Problem) -> dispatch.Choice:
         return dispatch.choose(p.M, p.N, p.K, gpu_name=gpu.name, sm_count=gpu.sm_count,
                                trans_a=p.trans_a, trans_b=p.trans_b, batch=p.batch,
-                               aligned=operands_aligned(p), precision=precision)
+                               aligned=operands_aligned(p), precision=precision,
+                               arch=getattr(gpu, "arch", ""))
 
     cache: dict[tuple, Candidate] = {}
 

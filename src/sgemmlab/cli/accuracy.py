@@ -21,7 +21,11 @@ def accuracy(
             "tf32x3_torch, ieee, tf32x3, tf32x3_rung, tf32, tf32_rung (default: all); "
             "cuBLAS SGEMM is always measured")] = None,
         strict: Annotated[bool, typer.Option(help="exit 3 when an FP32 candidate is less "
-                                                  "accurate than cuBLAS anywhere")] = False):
+                                                  "accurate than cuBLAS anywhere")] = False,
+        config: Annotated[Optional[list[str]], typer.Option(
+            "--config", help="also a rung forced at a configuration, RUNG:KEY=V,KEY=V "
+            "(repeatable; the keys given replace the rung's defaults), e.g. "
+            "20:K8RUNS=1")] = None):
     """Each candidate's error against float64 over a fuzz set (normal, uniform, positive
     and mixed-magnitude inputs, K 1 to 65536), beside cuBLAS SGEMM's on the same inputs;
     FP32 candidates are judged (max and median <= cuBLAS's), TF32 ones only reported."""
@@ -31,7 +35,11 @@ def accuracy(
         entrants = acc.contenders(split(candidates))
     except KeyError as exc:
         fail(f"--candidates: {exc.args[0]}", 2)
-    require_gpu()
+    gpu = require_gpu()
+    try:
+        entrants += [acc.configured(spec, gpu.name) for spec in config or []]
+    except ValueError as exc:
+        fail(f"--config: {exc}", 2)
     require_torch()
     import torch
 
