@@ -336,3 +336,21 @@ def test_matmul_dispatches_by_precision(host_device):
     labels = [label for label, _, _ in host_device]
     assert labels[:2] == [TF32X3.label, TF32.label]
     assert registry.rung(labels[2]).precision == registry.rung(labels[3]).precision == "ieee"
+
+
+@pytest.mark.parametrize("tiles, ktiles, grid, splits", [
+    (1, 2048, 16, 16),     # one tile, a deep K: SPLIT_MAX parts on as many blocks
+    (4, 512, 64, 16),
+    (64, 256, 128, 2),     # 132 // 64 = 2 parts a tile
+    (64, 7, 64, 1),        # too shallow to split: fewer than 2 * PART_MIN_KTILES k-tiles
+    (130, 4, 130, 1),
+    (1024, 128, 132, 1),   # 1024 % 132 = 100 left over: too many to split
+    (4096, 256, 132, 8),   # 4096 % 132 = 4 left over: the tail split
+])
+def test_split_plan_splits_few_tiles_and_the_last_wave(tiles, ktiles, grid, splits):
+    assert hopper.split_plan(tiles, ktiles, 132, True) == (grid, splits)
+    assert hopper.split_plan(tiles, ktiles, 132, False) == (min(tiles, 132), 1)
+    work, counters = hopper.split_workspace(tiles, grid, splits)
+    split_tiles = 0 if splits == 1 else (tiles if grid > tiles else tiles % grid)
+    assert work == split_tiles * splits * 128 * 128
+    assert counters == split_tiles * 256

@@ -75,10 +75,6 @@ VARIANTS = {
                          "3xTF32, promoted every k-tile, nothing in flight while splitting A"),
     "3xtf32_p1_tail": ({**_P, "PROMOTE": 1, "TAIL": 1},
                        "3xtf32_p1, the last partial wave split along K"),
-    "3xtf32_k8": ({**_P, "PROMOTE": 1, "K8RUNS": 1},
-                  "3xTF32, every k8 its own run (two runs ping-pong), FADDed into the sum"),
-    "3xtf32_k8_tail": ({**_P, "PROMOTE": 1, "K8RUNS": 1, "TAIL": 1},
-                       "3xtf32_k8, the last partial wave split along K"),
     "3xtf32_p2_tail": ({**_P, "PROMOTE": 2, "TAIL": 1},
                        "3xtf32_p2, the last partial wave split along K"),
 }

@@ -14,8 +14,10 @@ K-major copy into the stream's workspace, rows padded to a multiple of 4 floats:
 
 `operand_plan` decides this (pure Python, no GPU); `bind` returns the launch: the pre-passes,
 then the GEMM on a persistent grid of min(tiles, SMs) blocks, one per SM. Rung 20 with TAIL
-splits the tiles of the last, partial wave along K (`tail_splits`); their partial sums and
-counters live in the workspace too (the counters are left zero, as the workspace wants).
+splits the tiles of the last, partial wave along K, and every tile along K when there are
+fewer tiles than SMs (`split_plan`); the parts' sums and counters live in the workspace too
+(the counters are left zero, as the workspace wants), and the last part to arrive adds them
+in a fixed order (bit-reproducible).
 Tensor maps carry pointers, so a launch whose workspace a bigger call replaced re-encodes
 them (workspace.generation).
 """
@@ -38,6 +40,8 @@ BM, BK = 128, 32  # the kernels' row tile and k-tile (kernels/hopper/wgmma.cuh)
 PREP = "hopper/prep.cu"
 PREP_BLOCK = (32, 8, 1)
 TAIL_MAX = 8  # TAIL: parts per leftover tile at most
+SPLIT_MAX = 16  # TAIL, fewer tiles than SMs: parts per tile at most
+PART_MIN_KTILES = 4  # ... and k-tiles per part at least (the fix-up costs a tile's traffic)
 ALIGN = 256  # bytes between the buffers of the workspace
 
 
@@ -62,6 +66,29 @@ def tail_workspace(tiles: int, grid: int, ktiles: int) -> tuple[int, int]:
     if splits == 1:
         return 0, 0
     rest = tiles % grid
+    return rest * splits * BM * 128, rest * 2 * 128
+
+
+def split_plan(tiles: int, ktiles: int, sms: int, tail: bool) -> tuple[int, int]:
+    """(grid, splits) of rung 20's persistent launch. Without TAIL: min(tiles, SMs) blocks,
+    nothing split. With it: at least a wave of tiles, the last partial wave's tiles split
+    along K (`tail_splits`); fewer tiles than SMs, every tile split into up to SPLIT_MAX
+    parts of PART_MIN_KTILES k-tiles or more, on tiles x parts blocks (the kernel then has
+    no whole tiles: gridDim.x > tiles)."""
+    if not tail:
+        return min(tiles, sms), 1
+    if tiles >= sms:
+        return sms, tail_splits(tiles, sms, ktiles)
+    splits = max(1, min(SPLIT_MAX, sms // tiles, ktiles // PART_MIN_KTILES))
+    return tiles * splits, splits
+
+
+def split_workspace(tiles: int, grid: int, splits: int) -> tuple[int, int]:
+    """(floats of partial sums, counters) for `split_plan`'s (grid, splits): per part a
+    128 x 128 tile, per split tile a counter for each of the 256 consumer threads."""
+    if splits == 1:
+        return 0, 0
+    rest = tiles % grid  # the split tiles: the last partial wave, or all when grid > tiles
     return rest * splits * BM * 128, rest * 2 * 128
 
 
@@ -165,10 +192,9 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     bn = cfg["BN"]
     tiles = -(-M // BM) * -(-N // bn)
     ktiles = -(-K // BK)
-    grid = min(tiles, info.sm_count)
     tail = rung.precision == "tf32x3" and cfg.get("TAIL", 0) == 1
-    splits = tail_splits(tiles, grid, ktiles) if tail else 1
-    work_floats, counters = tail_workspace(tiles, grid, ktiles) if tail else (0, 0)
+    grid, splits = split_plan(tiles, ktiles, info.sm_count, tail)
+    work_floats, counters = split_workspace(tiles, grid, splits)
     b_arrays = 2 if op.split_b else 1
     offsets = {"a": 0}
     offsets["b"] = _up(op.a_bytes, ALIGN)

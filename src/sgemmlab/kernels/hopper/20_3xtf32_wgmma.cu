@@ -34,9 +34,6 @@
 #ifndef TAIL
 #define TAIL 1  // split the tiles of the last partial wave along K (work, counters)
 #endif
-#ifndef K8RUNS
-#define K8RUNS 0  // 1: every k8 its own run, two runs ping-pong (PROMOTE, INFLIGHT unused)
-#endif
 #ifndef PROXY_FENCE
 #define PROXY_FENCE 1  // fence this thread's reads of a stage before releasing it
 #endif
@@ -50,10 +47,6 @@ static_assert(BN == 128, "BN = 128 (a sum and a run of BN / 2 registers each)");
 static_assert(PROMOTE >= 1, "PROMOTE >= 1");
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT is 0 or 1");
 static_assert(TAIL == 0 || TAIL == 1, "TAIL is 0 or 1");
-static_assert(K8RUNS == 0 || K8RUNS == 1, "K8RUNS is 0 or 1");
-static_assert(K8RUNS == 0 || (PROMOTE == 1 && INFLIGHT == 1),
-              "K8RUNS = 1 (a run per k8) takes PROMOTE = 1 and INFLIGHT = 1");
-static_assert(BK / 8 % 2 == 0, "K8RUNS: an even number of k8 per k-tile (the runs alternate)");
 static_assert(PROXY_FENCE == 0 || PROXY_FENCE == 1, "PROXY_FENCE is 0 or 1");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block <= 227 KB");
 #ifdef SMEM_EXPECT  // the host's formula for the launch's dynamic shared memory
@@ -92,18 +85,6 @@ __device__ __forceinline__ void split_a(unsigned (&hi)[BK / 8][4], unsigned (&lo
             hi[kk][j] = tf32_rna(x);
             lo[kk][j] = tf32_rna(x - __uint_as_float(hi[kk][j]));
         }
-}
-
-// K8RUNS: the fragments of k8 number kk of the k-tile at `a` only.
-__device__ __forceinline__ void split_k8(unsigned (&hi)[4], unsigned (&lo)[4], unsigned a,
-                                         int kk, int warp, int lane) {
-    const int row = warp * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float x = lds(a + swizzled(row + (j & 1) * 8, kk * 8 + lane % 4 + (j >> 1) * 4));
-        hi[j] = tf32_rna(x);
-        lo[j] = tf32_rna(x - __uint_as_float(hi[j]));
-    }
 }
 
 // pin for A fragments: placed after the wait that covers the wgmmas reading them, it keeps
@@ -188,64 +169,16 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     int stage = 0;
     unsigned phase = 0;
     float sum[BN / 2];  // the register sum: FADD, round to nearest
-#if K8RUNS
-    float run0[BN / 2], run1[BN / 2];  // runs of one k8: one in flight while one is promoted
-    unsigned hi[2][4], lo[2][4];       // their A fragments (the wgmmas read the registers)
-#else
     float run[BN / 2];  // the wgmma accumulator of the current run of k-tiles
     unsigned hi0[BK / 8][4], lo0[BK / 8][4];
 #if INFLIGHT
     unsigned hi1[BK / 8][4], lo1[BK / 8][4];  // the k-tile in flight keeps its fragments
 #endif
     const int stagger = cw * (PROMOTE / 2);  // warpgroup 1's runs end between warpgroup 0's
-#endif
     for (int w = blockIdx.x; w < items; w += gridDim.x) {
         const Work wk = work_of(w, whole, ktiles, splits);
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) sum[i] = 0.0f;
-#if K8RUNS
-        // each k8's three products into a fresh run (scale-d = 0 on the first); the run of
-        // the k8 before is then complete (wait_group 1) and FADDed into the sum
-        int prev = 0;  // the stage of the k-tile before: released once its last k8 is done
-        for (int kt = wk.k0; kt < wk.k1; ++kt) {
-            if (!mbar_wait(full(stage), phase, stage, wk.t, kt)) {
-                wgmma_wait<0>();  // leave nothing in flight
-                return;
-            }
-            const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;
-            const unsigned b = b_tiles + stage * B_BYTES, b2 = b2_tiles + stage * B_BYTES;
-#pragma unroll
-            for (int kk = 0; kk < BK / 8; ++kk) {  // BK / 8 = 4 is even: kk % 2 is the run
-                float(&now)[BN / 2] = kk % 2 ? run1 : run0;
-                float(&before)[BN / 2] = kk % 2 ? run0 : run1;
-                split_k8(hi[kk % 2], lo[kk % 2], a, kk, warp, lane);
-                pin(now);
-                wgmma_fence();
-                wgmma_rs(now, lo[kk % 2], smem_desc(b + 32 * kk), 0);  // small_a * big_b
-                wgmma_rs(now, hi[kk % 2], smem_desc(b2 + 32 * kk), 1);  // big_a * small_b
-                wgmma_rs(now, hi[kk % 2], smem_desc(b + 32 * kk), 1);  // big_a * big_b
-                wgmma_commit();
-                if (kk > 0 || kt > wk.k0) {
-                    wgmma_wait<1>();
-                    pin(before);
-                    pin_u(hi);
-                    pin_u(lo);
-#pragma unroll
-                    for (int i = 0; i < BN / 2; ++i) sum[i] += before[i];
-                    if (kk == 0) release(empty(prev));  // the k-tile before is read
-                }
-            }
-            prev = stage;
-            if (++stage == STAGES) stage = 0, phase ^= 1;
-        }
-        wgmma_wait<0>();
-        pin(run1);  // the last k8 (kk = 3) ran into run1
-        pin_u(hi);
-        pin_u(lo);
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) sum[i] += run1[i];
-        release(empty(prev));
-#else
         int prev = 0;  // INFLIGHT: the stage whose products may still be in flight
         // One k-tile into fragments (hi, lo); (ohi, olo) are the k-tile before's. False: the
         // watchdog ended the wait.
@@ -321,7 +254,6 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         }
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) sum[i] += run[i];
-#endif
 #if TAIL
         if (wk.slot >= 0) {
             // a part of a leftover tile: its sum to the workspace ([slot][cw][i][thread]:
