@@ -39,6 +39,7 @@ from .tma import Params, RawKernel, Tiled2D, encode_tiled_2d
 BM, BK = 128, 32  # the kernels' row tile and k-tile (kernels/hopper/wgmma.cuh)
 PREP = "hopper/prep.cu"
 PREP_BLOCK = (32, 8, 1)
+PREP_TILE = 64  # the transpose's tile side (hopper/prep.cu: T)
 TAIL_MAX = 8  # TAIL: parts per leftover tile at most
 SPLIT_MAX = 16  # TAIL, fewer tiles than SMs: parts per tile at most
 PART_MIN_KTILES = 4  # ... and k-tiles per part at least (the fix-up costs a tile's traffic)
@@ -213,11 +214,11 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         a_ptr, a_ld = (scratch + offsets["a"], kpad) if op.copy_a else (a, lda)
         if op.copy_a:
             steps.append(_prep_step(prep, info.sm_count, a, lda, M, K, op.trans_a, a_ptr, 0,
-                                    kpad, False))
+                                    kpad, False, handle))
         if op.copy_b:
             b_ptr, b2_ptr, b_ld = scratch + offsets["b"], scratch + offsets["b2"], kpad
             steps.append(_prep_step(prep, info.sm_count, b, ldb, N, K, op.trans_b_read, b_ptr,
-                                    b2_ptr if op.split_b else 0, kpad, op.split_b))
+                                    b2_ptr if op.split_b else 0, kpad, op.split_b, handle))
         else:
             b_ptr, b_ld = b, ldb
         maps = [encode_tiled_2d(Tiled2D(a_ptr, M, K, a_ld, BM, BK)),
@@ -229,7 +230,7 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         if rung.precision == "tf32x3":
             args += [scratch + offsets["work"] if work_floats else 0,
                      zeroed if counters else 0, i32(splits)]
-        steps.append((gemm, (grid, 1, 1), rung.block(cfg), Params(args)))
+        steps.append(gemm.bind((grid, 1, 1), rung.block(cfg), Params(args), handle))
         state[:] = [ws.generation, steps]
 
     refresh()
@@ -237,17 +238,18 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     def go() -> None:
         if state[0] != ws.generation:
             refresh()
-        for kernel, g, block, params in state[1]:
-            kernel.launch(g, block, params, handle)
+        for step in state[1]:
+            step()
 
     return go
 
 
 def _prep_step(prep: RawKernel, sms: int, src: int, ld: int, rows: int, cols: int,
-               trans: bool, dst: int, dst2: int, ld_dst: int, split: bool) -> tuple:
+               trans: bool, dst: int, dst2: int, ld_dst: int, split: bool,
+               stream: int) -> Callable[[], None]:
     """One launch of hopper/prep.cu: dst (rows x cols, ld_dst) from src as the kernel's
     comment says; a grid of at most 32 blocks per SM (it loops over the rest)."""
-    work = -(-rows // 32) * -(-cols // 32) if trans else rows
+    work = -(-rows // PREP_TILE) * -(-cols // PREP_TILE) if trans else rows
     params = Params([src, np.int64(ld), np.int32(rows), np.int32(cols), np.int32(int(trans)),
                      dst, dst2, np.int64(ld_dst), np.int32(int(split))])
-    return (prep, (max(1, min(work, 32 * sms)), 1, 1), PREP_BLOCK, params)
+    return prep.bind((max(1, min(work, 32 * sms)), 1, 1), PREP_BLOCK, params, stream)

@@ -230,11 +230,22 @@ class RawKernel:
 
     def launch(self, grid, block, params: Params, stream: int = 0) -> None:
         """Enqueue one launch on the stream whose raw handle is `stream` (0: the default)."""
+        self.bind(grid, block, params, stream)()
+
+    def bind(self, grid, block, params: Params, stream: int = 0):
+        """The launch as a callable, its driver arguments made once (a repeated call costs
+        the driver call only). `params` must outlive it (the callable keeps it)."""
         from cuda.bindings import driver
 
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
-        (err,) = driver.cuLaunchKernel(self.function, gx, gy, gz, bx, by, bz,
-                                       self.dynamic_smem, driver.CUstream(stream),
-                                       params.address, 0)
-        _check(err, f"cuLaunchKernel({self.name}, grid {grid}, block {block})")
+        args = (self.function, gx, gy, gz, bx, by, bz, self.dynamic_smem,
+                driver.CUstream(stream), params.address, 0)
+        call, ok = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
+
+        def go(keep=params) -> None:
+            (err,) = call(*args)
+            if err != ok:
+                _check(err, f"cuLaunchKernel({self.name}, grid {grid}, block {block})")
+
+        return go

@@ -3,8 +3,8 @@
 // wgmma's tf32 reads K-major operands only, and the copy engine wants each row to start on a
 // 16-byte boundary. `prep` writes dst (rows x cols, row-major, ld_dst a multiple of 4) from
 // src, whose element (r, c) lies at src[r * ld + c] (trans = 0) or src[c * ld + r]
-// (trans = 1: a transpose, through a 32 x 33 tile of shared memory so that both the reads
-// and the writes are coalesced). split = 1 writes two arrays instead of a copy:
+// (trans = 1: a transpose, through a 64 x 65 tile of shared memory so that both the reads
+// and the writes are coalesced, float4 where the tile allows). split = 1 writes two arrays instead of a copy:
 // big = rna(x) (TF32, to nearest) and small = rna(x - big) (x - big is exact in FP32).
 // Rows past `rows` and columns past `cols` are neither read nor written (the tensor map's
 // box stops at `cols`; the padding of a row is never read).
@@ -30,7 +30,7 @@ __device__ __forceinline__ void put(float x, float* big, float* small, long long
     small[at] = __uint_as_float(to_tf32(x - hi));
 }
 
-constexpr int T = 32;  // the transpose's tile side; blocks are T x 8 threads
+constexpr int T = 64;  // the transpose's tile side; blocks are 32 x 8 threads
 
 SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int cols, int trans,
                   float* __restrict__ big, float* __restrict__ small, long long ld_dst,
@@ -43,7 +43,7 @@ SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int col
                            (split ? reinterpret_cast<unsigned long long>(small) : 0ull)) & 15) ==
                              0;
         const int quads = vec ? cols / 4 : 0;
-        const int tid = threadIdx.y * T + threadIdx.x, nt = T * 8;
+        const int tid = threadIdx.y * 32 + threadIdx.x, nt = 256;
         for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
             const float* s = src + r * ld;
             const long long o = r * ld_dst;
@@ -69,18 +69,63 @@ SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int col
         }
         return;
     }
-    __shared__ float tile[T][T + 1];  // [r][c] of the tile; +1: the column reads conflict-free
+    // the transpose: tiles of T x T, read along r (src's contiguous index) into shared
+    // memory as they lie, written along c (dst's); float4 in global memory where the whole
+    // tile is inside and every row of it 16-byte aligned, single floats at the edges
+    __shared__ float tile[T][T + 1];  // [c][r] of the tile; +1: the column reads spread out
+    const int tid = threadIdx.y * 32 + threadIdx.x;  // 256 threads
+    const bool aligned = ((ld | ld_dst) & 3) == 0 &&
+                         ((reinterpret_cast<unsigned long long>(src) |
+                           reinterpret_cast<unsigned long long>(big) |
+                           (split ? reinterpret_cast<unsigned long long>(small) : 0ull)) & 15) ==
+                             0;
     const long long tiles_c = (cols + T - 1) / T, tiles = (rows + T - 1) / T * tiles_c;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
         const long long r0 = t / tiles_c * T, c0 = t % tiles_c * T;
-        for (int i = threadIdx.y; i < T; i += 8) {  // lanes walk r: src's contiguous index
-            const long long r = r0 + threadIdx.x, c = c0 + i;
-            if (r < rows && c < cols) tile[threadIdx.x][i] = src[c * ld + r];
-        }
-        __syncthreads();
-        for (int i = threadIdx.y; i < T; i += 8) {  // lanes walk c: dst's contiguous index
-            const long long r = r0 + i, c = c0 + threadIdx.x;
-            if (r < rows && c < cols) put(tile[i][threadIdx.x], big, small, r * ld_dst + c, split);
+        if (aligned && r0 + T <= rows && c0 + T <= cols) {
+            const int q = tid % (T / 4), sub = tid / (T / 4);  // float4 q of row sub
+#pragma unroll
+            for (int i = sub; i < T; i += 256 / (T / 4)) {  // i: c of the tile
+                const float4 x = *reinterpret_cast<const float4*>(src + (c0 + i) * ld + r0 + 4 * q);
+                tile[i][4 * q] = x.x;
+                tile[i][4 * q + 1] = x.y;
+                tile[i][4 * q + 2] = x.z;
+                tile[i][4 * q + 3] = x.w;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int i = sub; i < T; i += 256 / (T / 4)) {  // i: r of the tile
+                const float4 x = make_float4(tile[4 * q][i], tile[4 * q + 1][i],
+                                             tile[4 * q + 2][i], tile[4 * q + 3][i]);
+                const long long at = (r0 + i) * ld_dst + c0 + 4 * q;
+                if (!split) {
+                    *reinterpret_cast<float4*>(big + at) = x;
+                    continue;
+                }
+                float4 hi, lo;
+                hi.x = __uint_as_float(to_tf32(x.x));
+                hi.y = __uint_as_float(to_tf32(x.y));
+                hi.z = __uint_as_float(to_tf32(x.z));
+                hi.w = __uint_as_float(to_tf32(x.w));
+                lo.x = __uint_as_float(to_tf32(x.x - hi.x));
+                lo.y = __uint_as_float(to_tf32(x.y - hi.y));
+                lo.z = __uint_as_float(to_tf32(x.z - hi.z));
+                lo.w = __uint_as_float(to_tf32(x.w - hi.w));
+                *reinterpret_cast<float4*>(big + at) = hi;
+                *reinterpret_cast<float4*>(small + at) = lo;
+            }
+        } else {
+            for (int i = threadIdx.y; i < T; i += 8)  // lanes walk r
+                for (int j = threadIdx.x; j < T; j += 32) {
+                    const long long r = r0 + j, c = c0 + i;
+                    if (r < rows && c < cols) tile[i][j] = src[c * ld + r];
+                }
+            __syncthreads();
+            for (int i = threadIdx.y; i < T; i += 8)  // lanes walk c
+                for (int j = threadIdx.x; j < T; j += 32) {
+                    const long long r = r0 + i, c = c0 + j;
+                    if (r < rows && c < cols) put(tile[j][i], big, small, r * ld_dst + c, split);
+                }
         }
         __syncthreads();
     }
