@@ -68,8 +68,12 @@ def compile_many(items: list[tuple[Rung, dict]], arch: str = "sm_90", jobs: int 
     in either variant is the configuration's."""
     work, owner = [], []
     for i, (r, cfg) in enumerate(items):
+        # a tensor-core rung: its own target (sm_90a) and the host's shared-memory size,
+        # as runtime/hopper.py compiles it
+        extra = {"SMEM_EXPECT": r.dynamic_smem(cfg)} if r.supports("tma") else {}
         for vec4 in ((True, False) if r.vectorized else (False,)):
-            work.append((r.source, r.macros(cfg) | variant_macros(r, vec4), arch))
+            work.append((r.source, r.macros(cfg) | variant_macros(r, vec4) | extra,
+                         r.arch or arch))
             owner.append(i)
     per_item: list[list[Resources | Exception]] = [[] for _ in items]
     if jobs <= 1 or len(work) <= 1:
