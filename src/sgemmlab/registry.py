@@ -48,7 +48,7 @@ MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT",
-                         "REG_TRANSPOSE", "INFLIGHT", "TAIL"})
+                         "REG_TRANSPOSE", "INFLIGHT", "TAIL", "ORDER"})
 
 #: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
 #:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);
@@ -752,10 +752,11 @@ TENSOR: tuple[Rung, ...] = (
         20, "3xtf32_wgmma", "3xTF32 on the tensor cores: FP32-accurate, three TF32 products",
         "hopper/20_3xtf32_wgmma.cu",
         space={"BN": (128,), "STAGES": (2, 3, 4), "GROUP_M": (4, 8, 16), "PROMOTE": (1, 2, 4),
-               "INFLIGHT": (0, 1), "TAIL": (0, 1)},
+               "INFLIGHT": (0, 1), "TAIL": (0, 1), "ORDER": (0, 1, 2)},
         block=lambda c: (384, 1, 1), tile=lambda c: (128, c["BN"]),
         smem_bytes=lambda c: 0,
-        seed={"BN": 128, "STAGES": 4, "GROUP_M": 8, "PROMOTE": 1, "INFLIGHT": 1, "TAIL": 1},
+        seed={"BN": 128, "STAGES": 4, "GROUP_M": 8, "PROMOTE": 1, "INFLIGHT": 1, "TAIL": 1,
+              "ORDER": 0},
         rules=_hopper_rules(2), features=frozenset({"layouts", "tma"}),
         precision="tf32x3", arch="sm_90a", needs_cc=(9, 0),
         dynamic_smem=lambda c: _hopper_smem(c, 2),

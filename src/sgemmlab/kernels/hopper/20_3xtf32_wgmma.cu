@@ -34,6 +34,10 @@
 #ifndef TAIL
 #define TAIL 1  // split the tiles of the last partial wave along K (work, counters)
 #endif
+#ifndef ORDER
+#define ORDER 0  // the products of a k-tile: 0 the 8 small ones first, 1 the 4 big ones first,
+                 // 2 k8 by k8 (its two small ones, then its big one)
+#endif
 #ifndef PROXY_FENCE
 #define PROXY_FENCE 1  // fence this thread's reads of a stage before releasing it
 #endif
@@ -47,6 +51,7 @@ static_assert(BN == 128, "BN = 128 (a sum and a run of BN / 2 registers each)");
 static_assert(PROMOTE >= 1, "PROMOTE >= 1");
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT is 0 or 1");
 static_assert(TAIL == 0 || TAIL == 1, "TAIL is 0 or 1");
+static_assert(ORDER >= 0 && ORDER <= 2, "ORDER is 0, 1 or 2");
 static_assert(PROXY_FENCE == 0 || PROXY_FENCE == 1, "PROXY_FENCE is 0 or 1");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block <= 227 KB");
 #ifdef SMEM_EXPECT  // the host's formula for the launch's dynamic shared memory
@@ -201,6 +206,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
             const unsigned b = b_tiles + stage * B_BYTES, b2 = b2_tiles + stage * B_BYTES;
             pin(run);
             wgmma_fence();
+#if ORDER == 0
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)  // small_a * big_b; a fresh run starts at zero
                 wgmma_rs(run, lo[kk], smem_desc(b + 32 * kk), !fresh || kk > 0);
@@ -210,6 +216,24 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)  // big_a * big_b
                 wgmma_rs(run, hi[kk], smem_desc(b + 32 * kk), 1);
+#elif ORDER == 1
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)  // big_a * big_b first
+                wgmma_rs(run, hi[kk], smem_desc(b + 32 * kk), !fresh || kk > 0);
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_rs(run, hi[kk], smem_desc(b2 + 32 * kk), 1);
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_rs(run, lo[kk], smem_desc(b + 32 * kk), 1);
+#else
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk) {  // a k8's small products, then its big one
+                wgmma_rs(run, lo[kk], smem_desc(b + 32 * kk), !fresh || kk > 0);
+                wgmma_rs(run, hi[kk], smem_desc(b2 + 32 * kk), 1);
+                wgmma_rs(run, hi[kk], smem_desc(b + 32 * kk), 1);
+            }
+#endif
             wgmma_commit();
             if (!INFLIGHT) {  // the A registers are rewritten next k-tile: nothing in flight
                 wgmma_wait<0>();
