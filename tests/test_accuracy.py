@@ -7,16 +7,15 @@ import json
 import math
 
 import pytest
-import torch
-from typer.testing import CliRunner
 
 from sgemmlab.bench import accuracy as acc
 from sgemmlab.bench import results
 from sgemmlab.bench.baselines import tf32_split
 from sgemmlab.bench.check import error_bound
-from sgemmlab.cli import app
 from sgemmlab.errors import ConfigError
-from sgemmlab.runtime.device import GPUInfo, has_gpu
+from sgemmlab.runtime.device import GPUInfo
+
+torch = pytest.importorskip("torch")  # the harness runs on torch tensors (CPU ones here)
 
 # -- the fuzz set ---------------------------------------------------------------------------
 
@@ -259,36 +258,6 @@ def test_contenders_put_cublas_first_and_refuse_unknown_names():
     assert judged == {"ieee", "tf32x3", "tf32x3_rung"}
     with pytest.raises(KeyError, match="unknown candidate 'fp16'"):
         acc.contenders(["fp16"])
-
-
-# -- the command ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cli(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("NO_COLOR", "1")
-    runner = CliRunner()
-    return lambda *args: runner.invoke(app, list(args))
-
-
-def test_the_command_is_listed(cli):
-    result = cli("--help")
-    assert result.exit_code == 0 and "accuracy" in result.stdout
-
-
-def test_without_a_gpu_it_fails_in_one_sentence(cli):
-    if has_gpu():
-        pytest.skip("this machine has a GPU")
-    result = cli("accuracy", "--quick")
-    assert result.exit_code == 1
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "GPU" in result.stderr and len(result.stderr.strip().splitlines()) == 1
-
-
-def test_an_unknown_candidate_is_a_usage_error(cli):
-    result = cli("accuracy", "--candidates", "ieee,fp16")
-    assert result.exit_code == 2 and "unknown candidate 'fp16'" in result.stderr
 
 
 # -- on the GPU -----------------------------------------------------------------------------

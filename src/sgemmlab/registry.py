@@ -24,6 +24,12 @@ Glossary (used the same way in every kernel and every docstring):
                 fixed-order fix-up.
     RM, RN, WARPS, UNROLL  rungs 15-16: rows (columns) of C per block, warps per block,
                 float4 per lane in flight.
+    GROUP_M     rungs 19-20: row-tiles walked together by the persistent grid (L2 reuse);
+                STAGES there is the depth of the TMA ring.
+    PROMOTE, INFLIGHT, TAIL, ORDER  rung 20: k-tiles in a run of the tensor core's sum
+                before it is added into FP32 registers; a k-tile's products left in flight
+                while the next is split; the last wave (and few tiles) split along K; which
+                products the tensor core adds first (kernels/hopper/20_3xtf32_wgmma.cu).
 
 Legality is decided here, in Python, before anything compiles. The kernels repeat the
 structural rules as static_asserts, and the tests check both directions: every legal

@@ -30,6 +30,14 @@ __device__ __forceinline__ void put(float x, float* big, float* small, long long
     small[at] = __uint_as_float(to_tf32(x - hi));
 }
 
+// The split of four floats at once (the float4 paths).
+__device__ __forceinline__ void split4(const float4& x, float4& hi, float4& lo) {
+    hi = make_float4(__uint_as_float(to_tf32(x.x)), __uint_as_float(to_tf32(x.y)),
+                     __uint_as_float(to_tf32(x.z)), __uint_as_float(to_tf32(x.w)));
+    lo = make_float4(__uint_as_float(to_tf32(x.x - hi.x)), __uint_as_float(to_tf32(x.y - hi.y)),
+                     __uint_as_float(to_tf32(x.z - hi.z)), __uint_as_float(to_tf32(x.w - hi.w)));
+}
+
 constexpr int T = 64;  // the transpose's tile side; blocks are 32 x 8 threads
 
 SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int cols, int trans,
@@ -54,14 +62,7 @@ SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int col
                     continue;
                 }
                 float4 hi, lo;
-                hi.x = __uint_as_float(to_tf32(x.x));
-                hi.y = __uint_as_float(to_tf32(x.y));
-                hi.z = __uint_as_float(to_tf32(x.z));
-                hi.w = __uint_as_float(to_tf32(x.w));
-                lo.x = __uint_as_float(to_tf32(x.x - hi.x));
-                lo.y = __uint_as_float(to_tf32(x.y - hi.y));
-                lo.z = __uint_as_float(to_tf32(x.z - hi.z));
-                lo.w = __uint_as_float(to_tf32(x.w - hi.w));
+                split4(x, hi, lo);
                 reinterpret_cast<float4*>(big + o)[q] = hi;
                 reinterpret_cast<float4*>(small + o)[q] = lo;
             }
@@ -103,14 +104,7 @@ SGEMM_KERNEL prep(const float* __restrict__ src, long long ld, int rows, int col
                     continue;
                 }
                 float4 hi, lo;
-                hi.x = __uint_as_float(to_tf32(x.x));
-                hi.y = __uint_as_float(to_tf32(x.y));
-                hi.z = __uint_as_float(to_tf32(x.z));
-                hi.w = __uint_as_float(to_tf32(x.w));
-                lo.x = __uint_as_float(to_tf32(x.x - hi.x));
-                lo.y = __uint_as_float(to_tf32(x.y - hi.y));
-                lo.z = __uint_as_float(to_tf32(x.z - hi.z));
-                lo.w = __uint_as_float(to_tf32(x.w - hi.w));
+                split4(x, hi, lo);
                 *reinterpret_cast<float4*>(big + at) = hi;
                 *reinterpret_cast<float4*>(small + at) = lo;
             }
