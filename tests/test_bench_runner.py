@@ -284,7 +284,8 @@ def test_auto_refuses_what_dispatch_cannot_serve_and_records_the_choice(
     assert (rec["batch"], rec["layout"], rec["rung"]) == (8, "TN", "13_hoisted")
     assert asked[-1] == ((64, 64, 64), {"gpu_name": GPU.name, "sm_count": GPU.sm_count,
                                         "trans_a": True, "trans_b": False, "batch": 8,
-                                        "aligned": True, "precision": "ieee"})
+                                        "aligned": True, "precision": "ieee",
+                                        "arch": GPU.arch})
 
 
 def test_the_triton_baseline_refuses_batches_and_layouts():
