@@ -43,3 +43,18 @@ def test_a_bad_configuration_is_a_usage_error(cli):
         pytest.skip("the configuration is checked against this GPU's defaults")
     result = cli("accuracy", "--config", "20:STAGES=99")
     assert result.exit_code == 2 and "--config" in result.stderr
+
+
+def test_config_specs_name_a_rung_at_its_defaults_with_the_keys_given():
+    from sgemmlab.bench import accuracy as acc
+
+    c = acc.configured("20:ORDER=1", "NVIDIA H200")
+    assert c.name == "20_3xtf32_wgmma[ORDER=1]" and c.kernel == 20 and c.fp32
+    assert c.config["ORDER"] == 1 and c.config["PROMOTE"] == 1  # the rest: the defaults
+    assert c.precision == "tf32x3"
+    t = acc.configured("19", "NVIDIA H200")
+    assert not t.fp32 and t.precision == "tf32"  # TF32 is reported, never judged
+    for bad, words in (("20:STAGES=99", "STAGES"), ("99:X=1", "unknown kernel"),
+                       ("20:BOGUS=1", "configuration must set exactly")):
+        with pytest.raises(ValueError, match=words):
+            acc.configured(bad, "NVIDIA H200")

@@ -60,7 +60,9 @@ def test_markdown_report(cli, tmp_path):
                                          (["inspect", "3", "--gpu", "v100"], "unknown GPU"),
                                          (["inspect", "3", "--config", "BS=7"], "illegal"),
                                          (["inspect", "17", "--gpu", "h200"],
-                                          "17_tiny_k has no per-thread replay yet")])
+                                          "17_tiny_k has no per-thread replay yet"),
+                                         (["inspect", "20", "--gpu", "h200"],
+                                          "20_3xtf32_wgmma is a tensor-core rung")])
 def test_mistakes_are_one_sentence(cli, args, words):
     result = cli(*args)
     assert result.exit_code != 0

@@ -32,6 +32,10 @@ def inspect_rung(rung: registry.Rung, config: registry.Config, shape, g: occ_mod
                  measured: tuple[dict, str] | None = None,
                  occupancy_gpus: list[occ_mod.GPU] | None = None) -> dict:
     """Everything `sgemmlab inspect` says about one rung at one configuration and shape."""
+    if rung.supports("tma"):
+        raise ValueError(f"rung {rung.label} is a tensor-core rung: inspect replays the FMA "
+                         "rungs' index arithmetic, not wgmma's; its bill is in its header, "
+                         f"kernels/{rung.source}, and in docs/worklog.md")
     if problems := rung.violations(config):
         raise ValueError(f"illegal configuration for {rung.label}: " + "; ".join(problems))
     try:
