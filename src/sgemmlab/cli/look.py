@@ -210,6 +210,38 @@ def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON 
 
 
 @app.command()
+def visualize(
+        kernels: Annotated[Optional[list[str]], typer.Argument(
+            metavar="[RUNG...]", help="rungs to draw (default: the ladder, 1-14)")] = None,
+        out: Annotated[Path, typer.Option(help="the folder the site is written to")] = Path(
+            "sgemmlab-visualizer"),
+        shape: Annotated[Optional[list[str]], typer.Option(
+            help="M,N,K: one more shape for rung 14's Stream-K view (repeatable)")] = None,
+        open_: Annotated[bool, typer.Option("--open", help="open the page in a browser")] = False):
+    """Write the visualizer, a static site (HTML, JS and the data it draws: no network, no
+    server; it opens from file://): each rung's threads, memory sectors, shared-memory banks
+    and registers, replayed from the kernel's own index arithmetic, beside the H200's
+    measurements. Needs no GPU."""
+    import webbrowser
+
+    from .. import registry
+    from ..bench.results import results_root
+    from ..inspect import visual
+
+    ladder = {r.label for r in registry.RUNGS}
+    rungs = rungs_from(kernels) if kernels else list(registry.RUNGS)
+    if bad := [r.label for r in rungs if r.label not in ladder]:
+        fail(f"{', '.join(bad)}: no per-thread replay yet (the visualizer draws rungs 1-14); "
+             "their bills are in their headers", 2)
+    extra = tuple(parse_shape(s) for s in shape or [])
+    page = visual.write_site(out, rungs, results_root(), streamk_shapes=visual.STREAMK_SHAPES
+                             + extra)
+    typer.echo(f"wrote {page} ({len(rungs)} rungs)")
+    if open_:
+        webbrowser.open(page.resolve().as_uri())
+
+
+@app.command()
 def info():
     """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
     from .. import registry
