@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sgemmlab import registry
+from sgemmlab.bench.results import newest_ladder
 from sgemmlab.cli import app
 from sgemmlab.inspect import bill as bill_mod
 from sgemmlab.inspect import visual
@@ -22,7 +23,8 @@ H200 = "NVIDIA H200"
 
 @pytest.fixture(scope="module")
 def data():
-    return visual.site_data(list(registry.RUNGS), REPO / "results")
+    return visual.site_data(list(registry.RUNGS),
+                            newest_ladder("nvidia-h200", root=REPO / "results"))
 
 
 def by_label(data, label):
@@ -134,7 +136,8 @@ def test_the_command_writes_a_site_in_under_30_seconds_and_refuses_family_rungs(
 def test_the_committed_copy_in_docs_is_what_the_command_writes_now(tmp_path):
     """docs/visualizer/ (the README links it) is regenerated whenever the page, the replay
     or the measurements change: `sgemmlab visualize --out docs/visualizer`."""
-    visual.write_site(tmp_path, list(registry.RUNGS), REPO / "results")
+    visual.write_site(tmp_path, list(registry.RUNGS),
+                      newest_ladder("nvidia-h200", root=REPO / "results"))
     for name in (*visual.SITE_FILES, "data.js"):
         committed = (REPO / "docs" / "visualizer" / name).read_bytes()
         assert committed == (tmp_path / name).read_bytes(), \

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from sgemmlab import registry
+from sgemmlab.bench.results import newest_ladder
 from sgemmlab.inspect import visual
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +39,8 @@ CHROMEDRIVER = _binary("SGEMMLAB_CHROMEDRIVER", "/usr/bin/chromedriver", "chrome
 def site(tmp_path_factory):
     """(the site's folder, its data as Python) — built once for the module."""
     out = tmp_path_factory.mktemp("visualizer")
-    page = visual.write_site(out, list(registry.RUNGS), REPO / "results")
+    page = visual.write_site(out, list(registry.RUNGS),
+                             newest_ladder("nvidia-h200", root=REPO / "results"))
     text = (out / "data.js").read_text()
     data = json.loads(text[len("window.SGEMMLAB = "):].rstrip().rstrip(";"))
     return page, data

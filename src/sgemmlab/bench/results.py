@@ -242,3 +242,21 @@ def ladder_records(gpu_name: str, shape, root: Path | None = None
 def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:
     """(kernel label -> record, the path) at this shape (or Problem) from one results file."""
     return _records_at(load(path), shape), str(path)
+
+
+def newest_ladder(slug: str, shape: str = "4096x4096x4096", root: Path | None = None
+                  ) -> dict[str, dict]:
+    """kernel -> its figures in the newest ladder file of this GPU at `shape` ({} if none):
+    what the visualizer's side panel shows beside each rung."""
+    files = sorted(((root or results_root()) / slug).glob(f"ladder-{shape}-*.json"))
+    if not files:
+        return {}
+    run = load(files[-1])
+    out = {}
+    for r in run["records"]:
+        if r.get("status") == "ok" and r.get("vs_cublas") is not None:
+            out[r["kernel"]] = {"file": f"results/{slug}/{files[-1].name}",
+                                "median_us": r["median_us"], "vs_cublas": r["vs_cublas"],
+                                "tflops": r.get("tflops"), "registers": r.get("registers"),
+                                "config": r.get("config")}
+    return out

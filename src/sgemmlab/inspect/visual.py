@@ -17,7 +17,8 @@ wavefront count from `bill.wavefronts`. This module turns one trace into JSON:
     pipeline      the ring's stages (rungs 11+), and rung 14's Stream-K plan for a few
                   shapes (runtime/streamk.py's own arithmetic)
     measured      the H200 time and % of cuBLAS from the newest committed ladder file at
-                  4096^3, or None ("not measured")
+                  4096^3 (the caller reads it: bench.results.newest_ladder), or None ("not
+                  measured")
 
 The data goes into `data.js` as one assignment (`window.SGEMMLAB = {...}`): a page opened
 from file:// may not fetch() a JSON file, but it may load a script.
@@ -125,24 +126,6 @@ def streamk_plans(cfg: dict, shapes) -> list[dict]:
     return out
 
 
-def measured_4096(results_dir: Path) -> dict[str, dict]:
-    """rung label -> the H200 record at 4096^3 of the newest ladder file (or {})."""
-    from ..bench import results
-
-    files = sorted(results_dir.glob("nvidia-h200/ladder-4096x4096x4096-*.json"))
-    if not files:
-        return {}
-    run = results.load(files[-1])
-    out = {}
-    for r in run["records"]:
-        if r.get("status") == "ok" and r.get("vs_cublas") is not None:
-            out[r["kernel"]] = {"file": f"results/nvidia-h200/{files[-1].name}",
-                                "median_us": r["median_us"], "vs_cublas": r["vs_cublas"],
-                                "tflops": r.get("tflops"), "registers": r.get("registers"),
-                                "config": r.get("config")}
-    return out
-
-
 def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
               measured: dict | None = None, streamk_shapes=STREAMK_SHAPES) -> dict:
     """Everything the visualizer draws for one rung (see the module docstring)."""
@@ -184,9 +167,10 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
             "occupancy": occupancy, "pipeline": pipeline, "measured": m}
 
 
-def site_data(rungs: list[Rung], results_dir: Path, shape=SHAPE,
+def site_data(rungs: list[Rung], measured: dict | None = None, shape=SHAPE,
               streamk_shapes=STREAMK_SHAPES) -> dict:
-    measured = measured_4096(results_dir)
+    """The whole site's data; `measured` maps rung labels to their H200 figures
+    (bench.results.newest_ladder: the lab's results files, which this layer does not read)."""
     return {"schema": SCHEMA, "gpu": "NVIDIA H200", "shape": list(shape),
             "rungs": [rung_data(r, None, shape, measured, streamk_shapes) for r in rungs],
             "not_replayed": [{"label": r.label, "title": r.title,
@@ -195,7 +179,7 @@ def site_data(rungs: list[Rung], results_dir: Path, shape=SHAPE,
                              for r in registry.FAMILY + registry.TENSOR]}
 
 
-def write_site(out: Path, rungs: list[Rung], results_dir: Path, shape=SHAPE,
+def write_site(out: Path, rungs: list[Rung], measured: dict | None = None, shape=SHAPE,
                streamk_shapes=STREAMK_SHAPES) -> Path:
     """The static site in `out`: the page, its script and style (package data) and data.js.
     Returns the page's path."""
@@ -204,7 +188,7 @@ def write_site(out: Path, rungs: list[Rung], results_dir: Path, shape=SHAPE,
     for name in SITE_FILES:
         with resources.as_file(src / name) as f:
             shutil.copyfile(f, out / name)
-    data = site_data(rungs, results_dir, shape, streamk_shapes)
+    data = site_data(rungs, measured, shape, streamk_shapes)
     (out / "data.js").write_text("window.SGEMMLAB = " + json.dumps(data, separators=(",", ":"))
                                  + ";\n")
     return out / "index.html"
