@@ -125,8 +125,12 @@ def test_the_command_writes_a_site_in_under_30_seconds_and_refuses_family_rungs(
     files = sorted(p.name for p in (tmp_path / "site").iterdir())
     assert files == ["app.js", "data.js", "index.html", "style.css"]
     text = (tmp_path / "site" / "data.js").read_text()
-    assert text.startswith("window.SGEMMLAB = ") and text.rstrip().endswith(";")
-    site = json.loads(text[len("window.SGEMMLAB = "):].rstrip().rstrip(";"))
+    lines = text.splitlines()
+    assert [x.split(" = ")[0] for x in lines] == ["window.SGEMMLAB", "window.SGEMMLAB_SEED"]
+    site = json.loads(lines[0].partition(" = ")[2].rstrip(";"))
+    seed = json.loads(lines[1].partition(" = ")[2].rstrip(";"))
+    assert site["configuration"] == "default" and seed["configuration"] == "seed"
+    assert by_label(seed, "01_naive")["config"] == dict(registry.rung(1).seed)
     shapes = [p["shape"] for p in by_label(site, "14_streamk")["pipeline"]["streamk"]]
     assert [1000, 1000, 1000] in shapes
     refused = runner.invoke(app, ["visualize", "17", "--out", str(tmp_path / "x")])

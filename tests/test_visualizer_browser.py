@@ -41,9 +41,16 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("visualizer")
     page = visual.write_site(out, list(registry.RUNGS),
                              newest_ladder("nvidia-h200", root=REPO / "results"))
-    text = (out / "data.js").read_text()
-    data = json.loads(text[len("window.SGEMMLAB = "):].rstrip().rstrip(";"))
-    return page, data
+    return page, visual_data(out)["SGEMMLAB"]
+
+
+def visual_data(folder: Path) -> dict:
+    """The assignments of data.js (window.SGEMMLAB, window.SGEMMLAB_SEED) as Python."""
+    out = {}
+    for line in (folder / "data.js").read_text().splitlines():
+        name, _, value = line.partition(" = ")
+        out[name.removeprefix("window.")] = json.loads(value.rstrip().rstrip(";"))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +79,8 @@ def browser(site):
 @pytest.fixture
 def page(browser):
     """The page back at rung 1, warp 0, lane 0, the first instruction, not playing."""
-    browser.execute_script("viz.pause(); viz.setLane(0); viz.setWarp(0); viz.select(0);")
+    browser.execute_script("viz.pause(); viz.setConfiguration('default'); viz.setLane(0); "
+                           "viz.setWarp(0); viz.select(0);")
     return browser
 
 
@@ -301,3 +309,24 @@ def test_a_screenshot_is_a_png(page, site, tmp_path_factory):
     assert page.save_screenshot(str(shot))
     raw = shot.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 10_000
+
+
+def test_at_the_seeds_configuration_rung_1_touches_33_sectors_and_rung_2_five(page, site):
+    """The articles' story, per warp and step of k (rung 1 at BS = 32: a sector per row of A
+    and one of B; rung 2: one of A, four of B), summed over the page's own figures."""
+    seed = visual_data(site[0].parent)["SGEMMLAB_SEED"]
+    page.execute_script("viz.setConfiguration('seed')")
+    assert page.execute_script("return viz.data.configuration") == "seed"
+    for number, sectors in ((1, 33), (2, 5)):
+        i = rung_index(seed, number)
+        rung = seed["rungs"][i]
+        total = 0
+        for ins in rung["instructions"]:
+            if ins["space"] != "global" or ins["operand"] not in "AB" or ins["epilogue"]:
+                continue
+            page.execute_script(f"viz.select({i}); viz.setInstruction({ins['index']});")
+            total += int(by_id(page, "global-bytes").get_attribute("data-sectors"))
+        assert total == sectors
+        assert rung["bill"]["global_sector_bytes_per_warp"] == 32 * sectors  # 1056, 160
+        side = by_id(page, "side").text
+        assert str(32 * sectors) in side.replace(",", "")  # the bill's line, as the page shows it

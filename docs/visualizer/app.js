@@ -5,7 +5,7 @@
 "use strict";
 
 (function () {
-  const D = window.SGEMMLAB;
+  let D = window.SGEMMLAB;  // or window.SGEMMLAB_SEED: setConfiguration
   const NS = "http://www.w3.org/2000/svg";
   // Okabe-Ito, without black (black marks the selected lane).
   const PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00",
@@ -674,7 +674,19 @@
 
   // ---- controls and keys ---------------------------------------------------------------
 
+  // the H200's default configurations, or the seed's (the original articles': rung 1's
+  // 32 x 32 blocks move 1056 bytes per warp and k, rung 2's 160)
+  function setConfiguration(name) {
+    const next = name === "seed" ? window.SGEMMLAB_SEED : window.SGEMMLAB;
+    if (!next) return;
+    D = next;
+    window.viz.data = D;
+    $("configuration").value = name === "seed" ? "seed" : "default";
+    select(state.rung);
+  }
+
   function wire() {
+    $("configuration").addEventListener("change", (e) => setConfiguration(e.target.value));
     $("warp").addEventListener("input", (e) => setWarp(Number(e.target.value)));
     $("lane").addEventListener("input", (e) => setLane(Number(e.target.value)));
     $("instruction").addEventListener("change", (e) => setInstruction(Number(e.target.value)));
@@ -714,6 +726,6 @@
   }
 
   window.viz = { data: D, state, select, setWarp, setLane, setInstruction, setStreamK, step,
-                 play, pause, tid };
+                 play, pause, tid, setConfiguration };
   start();
 })();

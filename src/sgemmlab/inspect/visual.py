@@ -20,8 +20,9 @@ wavefront count from `bill.wavefronts`. This module turns one trace into JSON:
                   4096^3 (the caller reads it: bench.results.newest_ladder), or None ("not
                   measured")
 
-The data goes into `data.js` as one assignment (`window.SGEMMLAB = {...}`): a page opened
-from file:// may not fetch() a JSON file, but it may load a script.
+The data goes into `data.js` as two assignments, `window.SGEMMLAB` (every rung at the H200's
+default configuration) and `window.SGEMMLAB_SEED` (at the seed's, the original articles'):
+a page opened from file:// may not fetch() a JSON file, but it may load a script.
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
                                  "wavefronts", "conflict_ways")} for k, v in bd["ops"].items()}
     rows, cols = rung.tile(cfg)
     m = (measured or {}).get(rung.label)
+    if m and m.get("config") not in (None, cfg):
+        m = None  # measured at another configuration: not this one's figure
     occupancy = None
     if m and m.get("registers"):
         from ..runtime import occupancy as occ
@@ -168,11 +171,15 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
 
 
 def site_data(rungs: list[Rung], measured: dict | None = None, shape=SHAPE,
-              streamk_shapes=STREAMK_SHAPES) -> dict:
+              streamk_shapes=STREAMK_SHAPES, seed: bool = False) -> dict:
     """The whole site's data; `measured` maps rung labels to their H200 figures
-    (bench.results.newest_ladder: the lab's results files, which this layer does not read)."""
+    (bench.results.newest_ladder: the lab's results files, which this layer does not read).
+    seed=True: every rung at the seed's configuration (the original articles'), where the
+    coalescing story's 1056 and 160 bytes per warp are; else at the H200's defaults."""
     return {"schema": SCHEMA, "gpu": "NVIDIA H200", "shape": list(shape),
-            "rungs": [rung_data(r, None, shape, measured, streamk_shapes) for r in rungs],
+            "configuration": "seed" if seed else "default",
+            "rungs": [rung_data(r, dict(r.seed) if seed else None, shape, measured,
+                                streamk_shapes) for r in rungs],
             "not_replayed": [{"label": r.label, "title": r.title,
                               "why": "no per-thread replay yet: its bill is in its header, "
                                      f"kernels/{r.source}"}
@@ -188,7 +195,9 @@ def write_site(out: Path, rungs: list[Rung], measured: dict | None = None, shape
     for name in SITE_FILES:
         with resources.as_file(src / name) as f:
             shutil.copyfile(f, out / name)
-    data = site_data(rungs, measured, shape, streamk_shapes)
-    (out / "data.js").write_text("window.SGEMMLAB = " + json.dumps(data, separators=(",", ":"))
-                                 + ";\n")
+    text = []
+    for name, seed in (("SGEMMLAB", False), ("SGEMMLAB_SEED", True)):
+        data = site_data(rungs, measured, shape, streamk_shapes, seed)
+        text.append(f"window.{name} = " + json.dumps(data, separators=(",", ":")) + ";\n")
+    (out / "data.js").write_text("".join(text))
     return out / "index.html"
