@@ -80,7 +80,7 @@ def browser(site):
 def page(browser):
     """The page back at rung 1, warp 0, lane 0, the first instruction, not playing."""
     browser.execute_script("viz.pause(); viz.setConfiguration('default'); viz.setLane(0); "
-                           "viz.setWarp(0); viz.select(0);")
+                           "viz.setWarp(0); viz.select(0); viz.setBlock(0, 0);")
     return browser
 
 
@@ -330,3 +330,26 @@ def test_at_the_seeds_configuration_rung_1_touches_33_sectors_and_rung_2_five(pa
         assert rung["bill"]["global_sector_bytes_per_warp"] == 32 * sectors  # 1056, 160
         side = by_id(page, "side").text
         assert str(32 * sectors) in side.replace(",", "")  # the bill's line, as the page shows it
+
+
+def test_a_block_is_the_replayed_one_shifted_to_its_tile(page, site):
+    """Block (x, y) of rung 6 reads A's rows y*BM.. and B's columns x*BN.. with the same
+    sectors (the kernel's blockIdx arithmetic); the persistent rung 14 has no block choice."""
+    data = site[1]
+    i = rung_index(data, 6)
+    rung = data["rungs"][i]
+    rows, cols = rung["tile"]
+    page.execute_script(f"viz.select({i}); viz.setBlock(3, 2);")
+    assert page.execute_script("return viz.origin()") == [2 * rows, 3 * cols]
+    assert f"C[{2 * rows}.." in by_id(page, "own-text").text
+    for operand, label in (("A", f"A[{2 * rows}.."), ("B", f"][{3 * cols}..")):
+        ins = first(rung, operand=operand, kind="load", space="global")
+        page.execute_script(f"viz.setInstruction({ins['index']});")
+        assert label in by_id(page, "global-figure").text
+        assert int(by_id(page, "global-bytes").get_attribute("data-sectors")) == \
+            ins["warps"][0]["sectors"]
+    assert css(page, f'#own-figure [data-row="{2 * rows}"]')
+    j = rung_index(data, 14)
+    page.execute_script(f"viz.select({j}); viz.setBlock(5, 5);")
+    assert page.execute_script("return viz.origin()") == [0, 0]
+    assert by_id(page, "block-x").get_attribute("disabled") is not None

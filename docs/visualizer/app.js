@@ -16,7 +16,8 @@
   const PLAY_MS = 350;
 
   const $ = (id) => document.getElementById(id);
-  const state = { rung: 0, warp: 0, lane: 0, instr: 0, k: 0, ktile: 0, sk: 0, timer: null };
+  const state = { rung: 0, warp: 0, lane: 0, instr: 0, k: 0, ktile: 0, sk: 0, timer: null,
+                  bx: 0, by: 0 };
 
   function svg(tag, attrs, parent) {
     const e = document.createElementNS(NS, tag);
@@ -46,6 +47,25 @@
   const rung = () => D.rungs[state.rung];
   const instr = () => rung().instructions[state.instr];
   const tid = () => state.warp * 32 + state.lane;
+  // The chosen block's tile origin in C (the kernel's blockIdx arithmetic: rows along
+  // gridDim.y, or along x for rows_on_x), and the element offset that moves the replayed
+  // block's (0, 0) accesses there: A's rows, B's columns, C's both. Tiles are whole sectors
+  // wide, so every sector count is the replayed block's.
+  function origin() {
+    const r = rung();
+    const [rows, cols] = r.tile;
+    return r.rows_on_x ? [state.bx * rows, state.by * cols] : [state.by * rows, state.bx * cols];
+  }
+  function shift(ins) {
+    if (ins.space !== "global") return 0;
+    const [row0, col0] = origin();
+    return ins.operand === "A" ? row0 * ins.ld : ins.operand === "B" ? col0
+      : row0 * ins.ld + col0;
+  }
+  function lanesOf(ins) {
+    const d = shift(ins);
+    return d ? ins.lanes.map((e) => (e < 0 ? e : e + d)) : ins.lanes;
+  }
 
   // ---- the header: tabs and the rungs not replayed -------------------------------------
 
@@ -106,6 +126,17 @@
       sk.appendChild(html("option", { value: j }, p.shape.join(" x ")));
     });
     state.instr = 0;
+    const bx = $("block-x"), by = $("block-y");
+    bx.max = r.grid[0] - 1;
+    by.max = r.grid[1] - 1;
+    bx.disabled = by.disabled = r.persistent;
+    $("block-note").textContent = r.persistent
+      ? "persistent: each block walks tiles (the pipeline view)"
+      : `of ${r.grid[0]} × ${r.grid[1]}`;
+    state.bx = r.persistent ? 0 : Math.min(state.bx, r.grid[0] - 1);
+    state.by = r.persistent ? 0 : Math.min(state.by, r.grid[1] - 1);
+    bx.value = state.bx;
+    by.value = state.by;
     renderSide();
     renderOwnershipBase();
     setInstruction(0);
@@ -121,6 +152,16 @@
   }
   function setInstruction(i) {
     state.instr = Math.max(0, Math.min(rung().instructions.length - 1, i));
+    renderGlobalBase();
+    render();
+  }
+  function setBlock(x, y) {
+    const r = rung();
+    state.bx = r.persistent ? 0 : Math.max(0, Math.min(r.grid[0] - 1, x));
+    state.by = r.persistent ? 0 : Math.max(0, Math.min(r.grid[1] - 1, y));
+    $("block-x").value = state.bx;
+    $("block-y").value = state.by;
+    renderOwnershipBase();
     renderGlobalBase();
     render();
   }
@@ -191,7 +232,8 @@
                       fill: w < 0 ? "#eee" : warpColour(w), "data-warp": w }, base);
       }
     }
-    axes(root, pad, cell, gr, gc, g);
+    const [row0, col0] = origin();
+    axes(root, pad, cell, gr, gc, g, row0, col0);
     own = { g, gr, gc, cell, pad, root, overlay: svg("g", {
       transform: `translate(${pad},${pad})` }, root) };
     const fig = $("own-figure");
@@ -199,16 +241,17 @@
     fig.appendChild(root);
   }
 
-  function axes(root, pad, cell, gr, gc, g) {
-    // row and column numbers every few cells, so a reader can name an element
+  function axes(root, pad, cell, gr, gc, g, row0, col0) {
+    // row and column numbers of C every few cells (the chosen block's), so a reader can
+    // name an element
     const every = Math.max(1, Math.ceil(28 / cell));
     for (let j = 0; j < gc; j += every * 2) {
-      text(pad + j * cell + cell / 2, pad - 6, j * g, { class: "axis", "text-anchor": "middle" },
-           root);
+      text(pad + j * cell + cell / 2, pad - 6, col0 + j * g,
+           { class: "axis", "text-anchor": "middle", "data-col": col0 + j * g }, root);
     }
     for (let i = 0; i < gr; i += every) {
-      text(pad - 3, pad + i * cell + cell / 2 + 3, i * g, { class: "axis", "text-anchor": "end" },
-           root);
+      text(pad - 3, pad + i * cell + cell / 2 + 3, row0 + i * g,
+           { class: "axis", "text-anchor": "end", "data-row": row0 + i * g }, root);
     }
   }
 
@@ -251,7 +294,9 @@
     }
     const [rows, cols] = r.tile;
     const n = (r.owned[tid()] || []).length;
-    $("own-text").textContent = `C tile ${rows} × ${cols} per block (${r.threads} threads, `
+    const [row0, col0] = origin();
+    $("own-text").textContent = `Block (${state.bx}, ${state.by}): C[${row0}..${row0 + rows - 1}]`
+      + `[${col0}..${col0 + cols - 1}]. C tile ${rows} × ${cols} per block (${r.threads} threads, `
       + `${r.warps} warps; colour = warp, faded = other warps)`
       + (g > 1 ? `; one cell = ${g} × ${g} elements` : "")
       + `. Thread ${tid()} (warp ${state.warp}, lane ${state.lane}, crossed) writes ${n} `
@@ -272,8 +317,9 @@
     glob = null;
     if (ins.space !== "global") return;
     const fl = floats(ins), ld = ins.ld;
+    const lanes = lanesOf(ins);
     let r0 = Infinity, r1 = -1, c0 = Infinity, c1 = -1;
-    for (const e of ins.lanes) {
+    for (const e of lanes) {
       if (e < 0) continue;
       const i = Math.floor(e / ld), j = e % ld;
       r0 = Math.min(r0, i); r1 = Math.max(r1, i);
@@ -291,7 +337,7 @@
     const g = svg("g", { transform: `translate(${pad},${pad})` }, root);
     svg("rect", { x: 0, y: 0, width: cols * cw, height: rows * ch, class: "gbox" }, g);
     const seen = new Set();
-    for (const e of ins.lanes) {
+    for (const e of lanes) {
       if (e < 0) continue;
       for (let f = 0; f < fl; f++) {
         if (seen.has(e + f)) continue;
@@ -324,8 +370,9 @@
     const fl = floats(ins), ld = ins.ld;
     const sectors = new Map();  // sector id -> [row, first col]
     const starts = new Map();   // first element -> the lanes that load from it (broadcast)
+    const shifted = lanesOf(ins);
     for (let l = 0; l < 32; l++) {
-      const e = ins.lanes[state.warp * 32 + l];
+      const e = shifted[state.warp * 32 + l];
       if (e === undefined || e < 0) continue;
       if (!starts.has(e)) starts.set(e, []);
       starts.get(e).push(l);
@@ -687,6 +734,8 @@
 
   function wire() {
     $("configuration").addEventListener("change", (e) => setConfiguration(e.target.value));
+    $("block-x").addEventListener("change", (e) => setBlock(Number(e.target.value), state.by));
+    $("block-y").addEventListener("change", (e) => setBlock(state.bx, Number(e.target.value)));
     $("warp").addEventListener("input", (e) => setWarp(Number(e.target.value)));
     $("lane").addEventListener("input", (e) => setLane(Number(e.target.value)));
     $("instruction").addEventListener("change", (e) => setInstruction(Number(e.target.value)));
@@ -726,6 +775,6 @@
   }
 
   window.viz = { data: D, state, select, setWarp, setLane, setInstruction, setStreamK, step,
-                 play, pause, tid, setConfiguration };
+                 play, pause, tid, setConfiguration, setBlock, origin };
   start();
 })();

@@ -164,6 +164,12 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
             "title": rung.title, "source": rung.source, "header": _header(rung),
             "config": cfg, "shape": list(shape), "threads": t.threads, "warps": warps,
             "block": list(rung.block(cfg)), "bk": t.bk, "tile": [rows, cols],
+            # the launch's blocks at `shape` and which grid axis walks the rows of C; a
+            # block (x, y) computes the tile at rows y*rows (x*rows with rows_on_x), columns
+            # x*cols: its pattern is the replayed block's, shifted there (a persistent grid's
+            # blocks walk tiles instead: `persistent`)
+            "grid": list(rung.grid(cfg, shape[0], shape[1])[:2]), "rows_on_x": rung.rows_on_x,
+            "persistent": rung.supports("streamk"),
             "ffma_per_thread": t.ffma, "owned": _owned(t, shape),
             "instructions": instructions,
             "bill": {**{k: bd[k] for k in keep}, "ops": ops},
