@@ -353,3 +353,27 @@ def test_a_block_is_the_replayed_one_shifted_to_its_tile(page, site):
     page.execute_script(f"viz.select({j}); viz.setBlock(5, 5);")
     assert page.execute_script("return viz.origin()") == [0, 0]
     assert by_id(page, "block-x").get_attribute("disabled") is not None
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (3000, 5000, 700), (1, 1, 1),
+                                   (4097, 1023, 515), (8192, 8192, 512), (129, 131, 100003),
+                                   (33000, 257, 64)])
+def test_a_typed_shape_is_planned_as_the_launcher_plans_it(page, site, shape):
+    from sgemmlab.runtime.streamk import plan
+
+    data = site[1]
+    i = rung_index(data, 14)
+    cfg = data["rungs"][i]["config"]
+    page.execute_script(f"viz.select({i});")
+    for ident, v in zip(("sk-m", "sk-n", "sk-k"), shape):
+        box = by_id(page, ident)
+        box.clear()
+        box.send_keys(str(v))
+    by_id(page, "sk-add").click()
+    got = page.execute_script("return viz.data.rungs[viz.state.rung].pipeline.streamk"
+                              "[viz.state.sk]")
+    want = plan(0, cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], *shape, 1, visual.H200_SLOTS)
+    assert got["shape"] == list(shape)
+    assert got["ranges"] == [list(r) for r in want.ranges()]
+    assert got["describe"] == want.describe()
+    assert len(css(page, "#view-pipeline [data-sk-block]")) == want.sk_blocks

@@ -159,7 +159,12 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
                                   rung.smem_bytes(cfg)).to_dict()
     pipeline = {"stages": cfg.get("STAGES")}
     if rung.supports("streamk"):
+        from ..runtime.streamk import MIN_KTILES
+
         pipeline["streamk"] = streamk_plans(cfg, streamk_shapes)
+        # what the page needs to plan a shape the reader types (app.js: planStreamK, the
+        # same arithmetic as runtime/streamk.plan; a browser test holds the two equal)
+        pipeline["streamk_rule"] = {"slots": H200_SLOTS, "min_ktiles": MIN_KTILES}
     return {"number": rung.number, "label": rung.label, "name": rung.name,
             "title": rung.title, "source": rung.source, "header": _header(rung),
             "config": cfg, "shape": list(shape), "threads": t.threads, "warps": warps,

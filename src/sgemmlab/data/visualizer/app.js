@@ -608,6 +608,54 @@
     fig.appendChild(root);
   }
 
+  // runtime/streamk.plan's Stream-K branch (SPLIT = 0), for a shape the reader types: the
+  // whole tiles in full waves but the last one or two, whose k-tiles are cut into equal
+  // ranges over the blocks, none shorter than min_ktiles (a browser test checks it against
+  // the Python for many shapes)
+  function planStreamK(M, N, K) {
+    const r = rung();
+    const { BM, BN, BK } = r.config;
+    const { slots: G, min_ktiles: minK } = r.pipeline.streamk_rule;
+    const cdiv = (a, b) => Math.floor((a + b - 1) / b);
+    const T = cdiv(M, BM) * cdiv(N, BN), KT = cdiv(K, BK);
+    const waves = Math.floor(T / G), rest = T % G;
+    let dp, sk, skBlocks, grid;
+    if (rest === 0) {
+      [dp, sk, skBlocks, grid] = [T, 0, 0, G];
+    } else {
+      dp = Math.max(waves - 1, 0) * G;
+      sk = T - dp;
+      skBlocks = Math.max(1, Math.min(G, Math.floor(sk * KT / minK)));
+      grid = Math.max(Math.min(dp, G), skBlocks);
+    }
+    const total = sk * KT;
+    const ranges = [];
+    for (let b = 0; b < skBlocks; b++) {
+      ranges.push([Math.floor(total * b / skBlocks), Math.floor(total * (b + 1) / skBlocks)]);
+    }
+    let describe;
+    if (!sk) {
+      describe = `${dp} whole tiles on ${grid} persistent blocks`;
+    } else {
+      const head = dp ? `${dp} whole tiles, then ` : "";
+      describe = `${head}${sk} tiles x ${KT} k-tiles streamed over ${skBlocks} blocks `
+        + `(${(total / skBlocks).toFixed(1)} k-tiles each), grid ${grid}`;
+    }
+    return { shape: [M, N, K], grid, tiles: T, dp_tiles: dp, sk_tiles: sk,
+             sk_blocks: skBlocks, k_tiles: KT, ranges, describe, typed: true };
+  }
+
+  function addStreamK(M, N, K) {
+    const plans = rung().pipeline.streamk;
+    if (!plans || ![M, N, K].every((v) => Number.isInteger(v) && v >= 1)) return null;
+    plans.push(planStreamK(M, N, K));
+    const j = plans.length - 1;
+    $("streamk-shape").appendChild(html("option", { value: j }, [M, N, K].join(" x ")
+                                        + " (typed)"));
+    setStreamK(j);
+    return plans[j];
+  }
+
   function renderStreamK() {
     const r = rung();
     const plans = r.pipeline.streamk;
@@ -735,6 +783,8 @@
   function wire() {
     $("configuration").addEventListener("change", (e) => setConfiguration(e.target.value));
     $("block-x").addEventListener("change", (e) => setBlock(Number(e.target.value), state.by));
+    $("sk-add").addEventListener("click", () => addStreamK(
+      Number($("sk-m").value), Number($("sk-n").value), Number($("sk-k").value)));
     $("block-y").addEventListener("change", (e) => setBlock(state.bx, Number(e.target.value)));
     $("warp").addEventListener("input", (e) => setWarp(Number(e.target.value)));
     $("lane").addEventListener("input", (e) => setLane(Number(e.target.value)));
@@ -775,6 +825,7 @@
   }
 
   window.viz = { data: D, state, select, setWarp, setLane, setInstruction, setStreamK, step,
-                 play, pause, tid, setConfiguration, setBlock, origin };
+                 play, pause, tid, setConfiguration, setBlock, origin, planStreamK,
+                 addStreamK };
   start();
 })();
