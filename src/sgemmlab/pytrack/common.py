@@ -1,0 +1,73 @@
+"""What every Python rung shares: edge-guarded loads and stores, and the host-side launch.
+
+The device helpers mirror kernels/common.cuh: `load_or_zero` reads one element or 0.0 past
+an edge, `store_c` writes alpha * acc + beta * C for an element inside C and never reads C
+when beta == 0 (C may hold NaN). Indices here are global (row, col) of the matrix, where the
+CUDA helpers take a row pointer: Numba arrays carry their shape, not a leading dimension.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Callable
+
+import numpy as np
+from numba import cuda, float32
+
+from sgemmlab.registry import Config, Rung
+
+
+@cuda.jit(device=True)
+def load_or_zero(X, r, c, rows, cols):
+    """X[r, c], or 0.0 when (r, c) lies outside the rows x cols matrix."""
+    if r < rows and c < cols:
+        return X[r, c]
+    return float32(0.0)
+
+
+@cuda.jit(device=True)
+def store_c(C, r, c, M, N, acc, alpha, beta):
+    """C[r, c] = alpha * acc + beta * C[r, c] inside C; beta == 0 leaves C unread."""
+    if r < M and c < N:
+        if beta == 0:
+            C[r, c] = alpha * acc
+        else:
+            C[r, c] = alpha * acc + beta * C[r, c]
+
+
+def per_config(build: Callable[[dict[str, int]], Callable]) -> Callable[[Config], Callable]:
+    """`build(cfg)` compiled once per configuration: a dict is not hashable, its items are."""
+    cached = cache(lambda items: build(dict(items)))
+
+    def kernel(cfg: Config):
+        return cached(tuple(sorted(cfg.items())))
+
+    kernel.__doc__ = build.__doc__
+    return kernel
+
+
+def checked(rung: Rung, cfg: Config | None) -> dict[str, int]:
+    """The configuration to run: the twin's seed when None; an illegal one is refused with
+    the registry's rules in words."""
+    cfg = dict(rung.seed if cfg is None else cfg)
+    if bad := rung.violations(cfg):
+        raise ValueError(f"illegal configuration for rung {rung.number}: {'; '.join(bad)}")
+    return cfg
+
+
+def launch(kern, grid, block, A, B, C, alpha: float, beta: float) -> None:
+    """Run `kern` on row-major float32 A (M x K), B (K x N), C (M x N). Device arrays are
+    used in place; numpy arrays are copied to the device and C is copied back."""
+    (M, K), (K2, N) = A.shape, B.shape
+    if K2 != K or tuple(C.shape) != (M, N):
+        raise ValueError(f"shapes do not multiply: A {A.shape}, B {B.shape}, C {C.shape}")
+    if min(M, N, K) < 1:
+        raise ValueError(f"M, N and K must be >= 1, got {M}, {N}, {K}")
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if x.dtype != np.float32:
+            raise TypeError(f"{name} must be float32, got {x.dtype}")
+    host = isinstance(C, np.ndarray)  # else a device array
+    dA, dB, dC = (cuda.to_device(np.ascontiguousarray(x)) if host else x for x in (A, B, C))
+    kern[grid, block](M, N, K, np.float32(alpha), dA, dB, np.float32(beta), dC)
+    if host:
+        C[...] = dC.copy_to_host()

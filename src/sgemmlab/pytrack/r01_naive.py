@@ -1,0 +1,59 @@
+"""Python rung 1 — naive: one thread per element of C, operands straight from global memory.
+
+Mirrors CUDA rung 1 (kernels/01_naive.cu), line for line: thread (x, y) owns C[row][col]
+with the *row* from x, so the lanes of a warp walk different rows of A and write C a row
+apart — the flaw rung 2 fixes. The first Python rung: nothing came before it.
+
+Where it differs: the kernel is Python that Numba compiles; BS enters as a constant of the
+closure that `kernel(cfg)` builds (one compiled kernel per configuration), where NVRTC gets
+-DBS. Arrays carry their shapes, so there are no leading dimensions.
+
+SIM_CONFIG, BS = 8 (64 threads), keeps the simulator quick; the seed BS = 32 is 1024 threads
+per block, one Python thread each.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32
+
+from sgemmlab import registry
+from sgemmlab.pytrack import common
+
+TWIN = 1
+NAME = "naive"
+RUNG = registry.rung(TWIN)
+SIM_CONFIG = {"BS": 8}
+
+
+@common.per_config
+def kernel(cfg):
+    """The compiled kernel for `cfg`: sgemm(M, N, K, alpha, A, B, beta, C)."""
+    BS = cfg["BS"]
+
+    @cuda.jit
+    def sgemm(M, N, K, alpha, A, B, beta, C):
+        row = cuda.blockIdx.x * BS + cuda.threadIdx.x  # lanes of a warp: consecutive rows
+        col = cuda.blockIdx.y * BS + cuda.threadIdx.y
+        if row >= M or col >= N:
+            return
+        acc = float32(0.0)
+        for k in range(K):
+            acc += A[row, k] * B[k, col]
+        common.store_c(C, row, col, M, N, acc, alpha, beta)
+
+    return sgemm
+
+
+def grid(cfg, M, N):
+    return RUNG.grid(cfg, M, N)
+
+
+def block(cfg):
+    return RUNG.block(cfg)
+
+
+def launch(A, B, C, alpha=1.0, beta=0.0, cfg=None):
+    """C = alpha * A @ B + beta * C with `cfg` (None: the twin's seed)."""
+    cfg = common.checked(RUNG, cfg)
+    M, N = C.shape
+    common.launch(kernel(cfg), grid(cfg, M, N), block(cfg), A, B, C, alpha, beta)

@@ -1,0 +1,56 @@
+"""Python rung 2 — global-memory coalescing: the same work, lanes of a warp along a row of C.
+
+What changed from Python rung 1: threadIdx.x now picks the *column* (and blockIdx.x the
+block column: the registry's grid puts columns on x for every rung but 1). One line moved.
+A warp now reads one word of A (a broadcast) and 32 consecutive words of B per step of k.
+
+Mirrors CUDA rung 2 (kernels/02_coalesced.cu); it differs only as Python rung 1 does.
+
+SIM_CONFIG, BS = 8 (64 threads), for the simulator; the seed is BS = 32.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32
+
+from sgemmlab import registry
+from sgemmlab.pytrack import common
+
+TWIN = 2
+NAME = "coalesced"
+RUNG = registry.rung(TWIN)
+SIM_CONFIG = {"BS": 8}
+
+
+@common.per_config
+def kernel(cfg):
+    """The compiled kernel for `cfg`: sgemm(M, N, K, alpha, A, B, beta, C)."""
+    BS = cfg["BS"]
+
+    @cuda.jit
+    def sgemm(M, N, K, alpha, A, B, beta, C):
+        col = cuda.blockIdx.x * BS + cuda.threadIdx.x  # lanes of a warp: consecutive columns
+        row = cuda.blockIdx.y * BS + cuda.threadIdx.y
+        if row >= M or col >= N:
+            return
+        acc = float32(0.0)
+        for k in range(K):
+            acc += A[row, k] * B[k, col]
+        common.store_c(C, row, col, M, N, acc, alpha, beta)
+
+    return sgemm
+
+
+def grid(cfg, M, N):
+    return RUNG.grid(cfg, M, N)
+
+
+def block(cfg):
+    return RUNG.block(cfg)
+
+
+def launch(A, B, C, alpha=1.0, beta=0.0, cfg=None):
+    """C = alpha * A @ B + beta * C with `cfg` (None: the twin's seed)."""
+    cfg = common.checked(RUNG, cfg)
+    M, N = C.shape
+    common.launch(kernel(cfg), grid(cfg, M, N), block(cfg), A, B, C, alpha, beta)

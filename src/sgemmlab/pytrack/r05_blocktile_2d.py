@@ -1,0 +1,89 @@
+"""Python rung 5 — 2D blocktiling: each thread computes a TM x TN patch of C as outer products.
+
+What changed from Python rung 4: the thread's TM x 1 strip becomes a TM x TN patch, so
+(BM/TM) * (BN/TN) threads cover the block tile. At each step of k a thread copies the TM
+values of As it needs into regM and the TN values of Bs into regN (local arrays: registers
+once compiled), then does the TM * TN multiply-adds of their outer product: each value of A
+is reused TN times, each value of B TM times.
+
+Mirrors CUDA rung 5 (kernels/05_blocktile_2d.cu); indices stay global as in Python rung 4,
+and the accumulators are zeroed by a loop where CUDA writes `= {}`.
+
+SIM_CONFIG, BM = 16, BN = 32, BK = 4, TM = TN = 4 (32 threads), for the simulator; the seed
+is BM = BN = 128, BK = 8, TM = TN = 8 (256 threads).
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32
+
+from sgemmlab import registry
+from sgemmlab.pytrack import common
+
+TWIN = 5
+NAME = "blocktile2d"
+RUNG = registry.rung(TWIN)
+SIM_CONFIG = {"BM": 16, "BN": 32, "BK": 4, "TM": 4, "TN": 4}
+
+
+@common.per_config
+def kernel(cfg):
+    """The compiled kernel for `cfg`: sgemm(M, N, K, alpha, A, B, beta, C)."""
+    BM, BN, BK, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN"))
+    THREADS = RUNG.threads(cfg)
+
+    @cuda.jit
+    def sgemm(M, N, K, alpha, A, B, beta, C):
+        As = cuda.shared.array((BM, BK), float32)
+        Bs = cuda.shared.array((BK, BN), float32)
+
+        tid = cuda.threadIdx.x
+        tc = tid % (BN // TN)  # columns tc*TN .. tc*TN+TN-1 of the tile
+        tr = tid // (BN // TN)  # rows tr*TM .. tr*TM+TM-1
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+
+        acc = cuda.local.array((TM, TN), float32)
+        regM = cuda.local.array(TM, float32)
+        regN = cuda.local.array(TN, float32)
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0.0)
+        for k0 in range(0, K, BK):
+            for i in range(tid, BM * BK, THREADS):
+                r, c = i // BK, i % BK
+                As[r, c] = common.load_or_zero(A, row0 + r, k0 + c, M, K)
+            for i in range(tid, BK * BN, THREADS):
+                r, c = i // BN, i % BN
+                Bs[r, c] = common.load_or_zero(B, k0 + r, col0 + c, K, N)
+            cuda.syncthreads()
+            for k in range(BK):
+                # stage the two fragments in registers: TM + TN loads feed TM * TN FFMAs
+                for i in range(TM):
+                    regM[i] = As[tr * TM + i, k]
+                for j in range(TN):
+                    regN[j] = Bs[k, tc * TN + j]
+                for i in range(TM):
+                    for j in range(TN):
+                        acc[i, j] += regM[i] * regN[j]
+            cuda.syncthreads()
+        for i in range(TM):
+            for j in range(TN):
+                common.store_c(C, row0 + tr * TM + i, col0 + tc * TN + j, M, N, acc[i, j],
+                               alpha, beta)
+
+    return sgemm
+
+
+def grid(cfg, M, N):
+    return RUNG.grid(cfg, M, N)
+
+
+def block(cfg):
+    return RUNG.block(cfg)
+
+
+def launch(A, B, C, alpha=1.0, beta=0.0, cfg=None):
+    """C = alpha * A @ B + beta * C with `cfg` (None: the twin's seed)."""
+    cfg = common.checked(RUNG, cfg)
+    M, N = C.shape
+    common.launch(kernel(cfg), grid(cfg, M, N), block(cfg), A, B, C, alpha, beta)
