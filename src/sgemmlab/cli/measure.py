@@ -71,11 +71,26 @@ def run(kernel: Annotated[str, typer.Option(
         config: Annotated[Optional[str], typer.Option(
             help="e.g. 'BM=128,BN=128,...' (default: tuned)")] = None,
         alpha: float = 1.0, beta: float = 0.0,
-        repeat: Annotated[int, typer.Option(help="launches after the checked one")] = 0):
+        repeat: Annotated[int, typer.Option(help="launches after the checked one")] = 0,
+        track: Annotated[str, typer.Option(
+            help="cuda (the ladder's CUDA C++ rungs) or numba (the Python track, rungs "
+                 "1-7)")] = "cuda",
+        simulate: Annotated[bool, typer.Option(
+            help="numba track: run in Numba's CUDA simulator, on the CPU (small shapes: "
+                 "every thread is a Python thread)")] = False):
     """Run one rung once and check it against float64: the thing to put under ncu or
-    compute-sanitizer (e.g. `ncu -k sgemm sgemmlab run -k 6 --size 4096`)."""
+    compute-sanitizer (e.g. `ncu -k sgemm sgemmlab run -k 6 --size 4096`), or, with
+    `--track numba --simulate`, to step through in a debugger on a machine without a GPU."""
     from .. import registry
     from ..bench.once import run_once
+
+    if track not in ("cuda", "numba"):
+        fail(f"--track must be cuda or numba, not {track!r}", 2)
+    if track == "numba":
+        _run_numba(kernel, size, shape, config, alpha, beta, simulate)
+        return
+    if simulate:
+        fail("--simulate runs the Python track: add --track numba", 2)
 
     r = rungs_from([kernel])[0]
     gpu = require_gpu()
@@ -91,6 +106,57 @@ def run(kernel: Annotated[str, typer.Option(
             typer.echo(run_once(r, cfg, (M, N, K), alpha, beta, repeat))
         except RuntimeError as exc:
             fail(str(exc), 3)
+
+
+def _run_numba(kernel: str, size, shape, config, alpha: float, beta: float,
+               simulate: bool) -> None:
+    """`sgemmlab run --track numba`: one Python rung on fresh inputs, checked against
+    float64 (numpy), on the GPU or in Numba's simulator (which must be switched on before
+    numba.cuda is first imported: this sets NUMBA_ENABLE_CUDASIM first)."""
+    import os
+
+    import numpy as np
+
+    from .. import registry
+    from ..bench.check import error_bound, relative_error
+
+    if simulate:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        require_gpu()
+    try:
+        from .. import pytrack
+    except ImportError as exc:
+        fail(str(exc))
+    try:
+        mod = pytrack.rung(int(kernel))
+    except (ValueError, KeyError, IndexError):
+        fail(f"--kernel: the Python track has rungs 1-{len(pytrack.RUNGS)}, not {kernel!r}", 2)
+    try:
+        cfg = registry.parse_config(config) if config else (mod.SIM_CONFIG if simulate
+                                                            else None)
+    except ValueError as exc:
+        fail(f"--config: {exc}", 2)
+    rng = np.random.default_rng(0)
+    default = (31, 33, 37) if simulate else (1024, 1024, 1024)
+    for M, N, K in shapes_from(size, shape, [default]):
+        A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+        B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+        C0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+        C = C0.copy() if beta != 0 else np.full((M, N), np.nan, np.float32)
+        try:
+            mod.launch(A, B, C, alpha, beta, cfg)
+        except ValueError as exc:
+            fail(str(exc), 2)
+        ab = alpha * (A.astype(np.float64) @ B.astype(np.float64))
+        ref = ab + beta * C0.astype(np.float64) if beta != 0 else ab
+        err = relative_error(C, ref, alpha_ab=ab, beta_c=beta * C0 if beta != 0 else None)
+        ok = err <= error_bound(K)
+        where = "simulator" if simulate else "GPU"
+        typer.echo(f"numba rung {mod.NAME} (CUDA twin {mod.TWIN}) {M}x{N}x{K} on the {where}: "
+                   f"error {err:.2e} (bound {error_bound(K):.1e}) {'ok' if ok else 'FAILED'}")
+        if not ok:
+            raise typer.Exit(3)
 
 
 def _suite_names() -> str:
