@@ -50,13 +50,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
+sys.path.insert(0, str(SRC))
+# the kernels' terms, the TAIL split and the shared-memory size, as the library has them
+from sgemmlab import registry  # noqa: E402
+from sgemmlab.runtime.hopper import BK, BM, PREP, tail_splits, tail_workspace  # noqa: E402,F401
+
 #: the kernel file by the probe's SPLIT3 key: 0 rung 19 (TF32), 1 rung 20 (3xTF32)
 KERNELS = {0: "hopper/19_tf32_wgmma.cu", 1: "hopper/20_3xtf32_wgmma.cu"}
-PREP = "hopper/prep.cu"  # the B pre-pass (split into big and small)
 ENTRY, SPLIT_ENTRY = "sgemm", "prep"
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only for the arch-specific target
 THREADS = 384  # one producer and two consumer warpgroups
-BM, BK = 128, 32
 SPLIT_BLOCK = (32, 8)
 
 #: name -> (macros, what it is). DEFAULT_VARIANTS run by default.
@@ -83,17 +86,14 @@ DEFAULT_VARIANTS = ("tf32,3xtf32_p1,3xtf32_p2,3xtf32_p4,3xtf32_p1_tail,"
 DEFAULT_SHAPES = "128x128x32,256x256x256,1000x1000x1000,4096x4096x4096,8192x8192x8192"
 MARK = "@@PROBE "  # a child's result lines start with this
 SMALL = 2**31  # M*N*K up to this also gets the 2-block and the alpha/beta checks
-TAIL_MAX = 8  # TAIL: parts per leftover tile at most
 TARGET_SPEEDUP, TARGET_ERR = 2.5, 1.0  # issue 14: x cuBLAS SGEMM, and error / SGEMM's
 
 
 # -- what the host must know of the kernel ----------------------------------------------------
 def smem_bytes(macros: dict) -> int:
-    """Dynamic shared memory of a launch: STAGES stages of A (BM x BK) and B (BN x BK; twice
-    with SPLIT3), a full and an empty barrier per stage, 1024 bytes to align the tiles. The
-    kernel checks it (SMEM_EXPECT)."""
-    stage = BM * BK * 4 + macros["BN"] * BK * 4 * (2 if macros.get("SPLIT3") else 1)
-    return macros["STAGES"] * stage + 16 * macros["STAGES"] + 1024
+    """Dynamic shared memory of a launch (the registry's formula: rung 20's with SPLIT3, rung
+    19's without); the kernel checks it (SMEM_EXPECT)."""
+    return registry.rung(20 if macros.get("SPLIT3") else 19).dynamic_smem(macros)
 
 
 def variant_macros(spec: str, watchdog: bool = True) -> tuple[str, dict]:
@@ -122,25 +122,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def tiles(M: int, N: int, BN: int) -> int:
     return -(-M // BM) * -(-N // BN)
-
-
-def tail_splits(n_tiles: int, grid: int, ktiles: int) -> int:
-    """TAIL: the parts along K each tile of the last, partial wave is split into (1: none).
-    The tiles % grid leftover tiles become parts that fill the grid once, at most TAIL_MAX
-    and at most one k-tile each. The kernel reads this as `splits`."""
-    rest = n_tiles % grid
-    if rest == 0:
-        return 1
-    return max(1, min(TAIL_MAX, grid // rest, ktiles))
-
-
-def tail_workspace(n_tiles: int, grid: int, ktiles: int) -> tuple[int, int]:
-    """(floats of partial sums, counters) the kernel's TAIL needs on `grid` blocks."""
-    splits = tail_splits(n_tiles, grid, ktiles)
-    if splits == 1:
-        return 0, 0
-    rest = n_tiles % grid
-    return rest * splits * BM * 128, rest * 2 * 128  # BN = 128 (PROMOTE); a counter a thread
 
 
 def _lab():

@@ -71,3 +71,22 @@ def launch(kern, grid, block, A, B, C, alpha: float, beta: float) -> None:
     kern[grid, block](M, N, K, np.float32(alpha), dA, dB, np.float32(beta), dC)
     if host:
         C[...] = dC.copy_to_host()
+
+
+def entry_points(rung: Rung, kernel: Callable[[Config], Callable]):
+    """(grid, block, launch) of a Python rung whose compiled kernel for a configuration is
+    `kernel(cfg)`: the launch geometry is the CUDA twin's (`rung`, its registry entry), and
+    launch(A, B, C, alpha=1.0, beta=0.0, cfg=None) runs it at `cfg` (None: the twin's seed)
+    after the twin's legality rules."""
+    def grid(cfg, M, N):
+        return rung.grid(cfg, M, N)
+
+    def block(cfg):
+        return rung.block(cfg)
+
+    def run(A, B, C, alpha=1.0, beta=0.0, cfg=None):
+        cfg = checked(rung, cfg)
+        M, N = C.shape
+        launch(kernel(cfg), grid(cfg, M, N), block(cfg), A, B, C, alpha, beta)
+
+    return grid, block, run

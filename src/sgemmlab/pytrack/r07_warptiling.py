@@ -132,19 +132,8 @@ def kernel(cfg):
     return sgemm
 
 
-def grid(cfg, M, N):
-    return RUNG.grid(cfg, M, N)
-
-
-def block(cfg):
-    return RUNG.block(cfg)
-
-
-def launch(A, B, C, alpha=1.0, beta=0.0, cfg=None):
-    """C = alpha * A @ B + beta * C with `cfg` (None: the twin's seed)."""
-    cfg = common.checked(RUNG, cfg)
-    M, N = C.shape
-    common.launch(kernel(cfg), grid(cfg, M, N), block(cfg), A, B, C, alpha, beta)
+# the twin's launch geometry, and C = alpha * A @ B + beta * C at `cfg` (None: its seed)
+grid, block, launch = common.entry_points(RUNG, kernel)
 
 
 # -- the search (the course's kernel 7) ------------------------------------------------------
