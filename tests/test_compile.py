@@ -105,6 +105,7 @@ def _spills_tolerated(r: Rung, cfg: dict) -> bool:
 # -- (a) every legal configuration compiles cleanly -------------------------------------
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("rung", RUNG_PARAMS)
 def test_every_legal_config_compiles_without_spills(rung):
     configs = compiled_configs(rung)
@@ -117,6 +118,7 @@ def test_every_legal_config_compiles_without_spills(rung):
         f"fail for {ARCH}:\n  " + "\n  ".join(problems))
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("rung", VECTOR_PARAMS)
 def test_scalar_variant_has_no_stack_frame_either(rung):
     """Unaligned operands run the rung built without SGEMM_VEC4. compile_many builds that
@@ -133,6 +135,7 @@ def test_scalar_variant_has_no_stack_frame_either(rung):
 LAYOUT_PARAMS = [p for p in RUNG_PARAMS if p.values[0].supports("layouts")]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("trans", ["TN", "NT", "TT"])
 @pytest.mark.parametrize("rung", LAYOUT_PARAMS)
 def test_column_major_variants_compile_without_spills(rung, trans):
@@ -174,6 +177,7 @@ def _refusals(r: Rung, configs: list[dict]) -> list[str]:
     return wrong
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("rung", RUNG_PARAMS)
 def test_illegal_configs_of_the_space_are_refused_by_the_compiler(rung):
     configs = _illegal_sample(rung)
@@ -186,6 +190,7 @@ def test_illegal_configs_of_the_space_are_refused_by_the_compiler(rung):
 
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("rung", RUNG_PARAMS)
 def test_every_rule_has_a_static_assert(rung):
     """For each rule, a configuration just outside it (out of the search space if need be)

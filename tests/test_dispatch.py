@@ -366,7 +366,7 @@ def test_explain_without_a_gpu_uses_the_shipped_table_gpu(no_gpu):
     write_package_table()
     out = explain(1100, 1000, 900)
     assert out.exit_code == 0, out.output
-    assert "no GPU here: explaining for the NVIDIA H200" in out.output
+    assert "no GPU here: answering for the NVIDIA H200" in out.output
     assert "runs:    14_streamk" in out.output and "source:  table" in out.output
     assert "entry:   1024×1024×1024 NN" in out.output and "distance 0.1" in out.output
 

@@ -35,7 +35,8 @@ def test_lookup_by_number_name_and_label(r):
         assert registry.rung(key) is r, f"rung({key!r}) is not {r.label}"
 
 
-_PAST = max(r.number for r in registry.ALL + registry.TENSOR) + 1  # the first number no rung has
+_LOOKED_UP = registry.ALL + registry.TENSOR + registry.HISTORY  # every rung rung() finds
+_PAST = max(r.number for r in _LOOKED_UP) + 1  # the first number no rung has
 
 
 @pytest.mark.parametrize("key", [0, _PAST, str(_PAST), "nope", "", "warp", "10_naive", "Naive"])
@@ -44,7 +45,7 @@ def test_unknown_rung_is_a_key_error_listing_the_known_ones(key):
         registry.rung(key)
     message = err.value.args[0]
     assert f"unknown kernel {key!r}" in message
-    for r in registry.ALL + registry.TENSOR:  # the message is the user's menu
+    for r in _LOOKED_UP:  # the message is the user's menu
         assert f"{r.number} ({r.name})" in message
 
 

@@ -1,5 +1,5 @@
-"""compute-sanitizer memcheck and racecheck over every rung at ragged shapes (GPU; skipped
-without one or without the sanitizer).
+"""compute-sanitizer memcheck and racecheck over every rung at ragged shapes, the history
+rung (21) included (GPU; skipped without one or without the sanitizer).
 
 Each rung runs in its own process under the tool, once on the scalar path (67x45x33: no
 leading dimension is a multiple of 4), once on the float4 path (67x44x36), and once at
@@ -91,7 +91,7 @@ def _exact(r) -> bool:
 def _rung_params(first: int = 1):
     return [pytest.param(r, id=f"r{r.number}", marks=pytest.mark.skipif(
         not (KERNEL_DIR / r.source).is_file(), reason=f"{r.source} is not written yet"))
-        for r in registry.RUNGS if r.number >= first and _exact(r)]
+        for r in registry.RUNGS + registry.HISTORY if r.number >= first and _exact(r)]
 
 
 def _sanitize(rung, tool: str, overrides: dict | None = None,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
-#                               bench suites random overhead ladder hopper tests sanitize
-#                               accuracy tensor
+#                               bench suites random overhead ladder track hopper tests
+#                               sanitize accuracy tensor firstcall profile dropin
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -104,6 +104,15 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     ladder)
       sg ladder --size 4096 --quiet || status=1
       sg ladder --size 4092 --quiet || status=1 ;;
+    firstcall)  # issue 17: every table problem's first call, fresh process, empty cache
+      sg firstcall || status=1 ;;
+    profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
+      sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
+    dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)
+      python3 examples/train_dropin.py \
+        --json "results/nvidia-h200/dropin-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;
+    track)  # issue 16: the Python track beside its CUDA twins, paired against cuBLAS
+      sg ladder --track numba --size 4096 --size 4092 --quiet || status=1 ;;
     *) echo "unknown stage $stage"; status=2 ;;
   esac
   exec 1>&3 2>&1 3>&-

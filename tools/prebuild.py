@@ -44,7 +44,7 @@ def _one(item) -> str:
 
 def work() -> list[tuple[str, dict]]:
     pairs = list(grid.grid_candidates(GPU))
-    pairs += [(r, r.default(GPU)) for r in registry.ALL]
+    pairs += [(r, r.default(GPU)) for r in registry.ALL + registry.HISTORY]
     out, seen = [], set()
     for r, cfg in pairs:
         layouts = list(itertools.product((False, True), repeat=2)) \

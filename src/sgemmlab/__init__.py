@@ -6,15 +6,26 @@ ladder that explains, rung by rung, how such a kernel gets fast.
     c = sgemmlab.sgemm(a, b, c, alpha=2.0, beta=1.0)
 
 docs/api.md is the reference; with torch, torch.ops.sgemmlab.matmul is the same product as
-a PyTorch operator (autograd, torch.compile, CUDA graphs).
+a PyTorch operator (autograd, torch.compile, CUDA graphs), and `with sgemmlab.torch_mode():`
+sends a model's FP32 products (nn.Linear, @, mm, bmm, addmm) through it unchanged.
 """
 
 from .api import find_torch, matmul, sgemm
 from .errors import ConfigError, DispatchError, LayoutError, NoGPUError, OperandError, TableError
 
 __version__ = "0.1.0"
-__all__ = ["sgemm", "matmul", "OperandError", "LayoutError", "ConfigError", "DispatchError",
-           "TableError", "NoGPUError", "__version__"]
+__all__ = ["sgemm", "matmul", "torch_mode", "OperandError", "LayoutError", "ConfigError",
+           "DispatchError", "TableError", "NoGPUError", "__version__"]
+
+
+def __getattr__(name: str):
+    """`sgemmlab.torch_mode`, the drop-in switch for torch models (dropin.py), imported on
+    first use: it needs torch, which sgemmlab itself never imports."""
+    if name == "torch_mode":
+        from .dropin import torch_mode
+
+        return torch_mode
+    raise AttributeError(f"module 'sgemmlab' has no attribute {name!r}")
 
 
 def _register_torch_op() -> None:

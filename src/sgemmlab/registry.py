@@ -10,7 +10,8 @@ Glossary (used the same way in every kernel and every docstring):
     BS          rungs 1-3: side of the square thread block / tile.
     BM, BN, BK  the block tile: a thread block computes a BM x BN tile of C, walking K in
                 steps of BK.
-    TM, TN      the thread tile: each thread accumulates TM x TN outputs in registers.
+    TM, TN      the thread tile: each thread accumulates TM x TN outputs in registers
+                (rung 21: TM rows of one column, so its block tile is TM x BN).
     WM, WN      the warp tile: each warp owns a WM x WN piece of the block tile (rung 10),
                 computed in WMITER x WNITER sub-tiles.
     PAD         extra floats at the end of every row of the transposed A tile in shared memory.
@@ -771,14 +772,41 @@ TENSOR: tuple[Rung, ...] = (
 )
 
 
+#: Rungs that retell the field's history (kernels/history/): written the way a paper wrote
+#: them for the hardware of its day, numbered after the others and looked up like any rung,
+#: but neither in ALL nor chosen by dispatch or the tables; `sgemmlab ladder` leaves them
+#: out. Rung 21 is Volkov and Demmel's SGEMM (SC'08), mapped onto row-major operands.
+HISTORY: tuple[Rung, ...] = (
+    Rung(
+        21, "volkov2008", "Volkov & Demmel 2008: C in registers, B from global, A in shared",
+        "history/21_volkov2008.cu",
+        space={"BN": (32, 64, 128, 256), "TM": (8, 16, 32), "BK": (8, 16, 32)},
+        block=lambda c: (c["BN"], 1, 1), tile=lambda c: (c["TM"], c["BN"]),
+        smem_bytes=lambda c: c["BK"] * c["TM"] * _F,  # As [BK][TM]
+        seed={"BN": 64, "TM": 16, "BK": 16},  # the paper's: 64 threads, a 16 x 64 tile of C
+        rules=(
+            Rule("TM is a multiple of 4 (float4 reads of the A tile)",
+                 lambda c: c["TM"] % 4 == 0),
+            Rule("BK is a multiple of 4 (B four k at a time, float4 copies of A)",
+                 lambda c: c["BK"] % 4 == 0),
+            _register_rule(lambda c: 2 * c["TM"] + 8 + 24,
+                           "TM accumulators, TM values of A, 8 of B (four and the next four) "
+                           "and 24 for indices", lambda c: c["BN"]),
+        ),
+        vectorized=True,
+    ),
+)
+
+
 def best() -> Rung:
     """The rung `--kernel best` means, and `matmul(config=...)` without `kernel`: the
     highest-numbered rung of the ladder. (`matmul` with neither asks the dispatcher.)"""
     return max(RUNGS, key=lambda r: r.number)
 
 
-_BY_NAME = {r.name: r for r in ALL + TENSOR} | {r.label: r for r in ALL + TENSOR} | {
-    str(r.number): r for r in ALL + TENSOR}
+_LOOKED_UP = ALL + TENSOR + HISTORY  # every rung `rung()` finds, in number order
+_BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | {
+    str(r.number): r for r in _LOOKED_UP}
 
 
 def rung(key: str | int) -> Rung:
@@ -786,5 +814,57 @@ def rung(key: str | int) -> Rung:
     try:
         return _BY_NAME[str(key)]
     except KeyError:
-        names = ", ".join(f"{r.number} ({r.name})" for r in ALL + TENSOR)
+        names = ", ".join(f"{r.number} ({r.name})" for r in _LOOKED_UP)
         raise KeyError(f"unknown kernel {key!r}; known rungs: {names}") from None
+
+
+# -- the Python track ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PyRung:
+    """A rung of the Python track (sgemmlab/pytrack/, issue 16): a kernel written in Python
+    and compiled by Numba, mirroring CUDA rung `twin`, whose configuration space, rules, seed
+    and launch geometry it takes (nothing of them is repeated here or in its module)."""
+
+    number: int  # its place in the track, 1-7
+    name: str
+    twin: int  # the CUDA rung it mirrors
+    module_name: str  # sgemmlab.pytrack.<module_name>
+
+    @property
+    def label(self) -> str:
+        return f"py{self.number:02d}_{self.name}"
+
+    @property
+    def rung(self) -> Rung:
+        return rung(self.twin)
+
+    def module(self):
+        """Its Python module (imports numba-cuda: pip install -e ".[numba]")."""
+        import importlib
+
+        return importlib.import_module(f"sgemmlab.pytrack.{self.module_name}")
+
+
+#: The course's seven Python kernels, re-created: naive, coalesced, shared-memory tiles, 1D
+#: and 2D blocktiling, four-float copies with A transposed, warptiling (CUDA rung 10) with
+#: the small autotuning search of the course's kernel 7.
+PYTHON: tuple[PyRung, ...] = (
+    PyRung(1, "naive", 1, "r01_naive"),
+    PyRung(2, "coalesced", 2, "r02_coalesced"),
+    PyRung(3, "smem", 3, "r03_smem"),
+    PyRung(4, "blocktile1d", 4, "r04_blocktile_1d"),
+    PyRung(5, "blocktile2d", 5, "r05_blocktile_2d"),
+    PyRung(6, "vectorized", 6, "r06_vectorized"),
+    PyRung(7, "warptiling", 10, "r07_warptiling"),
+)
+
+
+def python_rung(key: str | int) -> PyRung:
+    """A Python rung by number (3, '3', 'py3'), label ('py03_smem') or 'py' + name."""
+    text = str(key).strip()
+    for p in PYTHON:
+        if text in (str(p.number), f"py{p.number}", p.label, f"py{p.number:02d}",
+                    f"py_{p.name}", p.name):
+            return p
+    names = ", ".join(f"{p.number} ({p.label})" for p in PYTHON)
+    raise KeyError(f"unknown Python rung {key!r}; the Python track has: {names}")

@@ -15,13 +15,23 @@ def ladder_chart(run: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     shapes = sorted({key(r) for r in run["records"]})
-    fig, axes = plt.subplots(len(shapes), 1, figsize=(9, 0.45 * 12 * len(shapes) + 1),
+    bars = max(sum(key(r) == p for r in run["records"]) for p in shapes) if shapes else 1
+    fig, axes = plt.subplots(len(shapes), 1,
+                             figsize=(9, 0.45 * max(12, bars) * len(shapes) + 1),
                              squeeze=False)
     for ax, shape in zip(axes[:, 0], shapes):
         recs = [r for r in run["records"] if key(r) == shape]
-        names = [r["kernel"] for r in recs]
+        # a kernel timed at several configurations (Python rung 7's search) gets one bar
+        # each, numbered; Python rungs (py..) in their own colour beside their CUDA twins
+        seen: dict[str, int] = {}
+        names = []
+        for r in recs:
+            k = r["kernel"]
+            seen[k] = seen.get(k, 0) + 1
+            names.append(k if seen[k] == 1 else f"{k} #{seen[k]}")
         vals = [r.get("tflops", 0.0) * 1e3 if r.get("status") == "ok" else 0.0 for r in recs]
-        colors = ["#444444" if n == "cublas" else "#2a7ab0" for n in names]
+        colors = ["#444444" if n == "cublas" else "#d55e00" if n.startswith("py") else
+                  "#2a7ab0" for n in names]
         ax.barh(names, vals, color=colors)
         for y, r in enumerate(recs):
             label = (f"{100 * r['vs_cublas']:.0f}% of cuBLAS" if r.get("status") == "ok"
@@ -59,15 +69,30 @@ def save_both(fig, stem: Path) -> list[Path]:
     return paths
 
 
-def kernel_color(kernel: str) -> str:
-    """The same colour for a kernel in every chart: rungs along one colour map by number."""
-    from matplotlib import cm, colors
+#: Series with a colour of their own (every chart uses the same one for a kernel).
+FIXED_COLORS = {"cublas": "#444444", "triton": "#2ca02c", "cublas_tf32": "#d62728",
+                "tf32x3_torch": "#9467bd", "auto": "#1f77b4", "matmul": "#ff7f0e",
+                "auto[tf32x3]": "#17becf", "matmul[tf32x3]": "#bcbd22",
+                "auto[tf32]": "#8c564b", "matmul[tf32]": "#e377c2"}
 
-    fixed = {"cublas": "#444444", "triton": "#2ca02c", "cublas_tf32": "#d62728"}
-    if kernel in fixed:
-        return fixed[kernel]
-    number = kernel.split("_", 1)[0]
-    return colors.to_hex(cm.plasma(int(number) / 12)) if number.isdigit() else "#1f77b4"
+
+def kernel_color(kernel: str) -> str:
+    """The same colour for a kernel in every chart, and a different one for every series:
+    the fixed series above; rung n the n-th colour of a 40-colour qualitative palette
+    (matplotlib's tab20b and tab20c, so none repeats among rungs 1-40 or meets a fixed one);
+    a Python rung (py03_smem) its twin's hue family in tab20's light shades."""
+    from matplotlib import colormaps, colors
+
+    if kernel in FIXED_COLORS:
+        return FIXED_COLORS[kernel]
+    palette = [colormaps["tab20b"](i) for i in range(20)] + \
+        [colormaps["tab20c"](i) for i in range(20)]
+    head = kernel.split("_", 1)[0]
+    if head.startswith("py") and head[2:].isdigit():
+        return colors.to_hex(colormaps["tab20"](2 * int(head[2:]) - 1))
+    if head.isdigit() and 1 <= int(head) <= len(palette):
+        return colors.to_hex(palette[int(head) - 1])
+    return colors.to_hex(palette[sum(map(ord, kernel)) % len(palette)])
 
 
 def _cublas_line(ax, vertical: bool) -> None:

@@ -2,7 +2,7 @@
 
     {
       "schema": "sgemmlab.results/1",
-      "kind": "ladder" | "bench" | "tune" | "ceilings",
+      "kind": "ladder" | "ladder-numba" | "bench" | "tune" | "ceilings",
       "command": "sgemmlab ladder --size 4096",
       "created": ISO-8601 UTC time,
       "environment": {gpu, compute_capability, sm_count, l2_bytes, driver,
@@ -231,12 +231,42 @@ def ladder_records(gpu_name: str, shape, root: Path | None = None
             run = load(p)
         except (OSError, ValueError):
             continue
+        if run.get("kind") != "ladder":  # the Python track's files (ladder-numba) too
+            continue
         if recs := _records_at(run, shape):
             found.append((run.get("created", ""), p.name, recs, _shown(p)))
     if not found:
         return None
     newest = max(found)
     return newest[2], newest[3]
+
+
+def track_records(gpu_name: str, shape, path: Path | None = None,
+                  root: Path | None = None) -> dict[str, list[dict]]:
+    """kernel label -> its records at `shape` in `path`, or else in the newest Python-track
+    file of this GPU (`sgemmlab ladder --track numba`: kind "ladder-numba"), each with the
+    file it came from as "source"; {} when there is none. A label has a list: Python rung 7
+    is timed at every configuration of its search."""
+    from ..runtime.device import slug
+
+    if path is None:
+        runs = []
+        for p in ((root or results_root()) / slug(gpu_name)).glob("ladder-numba-*.json"):
+            try:
+                run = load(p)
+            except (OSError, ValueError):
+                continue
+            if run.get("kind") == "ladder-numba" and _records_at(run, shape):
+                runs.append((run.get("created", ""), p.name, p))
+        if not runs:
+            return {}
+        path = max(runs)[2]
+    want = Problem.of(shape)
+    out: dict[str, list[dict]] = {}
+    for r in load(path).get("records", []):
+        if "M" in r and key(r) == want:
+            out.setdefault(r["kernel"], []).append({**r, "source": _shown(path)})
+    return out
 
 
 def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:

@@ -199,15 +199,21 @@ def precision_of(name: str) -> str:
 
 def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
     """(rungs, special kernels) named on the command line: rungs as rungs_for takes them,
-    'auto' and 'matmul' each once in the order given; 'best' when nothing is named.
+    'auto' and 'matmul' each once in the order given, then the Python rungs (py3, py03_smem:
+    their labels, registry.PYTHON); 'best' when nothing is named.
     Raises KeyError (naming the rungs and the special kernels) for an unknown kernel."""
     names = list(kernels or ["best"])
+    python = [k for k in names if k.startswith("py")]
+    for k in python:
+        registry.python_rung(k)  # KeyError names the Python track's rungs
     special = list(dict.fromkeys(k for k in names if k in SPECIAL_KERNELS))
-    rest = [k for k in names if k not in SPECIAL_KERNELS]
+    special += list(dict.fromkeys(registry.python_rung(k).label for k in python))
+    rest = [k for k in names if k not in SPECIAL_KERNELS and k not in python]
     try:
         return (rungs_for(rest) if rest else []), special
     except KeyError as exc:
-        raise KeyError(f"{exc.args[0]}; or {', '.join(SPECIAL_KERNELS)}, all, best") from None
+        raise KeyError(f"{exc.args[0]}; or {', '.join(SPECIAL_KERNELS)}, all, best, or a "
+                       "Python rung (py1-py7)") from None
 
 
 def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[str], gpu,
@@ -228,6 +234,12 @@ def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[s
         except (CompileError, ConfigError, OSError) as exc:
             raise ValueError(f"{r.label} cannot be built: {str(exc).splitlines()[0]}") from None
     for name in special:
+        if name.startswith("py"):  # a Python rung at its twin's configuration on this GPU
+            from .pytrack import python_candidate
+
+            py = registry.python_rung(name)
+            out.append(python_candidate(py, py.rung.default(gpu.name)))
+            continue
         out.append(auto_candidate(gpu, precision) if name == "auto"
                    else matmul_candidate(precision))
     for name in baselines:

@@ -12,12 +12,30 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
 from . import accuracy, look, measure, tune  # noqa: F401  (each registers its commands on the app)
 from .common import app, fail, parse_shape, require_torch, rungs_from  # noqa: F401
 
 
 def main() -> None:
-    try:
+    """The entry point. One error style: a usage mistake (an unknown option, a bad value, a
+    missing argument) is one line on stderr and exit 2, like the commands' own refusals
+    (common.fail), instead of click's boxed usage block."""
+    if len(sys.argv) <= 1:  # no command: the help, as click prints it
         app()
-    except KeyboardInterrupt:
+        return
+    try:
+        code = app(standalone_mode=False)
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
+    except Exception as exc:
+        # a usage error: click's UsageError or typer's copy of it (exit code 2)
+        if getattr(exc, "exit_code", None) != 2 or not hasattr(exc, "format_message"):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx else "sgemmlab"
+        typer.secho(f"{where}: {exc.format_message()} (see {where} --help)", err=True,
+                    fg=typer.colors.RED)
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

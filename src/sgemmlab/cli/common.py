@@ -14,6 +14,21 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="sgemmlab: FP32 GEMM on NVIDIA GPUs, and the ladder that explains it.")
 
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"sgemmlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="print the version and exit")] = False) -> None:
+    """sgemmlab: FP32 GEMM on NVIDIA GPUs, and the ladder that explains it."""
+
 SizeOpt = Annotated[Optional[list[int]], typer.Option(
     "--size", help="square size N (N×N×N); repeatable")]
 ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="M,N,K; repeatable")]
@@ -56,6 +71,27 @@ def rungs_from(kernels: list[str] | None):
         return rungs_for(kernels or ["all"])
     except KeyError as exc:
         raise typer.BadParameter(exc.args[0]) from None
+
+
+def python_rungs_from(kernels: list[str] | None):
+    """Python rungs named on the command line (1-7, py3, py03_smem, 'all'); all by default."""
+    from .. import registry
+
+    names = split(kernels) or ["all"]
+    try:
+        out = [p for k in names for p in (registry.PYTHON if k == "all"
+                                           else [registry.python_rung(k)])]
+    except KeyError as exc:
+        raise typer.BadParameter(exc.args[0]) from None
+    return list({p.number: p for p in out}.values())
+
+
+def require_numba() -> None:
+    """The Python track needs numba-cuda: say so in one sentence."""
+    try:
+        import numba.cuda  # noqa: F401
+    except ImportError:
+        fail('the Python track needs numba-cuda: pip install -e ".[numba]"')
 
 
 def require_torch() -> None:

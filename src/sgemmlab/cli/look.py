@@ -9,22 +9,31 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import KernelOpt, app, fail, parse_shape, rungs_from
+from .common import KernelOpt, app, fail, parse_shape, python_rungs_from, require_numba, rungs_from
 
 
-def predicted_ladder(shapes: list[tuple[int, int, int]], why: str) -> None:
-    """No GPU: show the ladder `sgemmlab inspect --all` predicts for the H200 instead."""
+def predicted_ladder(shapes: list[tuple[int, int, int]], why: str,
+                     rungs: list | None = None, wide: bool = False) -> None:
+    """No GPU: say so once, then show the ladder `sgemmlab inspect` predicts for the H200
+    (the rungs asked for), beside the committed measurements where there are some."""
     from ..bench import results
     from ..inspect import report
     from ..runtime import occupancy
 
     g = occupancy.gpu("h200")
-    typer.echo(f"No GPU here ({why.rstrip('.')}); showing the ladder PREDICTED for the "
-               f"{g.name}, not measured.\n")
+    import textwrap
+
+    typer.echo(textwrap.fill(f"{why.rstrip('.')}: nothing was measured. Below, the {g.name} "
+                             "ladder as `sgemmlab inspect` PREDICTS it.", 100) + "\n")
     for M, N, K in shapes:
-        items = report.ladder(g, (M, N, K), measured=results.ladder_records(g.name, (M, N, K)))
-        typer.echo(report.ladder_text(
-            items, f"{g.name}, {M}x{N}x{K}: predicted, not measured") + "\n")
+        meas = results.ladder_records(g.name, (M, N, K))
+        items = report.ladder(g, (M, N, K), measured=meas, rungs=rungs)
+        title = f"{g.name}, {M}x{N}x{K}"
+        if wide:
+            typer.echo(report.ladder_text(items, title) + "\n")
+            continue
+        cublas = meas[0].get("cublas", {}).get("median_us") if meas else None
+        typer.echo(report.brief_text(items, title, cublas, meas[1] if meas else None) + "\n")
 
 
 @app.command()
@@ -62,7 +71,10 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
         arch = occupancy.gpu(name).arch
     except KeyError:
         arch = ""
+    from ..runtime.limits import check_int32
+
     try:
+        check_int32(M=m, N=n, K=k, batch=batch)  # what the API refuses, in its words
         choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
                                  trans_b=tb, batch=batch, deterministic=deterministic,
                                  aligned=not unaligned, precision=precision, arch=arch)
@@ -85,13 +97,31 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
 def build(kernel: KernelOpt = None,
           every: Annotated[bool, typer.Option(
               "--all-configs", help="every legal configuration, not just the defaults")] = False,
-          arch: str = "sm_90", jobs: int = 2):
-    """Compile rungs with NVRTC (no GPU needed) and print their resource report."""
+          gpu: Annotated[Optional[str], typer.Option(
+              help="the GPU whose defaults to build (h200, h100, ...; default: the one here, "
+                   "else the H200 of the shipped table)")] = None,
+          arch: Annotated[Optional[str], typer.Option(
+              help="the target, e.g. sm_90 (default: the GPU's)")] = None,
+          jobs: int = 2):
+    """Compile rungs with NVRTC (no GPU needed) and print their resource report: each at
+    the configuration every other command runs on that GPU (its tuned default)."""
+    from .. import dispatch
     from ..registry import config_key
+    from ..runtime import occupancy
     from ..tune.search import compile_many
 
     rungs = rungs_from(kernel)
-    items = [(r, c) for r in rungs for c in (r.configs() if every else [r.default()])]
+    try:
+        name, _, note = dispatch.target_gpu(gpu, None)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if arch is None:
+        try:
+            arch = occupancy.gpu(name).arch
+        except KeyError:
+            fail(f"no architecture known for {name!r}: give --arch (e.g. sm_90)", 2)
+    typer.echo(f"{name} ({arch}){': ' + note if note else ''}")
+    items = [(r, c) for r in rungs for c in (r.configs() if every else [r.default(name)])]
     bad = 0
     for (r, cfg), res in compile_many(items, arch, jobs):
         if isinstance(res, Exception):
@@ -124,6 +154,9 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout")] = False,
     markdown: Annotated[Optional[Path], typer.Option(
         help="with --all: write the Markdown report here")] = None,
+    track: Annotated[str, typer.Option(
+        help="cuda, or numba: each Python rung's machine code beside its CUDA twin's "
+             "(RUNG then names Python rungs 1-7)")] = "cuda",
 ):
     """The bill, resources, occupancy, SASS mix and predicted bound of a rung (no GPU
     needed): computed from the registry, the kernel's index arithmetic and its cubin."""
@@ -139,6 +172,12 @@ def inspect(
     M, N, K = parse_shape(shape)
     if not all_rungs and kernel is None:
         raise typer.BadParameter("give a RUNG or --all")
+    if track == "numba":
+        _inspect_track(None if all_rungs else kernel, g, (M, N, K), measured, as_json,
+                       markdown)
+        return
+    if track != "cuda":
+        fail(f"--track must be cuda or numba, not {track!r}", 2)
     try:
         meas = (results.records_from(measured, (M, N, K)) if measured
                 else results.ladder_records(g.name, (M, N, K)))
@@ -171,6 +210,39 @@ def inspect(
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text(report.ladder_markdown(
             items, seed_items, f"sgemmlab inspect: {g.name}, {M}×{N}×{K}", cmd) + "\n")
+        typer.echo(f"markdown: {markdown}")
+
+
+def _inspect_track(kernel: str | None, g, shape, measured: Path | None, as_json: bool,
+                   markdown: Path | None) -> None:
+    """`inspect --track numba`: Python rungs beside their twins (all, or the one named)."""
+    from ..bench import results
+    from ..inspect import pytrack as track_mod
+
+    require_numba()
+    pys = python_rungs_from([kernel] if kernel else None)
+    try:
+        meas = results.track_records(g.name, shape, measured)
+    except (OSError, ValueError) as exc:
+        fail(f"--measured: {exc}")
+    try:
+        items = track_mod.track(g, meas, pys)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    except RuntimeError as exc:  # pytrack.build.NoToolchain: no NVVM or nvJitLink here
+        fail(str(exc))
+    M, N, K = shape
+    title = f"{g.name}, {M}x{N}x{K}: the Python track beside its CUDA twins"
+    if as_json:
+        typer.echo(json.dumps(items if kernel is None else items[0], indent=1))
+    else:
+        typer.echo(track_mod.text(items, title))
+    if markdown is not None:
+        cmd = (f"sgemmlab inspect --track numba --all --shape {M},{N},{K} --gpu {g.slug} "
+               f"--markdown {markdown}")
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(track_mod.markdown(items, f"sgemmlab inspect --track numba: "
+                                                      f"{g.name}, {M}×{N}×{K}", cmd))
         typer.echo(f"markdown: {markdown}")
 
 
@@ -244,9 +316,11 @@ def visualize(
 @app.command()
 def info():
     """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
+    import textwrap
+
     from .. import registry
     from ..errors import NoGPUError
-    from ..runtime.compiler import cache_dir, nvrtc_version
+    from ..runtime.compiler import bundle_dir, cache_dir, nvrtc_version
     from ..runtime.device import gpu_info
 
     try:
@@ -254,8 +328,20 @@ def info():
         typer.echo(f"GPU: {g.name} (sm_{g.compute_capability[0]}{g.compute_capability[1]}, "
                    f"{g.sm_count} SMs, L2 {g.l2_bytes >> 20} MiB)")
     except NoGPUError as exc:
-        typer.echo(f"GPU: none ({exc})")
-    typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}")
-    for r in registry.RUNGS:
-        typer.echo(f"  {r.number:2d} {r.name:12s} {r.title}  "
-                   f"[{sum(1 for _ in r.configs())} legal configurations]")
+        typer.echo(textwrap.fill(f"GPU: none ({exc})", 100))
+
+    where = bundle_dir()
+    shipped = len(list(where.glob("*.bin"))) if where and where.is_dir() else 0
+    typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}; prebuilt cubins in "
+               f"the package: {shipped}")
+    for title, rungs in (("the ladder", registry.RUNGS), ("the family", registry.FAMILY),
+                         ("the tensor cores (Hopper)", registry.TENSOR),
+                         ("history", registry.HISTORY)):
+        typer.echo(f"{title}:")
+        for r in rungs:
+            n = sum(1 for _ in r.configs())
+            typer.echo(f"  {r.number:2d} {r.name:12s} {n:5d} configs  "
+                       f"{textwrap.shorten(r.title, 72, placeholder='...')}")
+    typer.echo("the Python track (Numba, extra [numba]):")
+    for p in registry.PYTHON:
+        typer.echo(f"  py{p.number} {p.label:18s} mirrors {p.rung.label}")

@@ -18,7 +18,9 @@ from .common import (
     SizeOpt,
     app,
     fail,
+    python_rungs_from,
     require_gpu,
+    require_numba,
     require_torch,
     rungs_from,
     shapes_from,
@@ -29,7 +31,14 @@ from .common import (
 def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = None,
            confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
            plot: Annotated[bool, typer.Option(help="write a bar chart PNG")] = True,
-           quiet: Annotated[bool, typer.Option(help="no progress display")] = False):
+           quiet: Annotated[bool, typer.Option(help="no progress display")] = False,
+           track: Annotated[str, typer.Option(
+               help="cuda (the ladder's CUDA C++ rungs) or numba (the Python track: each "
+                    "Python rung beside its CUDA twin; -k then names Python rungs 1-7)")]
+           = "cuda",
+           wide: Annotated[bool, typer.Option(
+               help="without a GPU: the whole predicted bill, not the 100-column "
+                    "summary")] = False):
     """Check every rung against float64, then time it against cuBLAS (paired, same run)."""
     from ..bench import ladder as ladder_mod
     from ..bench.measure import CONFIRM, QUICK
@@ -40,17 +49,26 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
     from ..runtime.device import gpu_info
 
     todo = shapes_from(size, shape, [(4096, 4096, 4096)])
-    rungs = rungs_from(kernel)
+    if track not in ladder_mod.TRACKS:
+        fail(f"--track must be {' or '.join(ladder_mod.TRACKS)}, not {track!r}", 2)
+    pys = python_rungs_from(kernel) if track == "numba" else None
+    rungs = rungs_from(kernel) if track == "cuda" and kernel else None  # None: 1-14, 21
     try:
         gpu = gpu_info()
     except NoGPUError as exc:
+        if track == "numba":
+            fail(f"{exc}: the Python track's ladder measures on a GPU (`sgemmlab run "
+                 "--track numba --simulate` runs a Python rung on the CPU)", 1)
         from .look import predicted_ladder
 
-        predicted_ladder(todo, str(exc))
+        predicted_ladder(todo, str(exc), rungs, wide)
         return
     require_torch()
+    if track == "numba":
+        require_numba()
     try:
-        run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet)
+        run, path = ladder_mod.run(todo, rungs, CONFIRM if confirm else QUICK, not quiet,
+                                   track=track, pys=pys)
     except BaselineError as exc:
         fail(str(exc), 4)
     if quiet:
@@ -181,8 +199,8 @@ SeedOpt = Annotated[Optional[int], typer.Option(
     "--seed", help="the seed of --random (default 0): the same seed, the same shapes")]
 BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
-    "choice per shape) or 'matmul' (sgemmlab.matmul per launch, host overhead included); "
-    "repeatable (default: best)")]
+    "choice per shape), 'matmul' (sgemmlab.matmul per launch, host overhead included) or a "
+    "Python rung (py1-py7, Numba: pip install -e '.[numba]'); repeatable (default: best)")]
 BaselineOpt = Annotated[Optional[list[str]], typer.Option(
     "--baseline", "-b", help="triton, tf32, tf32x3 (the composed 3xTF32 anchor) or none; "
     "repeatable (default: triton and tf32, and a precision's own); cuBLAS FP32 is always "
@@ -289,6 +307,73 @@ def _echo_skipped(records: list[dict]) -> None:
     for (kernel, why), where in counts.items():
         at = where[0] if len(where) == 1 else f"{len(where)} problems"
         typer.echo(f"skipped {kernel} at {at}: {why}")
+
+
+@app.command()
+def profile(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung number or name")]
+            = "14",
+            size: Annotated[int, typer.Option(min=1, help="square size N (N×N×N)")] = 4096,
+            config: Annotated[Optional[str], typer.Option(
+                help="e.g. 'BM=128,...' (default: the GPU's tuned one)")] = None):
+    """Nsight Compute on a rung and on cuBLAS at the same shape: issue, FMA pipe, warps per
+    scheduler, stall reasons (and where the rung's warps stall), bank conflicts, side by
+    side. Needs ncu; writes results/<gpu>/profile-*.json and the digest beside it."""
+    from ..bench import profile as prof
+    from ..bench import results
+
+    r = rungs_from([kernel])[0]
+    try:
+        prof.find_ncu()
+    except prof.NoProfiler as exc:
+        fail(str(exc))
+    gpu = require_gpu()
+    stamp = results.stamp()
+    name = f"profile-{r.label}-{size}x{size}x{size}-{stamp}"
+    out = results.results_root() / gpu.slug
+    try:
+        mine, theirs = prof.profile(r.label, (size, size, size), out / f"{name}-reports",
+                                    config)
+    except RuntimeError as exc:
+        fail(str(exc), 3)
+    text = prof.digest(mine, theirs)
+    run = results.new_run("profile", gpu, {"tool": "ncu", "clock_control": "none"})
+    run["records"] = [mine.to_dict(), theirs.to_dict()]
+    run["shape"] = [size, size, size]
+    path = results.write(run, gpu.slug, name)
+    (out / f"{name}.txt").write_text(f"{gpu.name}, {size}³: {r.label} vs cuBLAS (ncu)\n\n"
+                                     + text + "\n")
+    typer.echo(text)
+    typer.echo(f"results: {path}")
+
+
+@app.command()
+def firstcall(limit: Annotated[Optional[int], typer.Option(
+                  min=1, help="only the table's first LIMIT problems")] = None):
+    """The first call's time at every problem of this GPU's shipped table, in a fresh
+    process with an empty compile cache (only the package's prebuilt cubins): target under
+    50 ms each. Writes results/<gpu>/firstcall-*.json."""
+    from ..bench import firstcall as fc
+    from ..bench import results
+
+    gpu = require_gpu()
+    require_torch()
+    try:
+        todo = fc.problems(gpu.name, limit)
+        recs = fc.measure(todo)
+    except (ValueError, RuntimeError) as exc:
+        fail(str(exc), 3)
+    run = results.new_run("firstcall", gpu, {"fresh_process": True, "empty_cache": True})
+    run["records"] = recs
+    run["summary"] = s = fc.summary(recs)
+    path = results.write(run, gpu.slug, f"firstcall-{results.stamp()}")
+    w = s["worst"]
+    typer.echo(f"{s['problems']} problems, first call median {s['median_first_ms']:.2f} ms, "
+               f"max {s['max_first_ms']:.2f} ms ({w['M']}x{w['N']}x{w['K']} {w['layout']} "
+               f"batch {w['batch']}); {s['compiled']} compiled; {s['over_target']} at or "
+               f"over {s['target_ms']:.0f} ms")
+    typer.echo(f"results: {path}")
+    if s["over_target"]:
+        fail(f"{s['over_target']} first call(s) took {s['target_ms']:.0f} ms or more", 3)
 
 
 @app.command()

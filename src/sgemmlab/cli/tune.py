@@ -263,3 +263,50 @@ def _validate(path):
                                "sources": table.data.get("sources", []),
                                "command": results.command_line(), **s}, indent=1) + "\n")
     typer.echo(f"results: {out}")
+
+
+@app.command()
+def warmup(gpu: Annotated[Optional[str], typer.Option(
+               help="the GPU to compile for (default: the one here): h200, h100, ...")] = None,
+           arch: Annotated[Optional[str], typer.Option(
+               help="its architecture, e.g. sm_90 (default: the GPU's)")] = None,
+           jobs: Annotated[Optional[int], typer.Option(
+               min=1, help="parallel NVRTC compiles (default: one per core)")] = None,
+           bundle: Annotated[Optional[Path], typer.Option(
+               help="also write the results into this folder as a bundle of prebuilt "
+                    "cubins (packaging: src/sgemmlab/data/cubins)")] = None):
+    """Compile every kernel variant dispatch can choose on a GPU (its table's entries, the
+    defaults, the grid's candidates, the tensor rungs) into the cache ahead of the first
+    calls, in parallel; no GPU needed."""
+    import os
+    import time
+
+    from ..dispatch import target_gpu
+    from ..runtime import occupancy
+    from ..tune import bundle as bundle_mod
+
+    try:
+        name, _, _ = target_gpu(gpu, None)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if arch is None:
+        try:
+            arch = occupancy.gpu(name).arch
+        except KeyError:
+            fail(f"no architecture known for {name!r}: give --arch (e.g. sm_90)", 2)
+    todo = bundle_mod.variants(name, arch)
+    t0 = time.time()
+    done = bundle_mod.compile_all(todo, jobs or os.cpu_count() or 2)
+    bad = [(v, r) for v, r in done if isinstance(r, Exception)]
+    fresh = sum(1 for _, r in done if not isinstance(r, Exception) and not r.cached)
+    typer.echo(f"{name} ({arch}): {len(done)} kernel variants, {fresh} compiled now, "
+               f"{len(done) - fresh - len(bad)} already built, in {time.time() - t0:.0f} s")
+    for (source, macros, _), exc in bad:
+        typer.echo(f"  failed: {source} {registry.config_key(macros)}: "
+                   f"{str(exc).splitlines()[0]}")
+    if bad:
+        fail(f"{len(bad)} variant(s) did not compile", 3)
+    if bundle is not None:
+        paths = bundle_mod.write_bundle(bundle, done)
+        size = sum(p.stat().st_size for p in paths)
+        typer.echo(f"bundle: {len(paths)} entries, {size / 2**20:.1f} MiB in {bundle}")

@@ -240,7 +240,7 @@ def target_gpu(name: str | None = None, sms: int | None = None) -> tuple[str, in
             return g.name, sms or g.sm_count, ""
         except NoGPUError:
             name = SHIPPED_GPU
-            note = (f"no GPU here: explaining for the {name}, the GPU of the shipped table "
+            note = (f"no GPU here: answering for the {name}, the GPU of the shipped table "
                     "(--gpu NAME for another)")
     try:
         known = occupancy.gpu(name)

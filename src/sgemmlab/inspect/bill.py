@@ -6,8 +6,8 @@ same index expressions as the .cu file: which global element each lane loads, wh
 shared-memory word it stores or reads, how many FFMAs it does. Indices are numpy arrays
 over the block's threads, so each line below reads like the kernel's. The block is the one
 at the origin of C, the matrices row-major with lda = K, ldb = ldc = N, every base address
-256-byte aligned; rungs 6-14 are traced with float4 global accesses (SGEMM_VEC4 = 1), and
-rungs 13-14 with both operands row-major (no SGEMM_TA / SGEMM_TB) and one product.
+256-byte aligned; rungs 6-14 and 21 are traced with float4 global accesses (SGEMM_VEC4 = 1),
+and rungs 13-14 with both operands row-major (no SGEMM_TA / SGEMM_TB) and one product.
 
 A cp.async (rungs 11-14) is one instruction with two halves, and the trace keeps both: the
 global load it performs (operand A or B, counted like an LDG) and the shared store it
@@ -430,9 +430,59 @@ def _streamk(rung, c, M, N, K):
     return _hoisted(rung, c, M, N, K)
 
 
+def _volkov2008(rung, c, M, N, K):
+    """Rung 21 (history/21_volkov2008.cu): BN threads in one row, thread t owning column t of
+    a TM x BN tile. One K step is tile(k0 = 0): A's TM x BK tile by float4 along k (rows past
+    M read the last row), stored transposed into As[k][m] by four STS; then per k one LDG of
+    B (the prefetch: rows k0+4 .. k0+BK+3, this step's loads, whichever step uses them;
+    columns past N read the last one) and TM/4 LDS.128 of As[k][i..i+3], one address for
+    every lane (a broadcast), for TM FFMAs."""
+    BN, TM, BK = c["BN"], c["TM"], c["BK"]
+    t = _Tracer(BN, BK)
+    col = np.minimum(t.tid, N - 1)
+    k0 = 0
+    edge = k0 + BK + 4 > K  # tile<true>: the loads that pass K read zero
+    bound = K - k0 if edge else BK
+    for s in range(-(-(TM * BK // 4) // BN)):
+        i = t.tid + s * BN
+        r, q = i // (BK // 4), i % (BK // 4) * 4
+        live = i < TM * BK // 4
+        src = np.minimum(r, M - 1) * K + k0 + q
+        vec = live & (q + 3 < bound)
+        t.ldg("A", src, vec, width=16)
+        if edge:  # load4_or_zero's element-by-element path at the edge of K
+            for j in range(4):
+                t.ldg("A", src + j, live & ~vec & (q + j < bound))
+        for j in range(4):
+            t.sts("As", (q + j) * TM + r, live)
+    for k in range(0, BK, 4):
+        for q in range(4):  # next_b: B four k ahead
+            kk = k0 + k + 4 + q
+            t.ldg("B", kk * N + col, kk < K)
+        for q in range(4):
+            for i in range(0, TM, 4):
+                t.lds("As", (k + q) * TM + i, width=16)
+        t.ffma(4 * TM)
+    t.epilogue = True
+    for i in range(TM):
+        t.stg(i * N + t.tid, (i < M) & (t.tid < N))
+    return t.t
+
+
 _REPLAY = {1: _untiled, 2: _untiled, 3: _smem_tiling, 4: _blocktile_1d, 5: _blocktile_2d,
            6: _vectorized, 7: _vectorized, 8: _vectorized, 9: _vectorized, 10: _warptiling,
-           11: _cp_async, 12: _cp_async, 13: _hoisted, 14: _streamk}
+           11: _cp_async, 12: _cp_async, 13: _hoisted, 14: _streamk, 21: _volkov2008}
+
+
+def _replayed() -> str:
+    """The rungs _REPLAY covers, as runs of numbers: '1-14, 21'."""
+    runs: list[list[int]] = []
+    for n in sorted(_REPLAY):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
@@ -443,7 +493,7 @@ def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
     replay = _REPLAY.get(rung.number)
     if replay is None:
         raise ValueError(f"rung {rung.label} has no per-thread replay yet (inspect covers "
-                         f"rungs {min(_REPLAY)}-{max(_REPLAY)}); its bill is in its header, "
+                         f"rungs {_replayed()}); its bill is in its header, "
                          f"kernels/{rung.source}")
     return replay(rung, dict(config), M, N, K)
 

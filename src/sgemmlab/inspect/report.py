@@ -86,11 +86,13 @@ def _first_error(exc: CompileError) -> str:
 
 
 def ladder(g: occ_mod.GPU, shape, seed: bool = False,
-           measured: tuple[dict, str] | None = None) -> list[dict]:
-    """Every rung at this GPU's default configuration (or the seed's), inspected; a rung
-    that does not compile for the GPU is an item with only its label and why ("skipped")."""
+           measured: tuple[dict, str] | None = None,
+           rungs: list[registry.Rung] | None = None) -> list[dict]:
+    """Every rung (or `rungs`) at this GPU's default configuration (or the seed's),
+    inspected; a rung that does not compile for the GPU is an item with only its label and
+    why ("skipped")."""
     items = []
-    for r in registry.RUNGS:
+    for r in rungs or registry.RUNGS + registry.HISTORY:
         try:
             items.append(inspect_rung(r, dict(r.seed) if seed else r.default(g.name), shape,
                                       g, measured))
@@ -150,6 +152,36 @@ PREDICTED_LABEL = "PREDICTED, not measured"
 
 def _skipped(items: list[dict]) -> list[str]:
     return [f"{i['skipped']}: not inspected" for i in items if "skipped" in i]
+
+
+def brief_rows(items: list[dict], cublas_us: float | None) -> tuple[list[str], list[list[str]]]:
+    """The narrow ladder (100 columns): the predicted time and limit, and beside them what
+    the committed results measured, each as % of cuBLAS where cuBLAS's time is known."""
+    head = ["rung", "predicted", "% of cuBLAS", "limited by", "measured", "% of cuBLAS"]
+    rows = []
+
+    def pct(us):
+        return f"{100 * cublas_us / us:.0f} %" if cublas_us and us else "—"
+
+    for it in items:
+        if "skipped" in it:
+            rows.append([it["rung"], "—", "—", "does not compile here", "—", "—"])
+            continue
+        p, m = it["prediction"], it["measured"]
+        meas = m["median_us"] if m else None
+        rows.append([it["rung"], _us(p["time_us"]), pct(p["time_us"]), p["limit"],
+                     _us(meas), pct(meas)])
+    return head, rows
+
+
+def brief_text(items: list[dict], title: str, cublas_us: float | None, source: str | None
+               ) -> str:
+    head, rows = brief_rows(items, cublas_us)
+    note = (f"measured: {source} (cuBLAS {_us(cublas_us)})" if source else
+            "no committed measurement for this GPU and shape")
+    return "\n".join([title, "", _table_text(head, rows), "", note,
+                      "(sgemmlab inspect --all for the bill behind each prediction; --wide "
+                      "here prints it)"])
 
 
 def ladder_text(items: list[dict], title: str) -> str:

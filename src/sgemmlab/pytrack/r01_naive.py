@@ -19,9 +19,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 1
-NAME = "naive"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(1)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BS": 8}
 
 

@@ -16,9 +16,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 2
-NAME = "coalesced"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(2)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BS": 8}
 
 

@@ -21,9 +21,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 3
-NAME = "smem"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(3)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BS": 8}
 
 

@@ -22,9 +22,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 4
-NAME = "blocktile1d"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(4)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BM": 16, "BN": 16, "BK": 4, "TM": 8}
 
 

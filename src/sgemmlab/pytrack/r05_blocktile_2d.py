@@ -20,9 +20,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 5
-NAME = "blocktile2d"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(5)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BM": 16, "BN": 32, "BK": 4, "TM": 4, "TN": 4}
 
 

@@ -29,9 +29,8 @@ from numba import cuda, float32
 from sgemmlab import registry
 from sgemmlab.pytrack import common
 
-TWIN = 10
-NAME = "warptiling"
-RUNG = registry.rung(TWIN)
+PY = registry.python_rung(7)  # this rung in the registry's Python track
+TWIN, NAME, RUNG = PY.twin, PY.name, PY.rung
 SIM_CONFIG = {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
               "PAD": 4, "PREFETCH": 1}
 
@@ -44,6 +43,10 @@ def kernel(cfg):
     WMITER, WNITER, PAD, PREFETCH, THREADS = (
         c[k] for k in ("WMITER", "WNITER", "PAD", "PREFETCH", "THREADS"))
     WSUBM, WSUBN = WM // WMITER, WN // WNITER  # the warp's sub-tile
+    # Numba sizes shared and local arrays by constants: arithmetic inside the kernel would
+    # be a run-time value, so the sizes are computed here, in Python
+    AS_ROW = BM + PAD  # a row of the transposed A tile
+    FM, FN = WMITER * TM, WNITER * TN  # a lane's fragments of A and B per step of k
     A_LOADS = -(-(BM * BK // 4) // THREADS)  # groups of four floats per thread per tile
     B_LOADS = -(-(BK * BN // 4) // THREADS)
     load = common.load_or_zero
@@ -80,7 +83,7 @@ def kernel(cfg):
 
     @cuda.jit
     def sgemm(M, N, K, alpha, A, B, beta, C):
-        As = cuda.shared.array((BK, BM + PAD), float32)  # transposed, rows padded
+        As = cuda.shared.array((BK, AS_ROW), float32)  # transposed, rows padded
         Bs = cuda.shared.array((BK, BN), float32)
 
         tid = cuda.threadIdx.x
@@ -92,9 +95,9 @@ def kernel(cfg):
         trow, tcol = wr * WM + lr * TM, wc * WN + lc * TN
         row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
 
-        acc = cuda.local.array((WMITER * TM, WNITER * TN), float32)
-        regM = cuda.local.array(WMITER * TM, float32)
-        regN = cuda.local.array(WNITER * TN, float32)
+        acc = cuda.local.array((FM, FN), float32)
+        regM = cuda.local.array(FM, float32)
+        regN = cuda.local.array(FN, float32)
         ra = cuda.local.array((A_LOADS, 4), float32)
         rb = cuda.local.array((B_LOADS, 4), float32)
         for i in range(WMITER * TM):

@@ -5,6 +5,15 @@ resource report. Cubins are cached on disk under a key made of everything that d
 machine code: the source text with its includes, the constants, the options, the NVRTC
 version and the architecture.
 
+Two places hold compiled entries, tried in this order: the bundle shipped in the package
+(sgemmlab/data/cubins/, written at packaging time by tools/prebuild.py --bundle: the
+configurations the shipped tables and defaults choose on an H100/H200) and the user's cache.
+A bundled entry is the same format under the same key, so it serves only a compile whose
+source, includes, constants, options, NVRTC version and architecture are exactly those it was
+built from; its own digest and the record inside it (source, constants, architecture) are
+checked again when it is read, so a stale, foreign or damaged entry is compiled afresh,
+never trusted.
+
 Cache safety: an entry is written to a temporary file and renamed into place, so a reader
 sees a whole entry or none, and two processes compiling the same key at once each write a
 complete file (the last rename wins; both are identical). Every entry carries a SHA-256 of
@@ -26,6 +35,9 @@ from pathlib import Path
 from typing import Mapping
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+#: The prebuilt entries shipped in the package (absent in a source checkout until
+#: `python tools/prebuild.py --bundle` writes them; a wheel carries them).
+BUNDLE_DIR = Path(__file__).resolve().parent.parent / "data" / "cubins"
 ENTRY = "sgemm"  # every rung's kernel is extern "C" sgemm
 _MAGIC = b"SGLCUBIN1"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
@@ -65,7 +77,8 @@ class Compiled:
     cubin: bytes
     log: str
     resources: Resources
-    cached: bool  # True when read back from the disk cache
+    cached: bool  # True when read back from the disk cache or the bundle
+    bundled: bool = False  # True when it came from the package's bundle (BUNDLE_DIR)
 
 
 def cache_dir() -> Path:
@@ -287,10 +300,57 @@ def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, st
 REPORT_TRIES = 3
 
 
+def bundle_dir() -> Path | None:
+    """$SGEMMLAB_BUNDLE_DIR (empty: no bundle, as the test suite runs), else BUNDLE_DIR."""
+    env = os.environ.get("SGEMMLAB_BUNDLE_DIR")
+    if env is None:
+        return BUNDLE_DIR
+    return Path(env) if env else None
+
+
+def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
+               res: Resources) -> dict:
+    """What an entry records about itself beside the cubin (and what a bundled entry must
+    match to be used)."""
+    return {"log": log, "resources": asdict(res), "source": source,
+            "macros": {k: int(v) for k, v in macros.items()}, "arch": arch}
+
+
+def bundled(key: str, source: str, macros: Mapping[str, int], arch: str) -> Compiled | None:
+    """The package's prebuilt entry for this compile, if there is one that is intact, has
+    ptxas's report and records exactly this source, these constants and this arch."""
+    where = bundle_dir()
+    entry = _read_entry(where / f"{key}.bin") if where else None
+    if entry is None:
+        return None
+    meta, cubin = entry
+    want = {k: int(v) for k, v in macros.items()}
+    if (meta.get("source"), meta.get("macros"), meta.get("arch")) != (source, want, arch):
+        return None
+    try:
+        res = Resources(**meta["resources"])
+    except (KeyError, TypeError):
+        return None
+    if not res.known:
+        return None
+    return Compiled(key, cubin, meta.get("log", ""), res, cached=True, bundled=True)
+
+
+def write_bundle_entry(directory: Path, compiled: Compiled, source: str,
+                       macros: Mapping[str, int], arch: str) -> Path:
+    """Write `compiled` into a bundle directory under its key (tools/prebuild.py --bundle)."""
+    path = directory / f"{compiled.key}.bin"
+    _write_entry(path, entry_meta(source, macros, arch, compiled.log, compiled.resources),
+                 compiled.cubin)
+    return path
+
+
 def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
                    *, use_cache: bool = True) -> Compiled:
     """Compile kernels/`source` with `macros` as -D constants for `arch` (e.g. 'sm_90')."""
     key = cache_key(source, macros, arch)
+    if use_cache and (hit := bundled(key, source, macros, arch)) is not None:
+        return hit
     path = cache_dir() / "cubins" / f"{key}.bin"
     if use_cache and (entry := _read_entry(path)) is not None:
         meta, cubin = entry
@@ -309,8 +369,7 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
             pass
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
         try:
-            _write_entry(path, {"log": log, "resources": asdict(res), "source": source,
-                                "macros": dict(macros), "arch": arch}, cubin)
+            _write_entry(path, entry_meta(source, macros, arch, log, res), cubin)
         except OSError:  # a read-only or full cache costs the next compile, not this one
             pass
     return Compiled(key, cubin, log, res, cached=False)

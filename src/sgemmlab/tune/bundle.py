@@ -1,0 +1,103 @@
+"""The compiles a GPU's first calls need, made ahead of time: `sgemmlab warmup` and the
+package's bundle of prebuilt cubins.
+
+What dispatch can choose on a GPU is finite: each (rung, configuration) of the shipped
+table's entries, every rung's default for that GPU, the grid's candidates (tune/grid.py) and
+the tensor-core rungs' defaults with their pre-pass; each in every layout variant the rung
+reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses.
+`variants` lists those compiles; `compile_all` runs them in parallel (NVRTC needs no GPU);
+`write_bundle` copies the results into a directory that ships in the wheel
+(sgemmlab/data/cubins: runtime/compiler.py reads it before the user's cache).
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterable
+
+from .. import registry
+from ..dispatch import table as table_mod
+from ..runtime.compiler import compile_kernel, write_bundle_entry
+from ..runtime.launch import variant_macros
+
+#: One compile: (kernel source, NVRTC constants, architecture).
+Variant = tuple[str, dict[str, int], str]
+
+
+def chosen_configs(gpu_name: str) -> list[tuple[registry.Rung, dict]]:
+    """Every (rung, configuration) dispatch (or a plain `kernel=` call) can choose on
+    `gpu_name`: the package table's entries, every rung's default and seed, the grid's
+    candidates; the tensor rungs' too."""
+    from .grid import grid_candidates
+
+    pairs: list[tuple[registry.Rung, dict]] = []
+    path = table_mod.package_table_path(gpu_name)
+    for e in table_mod.read_table(path).entries if path.is_file() else []:
+        pairs.append((registry.rung(e["rung"]), dict(e["config"])))
+    every = registry.ALL + registry.TENSOR + registry.HISTORY
+    pairs += [(r, r.default(gpu_name)) for r in every] + [(r, dict(r.seed)) for r in every]
+    pairs += grid_candidates(gpu_name)
+    return pairs
+
+
+def variants(gpu_name: str, arch: str) -> list[Variant]:
+    """The distinct compiles behind chosen_configs(gpu_name) for `arch` (the FMA rungs'; the
+    tensor rungs compile for their own, sm_90a, and only for a Hopper arch)."""
+    from ..runtime import hopper
+
+    out: list[Variant] = []
+    seen: set = set()
+
+    def add(source: str, macros: dict, target: str) -> None:
+        k = (source, tuple(sorted(macros.items())), target)
+        if k not in seen:
+            seen.add(k)
+            out.append((source, macros, target))
+
+    for r, cfg in chosen_configs(gpu_name):
+        if r.supports("tma"):
+            if arch.startswith("sm_90"):
+                add(r.source, r.macros(cfg) | {"SMEM_EXPECT": r.dynamic_smem(cfg)}, r.arch)
+                add(hopper.PREP, {"PREP": 1}, r.arch)
+            continue
+        layouts = itertools.product((False, True), repeat=2) if r.supports("layouts") \
+            else [(False, False)]
+        for (ta, tb), vec4 in itertools.product(list(layouts), (True, False) if r.vectorized
+                                                else (False,)):
+            add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb), arch)
+    return out
+
+
+def _compile(v: Variant):
+    source, macros, arch = v
+    try:
+        return compile_kernel(source, macros, arch)
+    except Exception as exc:  # reported per variant by the caller
+        return exc
+
+
+def compile_all(todo: Iterable[Variant], jobs: int = 2):
+    """[(variant, Compiled or the exception)] for every variant, `jobs` NVRTCs at a time
+    (each writes the user's compile cache, so a later call loads instead of compiling)."""
+    todo = list(todo)
+    if jobs <= 1:
+        return [(v, _compile(v)) for v in todo]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(zip(todo, pool.map(_compile, todo)))
+
+
+def write_bundle(directory: Path, done) -> list[Path]:
+    """Write each compiled variant of `done` (compile_all's result) into `directory`, after
+    removing the entries already there (a bundle holds exactly one build's variants)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.bin"):
+        old.unlink()
+    paths = []
+    for (source, macros, arch), res in done:
+        if isinstance(res, Exception):
+            raise RuntimeError(f"{source} {macros} ({arch}) did not compile: "
+                               f"{str(res).splitlines()[0]}")
+        paths.append(write_bundle_entry(directory, res, source, macros, arch))
+    return paths
