@@ -7,7 +7,7 @@
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH=src PYTHONUNBUFFERED=1
+export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export SGEMMLAB_CACHE_DIR=${SGEMMLAB_CACHE_DIR:-$PWD/.cache/sgemmlab}
 OUT=${OUT:-/tmp/sgemmlab-out}
 mkdir -p "$OUT" results/nvidia-h200

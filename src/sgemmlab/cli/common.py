@@ -92,6 +92,9 @@ def require_numba() -> None:
         import numba.cuda  # noqa: F401
     except ImportError:
         fail('the Python track needs numba-cuda: pip install -e ".[numba]"')
+    except Exception as exc:  # installed, but broken against this numpy (seen: row_stack)
+        fail(f"numba-cuda is installed but does not import here ({type(exc).__name__}: "
+             f"{exc}): pip install -U numba-cuda")
 
 
 def require_torch() -> None:
