@@ -149,3 +149,32 @@ def test_warmup_writes_a_bundle_of_what_dispatch_can_choose(bundle, monkeypatch)
     (entry,) = bundle.glob("*.bin")
     hit = compiler.compile_kernel(*first)
     assert hit.bundled and entry.name == f"{hit.key}.bin"
+
+
+# -- the first call ------------------------------------------------------------------------
+def test_firstcall_measures_every_problem_of_the_shipped_table_once():
+    import json
+
+    from sgemmlab.bench import firstcall
+    from sgemmlab.dispatch import table as table_mod
+
+    todo = firstcall.problems("NVIDIA H200")
+    data = json.loads(table_mod.package_table_path("NVIDIA H200").read_text())
+    want = {(w["M"], w["N"], w["K"], w.get("layout", "NN"), w.get("batch", 1))
+            for w in data["winners"]}
+    got = [(p["M"], p["N"], p["K"], p["layout"], p["batch"]) for p in todo]
+    assert len(got) == len(set(got)) == len(want) and set(got) == want
+    assert firstcall.problems("NVIDIA H200", limit=3) == todo[:3]
+    with pytest.raises(ValueError, match="no shipped table"):
+        firstcall.problems("Some GPU")
+
+
+def test_firstcall_summary_counts_what_misses_the_target():
+    from sgemmlab.bench import firstcall
+
+    recs = [{"M": 1, "N": 1, "K": 1, "layout": "NN", "batch": 1, "first_ms": t,
+             "second_ms": 0.1, "compiled": c} for t, c in ((60.0, False), (1.0, True),
+                                                           (2.0, False))]
+    s = firstcall.summary(recs)
+    assert (s["over_target"], s["compiled"], s["max_first_ms"], s["median_first_ms"]) == (
+        1, 1, 60.0, 2.0)

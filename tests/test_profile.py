@@ -62,3 +62,9 @@ def test_without_ncu_it_says_so_in_one_sentence(monkeypatch, tmp_path):
     assert done.exit_code == 1
     assert "ncu" in done.output and "not installed" in done.output
     assert len(done.output.strip().splitlines()) == 1
+
+
+def test_a_ragged_source_page_does_not_break_the_digest():
+    ragged = SOURCE + '"00007f00 00000050","IADD3 R1, R1, 1","5","1","extra","cells"\n'
+    top = prof.parse_source(ragged)
+    assert top[0]["sass"].startswith("BAR.SYNC") and len(top) == 4

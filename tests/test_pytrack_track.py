@@ -206,3 +206,16 @@ def test_inspect_track_prints_the_side_by_side_table(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "py03_smem (03_smem)" in done.stdout and "Python/CUDA" in done.stdout
     assert "| py03_smem (03_smem) |" in md.read_text()
+
+
+def test_the_track_imports_where_numpy_has_dropped_row_stack():
+    """numpy 2.5 removed np.row_stack; numba-cuda 0.30 overloads it at import (the H200
+    machine's numba failed so): the package puts the alias back before importing numba."""
+    pytest.importorskip("numba")
+    code = ("import numpy as np\n"
+            "if hasattr(np, 'row_stack'):\n    del np.row_stack\n"
+            "import sgemmlab.pytrack\n"
+            "assert np.row_stack is np.vstack\nprint('imported')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-2000:]

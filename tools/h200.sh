@@ -105,7 +105,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       sg ladder --size 4096 --quiet || status=1
       sg ladder --size 4092 --quiet || status=1 ;;
     firstcall)  # issue 17: every table problem's first call, fresh process, empty cache
-      sg firstcall || status=1 ;;
+      SGEMMLAB_FIRSTCALL_PROFILE="results/nvidia-h200/firstcall-profile-$(date -u +%Y%m%dT%H%M%SZ).txt" \
+        sg firstcall || status=1 ;;
     profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
       sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)

@@ -3,9 +3,11 @@
 A new process with an empty compile cache (the package's bundle of prebuilt cubins is all
 it has: runtime/compiler.py) calls `sgemmlab.matmul` once at every problem of this GPU's
 shipped table (its winners: each shape, layout and batch the table was measured at), and
-times each call from entry to a synchronized GPU — the plan, dispatch, any module load or
+times each call (`out=` a tensor made beforehand: allocating C is torch's work, the same
+for any library) from entry to a synchronized GPU — the plan, dispatch, any module load or
 compile, the launch and the product itself — then a second call at the same problem, so the
-difference is what the first call cost. The very first call of the process also pays
+difference is what the first call cost. SGEMMLAB_FIRSTCALL_PROFILE=PATH writes a cProfile
+of the process's very first call there. The very first call of the process also pays
 sgemmlab's one-time set-up (the CUDA context is torch's, made before). Whether a call had
 to compile is read from the cache directory (a compile writes an entry there). The target
 (issue 17): every first call under 50 ms on the H200.
@@ -61,25 +63,61 @@ def _child(todo_path: str, out_path: str) -> None:
         x = x.mT if col_major else x
         return x[0] if batch == 1 else x
 
+    todo = json.loads(Path(todo_path).read_text())
+    # the reference: torch.matmul's (cuBLAS's) first call in this process, at the first
+    # problem, before sgemmlab's (TF32 off, as sgemmlab's FP32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    p0 = todo[0]
+    a0 = operand(p0["M"], p0["K"], p0["layout"][0] == "T", p0["batch"])
+    b0 = operand(p0["K"], p0["N"], p0["layout"][1] == "T", p0["batch"])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.matmul(a0, b0)
+    torch.cuda.synchronize()
+    torch_first_ms = 1e3 * (time.perf_counter() - t0)
     records = []
-    for p in json.loads(Path(todo_path).read_text()):
+    profile = os.environ.get("SGEMMLAB_FIRSTCALL_PROFILE")
+    for n, p in enumerate(todo):
         a = operand(p["M"], p["K"], p["layout"][0] == "T", p["batch"])
         b = operand(p["K"], p["N"], p["layout"][1] == "T", p["batch"])
+        # the output is the caller's (out=): its allocation is torch's, not sgemmlab's
+        out = torch.empty((p["batch"], p["M"], p["N"]) if p["batch"] > 1 else
+                          (p["M"], p["N"]), device="cuda")
         torch.cuda.synchronize()
         times = []
         before = entries()
-        for _ in range(2):
+        for i in range(2):
+            prof = None
+            if profile and n == 0 and i == 0:
+                import cProfile
+
+                prof = cProfile.Profile()
+                prof.enable()
             t0 = time.perf_counter()
-            sgemmlab.matmul(a, b)
+            sgemmlab.matmul(a, b, out=out)
             torch.cuda.synchronize()
             times.append(1e3 * (time.perf_counter() - t0))
+            if prof is not None:
+                prof.disable()
+                _dump(prof, profile)
         records.append({**p, "first_ms": times[0], "second_ms": times[1],
                         "compiled": entries() > before})
-    Path(out_path).write_text(json.dumps(records))
+    Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms}))
 
 
-def measure(todo: list[dict], timeout: int = 900) -> list[dict]:
-    """Run the problems in a fresh process with an empty compile cache; its records."""
+def _dump(prof, path: str) -> None:
+    """The first call's profile, the 40 largest by cumulative time, as text."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    Path(path).write_text(text.getvalue())
+
+
+def measure(todo: list[dict], timeout: int = 900) -> dict:
+    """Run the problems in a fresh process with an empty compile cache: {"records": one per
+    problem, "torch_first_ms": torch.matmul's first call in that process}."""
     with tempfile.TemporaryDirectory() as tmp:
         todo_path, out_path = Path(tmp) / "todo.json", Path(tmp) / "out.json"
         todo_path.write_text(json.dumps(todo))

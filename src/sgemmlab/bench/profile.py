@@ -94,16 +94,16 @@ def parse_source(text: str, top: int = 12) -> list[dict]:
         ln for ln in text.splitlines() if not ln.startswith("==")))))
     if not rows:
         return []
-    cols = list(rows[0])
+    cols = [c for c in rows[0] if isinstance(c, str)]  # (a ragged row puts None keys in)
     src = next((c for c in cols if c.strip().lower() == "source"), None)
     samp = next((c for c in cols if "warp stall sampling (all" in c.lower()), None)
     addr = next((c for c in cols if c.strip().lower() == "address"), None)
     if src is None or samp is None:
         return []
-    items = [(r, _number(r[samp]) or 0.0) for r in rows]
+    items = [(r, _number(r.get(samp) or "") or 0.0) for r in rows]
     total = sum(v for _, v in items) or 1.0
     items.sort(key=lambda t: -t[1])
-    return [{"address": r.get(addr, ""), "sass": r[src].strip(), "samples": v,
+    return [{"address": r.get(addr) or "", "sass": (r.get(src) or "").strip(), "samples": v,
              "share": v / total} for r, v in items[:top] if v > 0]
 
 

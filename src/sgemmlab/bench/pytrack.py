@@ -22,9 +22,10 @@ def python_candidate(py: registry.PyRung, config: registry.Config | None = None)
     """Python rung `py` at `config` (None: its twin's seed), compiled now for the one
     signature launches use (pytrack.build.SIGNATURE) so its registers are known."""
     import numpy as np
-    from numba import cuda
 
-    from ..pytrack import build, common
+    from ..pytrack import build, common  # (the package imports numba after its numpy shim)
+
+    cuda = common.cuda
 
     mod = py.module()
     cfg = common.checked(py.rung, config)

@@ -89,7 +89,7 @@ def python_rungs_from(kernels: list[str] | None):
 def require_numba() -> None:
     """The Python track needs numba-cuda: say so in one sentence."""
     try:
-        import numba.cuda  # noqa: F401
+        from .. import pytrack  # noqa: F401  (imports numba.cuda, after its numpy shim)
     except ImportError:
         fail('the Python track needs numba-cuda: pip install -e ".[numba]"')
     except Exception as exc:  # installed, but broken against this numpy (seen: row_stack)

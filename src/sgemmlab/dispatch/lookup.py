@@ -45,14 +45,21 @@ SUPPORT = 0.3  # a candidate needs measurements carrying this share of the weigh
 WEIGHT_POWER = 2  # a neighbour at distance d weighs 1 / (d + 0.05)^WEIGHT_POWER
 
 
+_LEGAL: dict[tuple, Rung | None] = {}  # (rung label, configuration items) -> _known's answer
+
+
 def _known(e: Mapping[str, Any]) -> Rung | None:
     """The entry's rung while the entry still describes this package: the rung exists and
-    the configuration is legal (a table can outlive a registry change)."""
-    try:
-        r = registry.rung(e["rung"])
-    except KeyError:
-        return None
-    return r if r.is_legal(e["config"]) else None
+    the configuration is legal (a table can outlive a registry change). Decided once per
+    distinct (rung, configuration): a table has thousands of entries and a few dozen."""
+    key = (e["rung"], tuple(sorted(e["config"].items())))
+    if key not in _LEGAL:
+        try:
+            r = registry.rung(e["rung"])
+        except KeyError:
+            r = None
+        _LEGAL[key] = r if r is not None and r.is_legal(e["config"]) else None
+    return _LEGAL[key]
 
 
 def _usable(e: Mapping[str, Any], req: Request) -> bool:
@@ -131,6 +138,7 @@ class _Index:
 
 _INDEXES: dict[int, tuple[Table, _Index]] = {}  # id(table) -> (the table, its index)
 cache.on_clear(_INDEXES.clear)
+cache.on_clear(_LEGAL.clear)
 
 
 def _index(table: Table) -> _Index:

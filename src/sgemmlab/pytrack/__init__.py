@@ -22,6 +22,14 @@ Importing this package needs numba-cuda: pip install -e ".[numba]".
 
 from __future__ import annotations
 
+import numpy as _np
+
+if not hasattr(_np, "row_stack"):
+    # numpy 2.5 removed np.row_stack, an alias of np.vstack; numba-cuda 0.30 still registers
+    # an overload for it when numba.cuda is first imported, and fails there. The alias is
+    # put back, exactly as numpy had it, before that import (seen on the H200 machine).
+    _np.row_stack = _np.vstack
+
 try:
     import numba.cuda  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment

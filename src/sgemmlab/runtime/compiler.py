@@ -130,10 +130,13 @@ def _options(arch: str, macros: Mapping[str, int]) -> dict:
     }
 
 
-def cache_key(source: str, macros: Mapping[str, int], arch: str) -> str:
+def cache_key(source: str, macros: Mapping[str, int], arch: str,
+              nvrtc: str | None = None) -> str:
+    """The digest of everything that decides the machine code; `nvrtc` (a version) in
+    place of the installed NVRTC's, for entries another compiler built (the bundle)."""
     blob = json.dumps(
         {"source": source_with_includes(source), "options": _options(arch, macros),
-         "nvrtc": nvrtc_version()},
+         "nvrtc": nvrtc or nvrtc_version()},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -313,19 +316,38 @@ def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
     """What an entry records about itself beside the cubin (and what a bundled entry must
     match to be used)."""
     return {"log": log, "resources": asdict(res), "source": source,
-            "macros": {k: int(v) for k, v in macros.items()}, "arch": arch}
+            "macros": {k: int(v) for k, v in macros.items()}, "arch": arch,
+            "nvrtc": nvrtc_version()}
 
 
-def bundled(key: str, source: str, macros: Mapping[str, int], arch: str) -> Compiled | None:
+MANIFEST = "manifest.json"  # in a bundle: the NVRTC version that built its entries
+
+
+@cache
+def _bundle_nvrtc(where: Path) -> str | None:
+    try:
+        return json.loads((where / MANIFEST).read_text())["nvrtc"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def bundled(source: str, macros: Mapping[str, int], arch: str) -> Compiled | None:
     """The package's prebuilt entry for this compile, if there is one that is intact, has
-    ptxas's report and records exactly this source, these constants and this arch."""
+    ptxas's report and records exactly this source, these constants and this arch. Its key
+    is computed with the NVRTC version that built the bundle (its manifest), so a hit loads
+    no compiler at all; the key still covers the source, its includes and the options."""
     where = bundle_dir()
-    entry = _read_entry(where / f"{key}.bin") if where else None
+    nvrtc = _bundle_nvrtc(where) if where else None
+    if nvrtc is None:
+        return None
+    key = cache_key(source, macros, arch, nvrtc)
+    entry = _read_entry(where / f"{key}.bin")
     if entry is None:
         return None
     meta, cubin = entry
     want = {k: int(v) for k, v in macros.items()}
-    if (meta.get("source"), meta.get("macros"), meta.get("arch")) != (source, want, arch):
+    if (meta.get("source"), meta.get("macros"), meta.get("arch"), meta.get("nvrtc")) != (
+            source, want, arch, nvrtc):
         return None
     try:
         res = Resources(**meta["resources"])
@@ -342,15 +364,19 @@ def write_bundle_entry(directory: Path, compiled: Compiled, source: str,
     path = directory / f"{compiled.key}.bin"
     _write_entry(path, entry_meta(source, macros, arch, compiled.log, compiled.resources),
                  compiled.cubin)
+    manifest = directory / MANIFEST
+    if not manifest.is_file():
+        manifest.write_text(json.dumps({"nvrtc": nvrtc_version()}) + "\n")
+        _bundle_nvrtc.cache_clear()
     return path
 
 
 def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
                    *, use_cache: bool = True) -> Compiled:
     """Compile kernels/`source` with `macros` as -D constants for `arch` (e.g. 'sm_90')."""
-    key = cache_key(source, macros, arch)
-    if use_cache and (hit := bundled(key, source, macros, arch)) is not None:
+    if use_cache and (hit := bundled(source, macros, arch)) is not None:
         return hit
+    key = cache_key(source, macros, arch)
     path = cache_dir() / "cubins" / f"{key}.bin"
     if use_cache and (entry := _read_entry(path)) is not None:
         meta, cubin = entry

@@ -91,9 +91,11 @@ def compile_all(todo: Iterable[Variant], jobs: int = 2):
 def write_bundle(directory: Path, done) -> list[Path]:
     """Write each compiled variant of `done` (compile_all's result) into `directory`, after
     removing the entries already there (a bundle holds exactly one build's variants)."""
+    from ..runtime.compiler import MANIFEST
+
     directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.bin"):
-        old.unlink()
+    for old in [*directory.glob("*.bin"), directory / MANIFEST]:
+        old.unlink(missing_ok=True)
     paths = []
     for (source, macros, arch), res in done:
         if isinstance(res, Exception):
