@@ -122,4 +122,6 @@ done
 # transfer brings back: the archive is compressed)
 tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data -type f -newer "$OUT/.started") \
   2>/dev/null
+# the stages' logs as one file too (a transfer brings at most eight files back)
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 exit $status

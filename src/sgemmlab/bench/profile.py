@@ -121,10 +121,13 @@ class Profiled:
     metrics: dict
     stalls: dict[str, float]
     instructions: list[dict]
+    #: the source page's first lines when no instruction could be read from it (what this
+    #: ncu printed instead, kept in the results file)
+    source_head: list[str] | None = None
 
     def to_dict(self) -> dict:
         return {"label": self.label, "metrics": self.metrics, "stalls": self.stalls,
-                "instructions": self.instructions}
+                "instructions": self.instructions, "source_head": self.source_head}
 
 
 def _ncu(ncu: str, *args: str, timeout: int = 600) -> str:
@@ -148,14 +151,17 @@ def profile_command(ncu: str, label: str, kernel: str, command: list[str], rep: 
     if not recs:
         raise RuntimeError(f"ncu profiled no kernel matching {kernel!r} in {' '.join(command)}")
     rec = recs[0]
+    head = None
     try:
         source = _ncu(ncu, "--import", str(rep_file), "--page", "source", "--csv",
                       "--print-source", "sass")
         instructions = parse_source(source)
-    except RuntimeError:
-        instructions = []
+        if not instructions:
+            head = source.splitlines()[:6]
+    except RuntimeError as exc:
+        instructions, head = [], [str(exc)]
     picked = {label_: rec.get(m) for label_, m in METRICS}
-    return Profiled(label, picked, stalls(rec), instructions)
+    return Profiled(label, picked, stalls(rec), instructions, head)
 
 
 def profile(rung_label: str, shape: tuple[int, int, int], out_dir: Path,
