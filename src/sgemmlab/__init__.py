@@ -38,3 +38,7 @@ def _register_torch_op() -> None:
 
 
 _register_torch_op()
+
+from .dispatch import prefetch as _prefetch  # noqa: E402
+
+_prefetch.start()  # what the first call would wait for, begun now (dispatch/prefetch.py)

@@ -79,7 +79,7 @@ from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung
 from ..runtime.limits import check_int32
-from . import cache
+from . import cache, prefetch
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
@@ -129,6 +129,7 @@ def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: boo
            precision, arch)
     hit = cache.choices.get(key)
     if hit is None:
+        prefetch.wait()  # the table may be half-read by the import's prefetch: not twice
         req = Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b), batch,
                       bool(deterministic), bool(aligned))
         if check_precision(precision) == "ieee":
