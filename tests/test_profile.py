@@ -68,3 +68,8 @@ def test_a_ragged_source_page_does_not_break_the_digest():
     ragged = SOURCE + '"00007f00 00000050","IADD3 R1, R1, 1","5","1","extra","cells"\n'
     top = prof.parse_source(ragged)
     assert top[0]["sass"].startswith("BAR.SYNC") and len(top) == 4
+
+
+def test_the_kernel_name_line_before_the_header_is_skipped():
+    top = prof.parse_source('"Kernel Name","sgemm",\n' + SOURCE)
+    assert [t["sass"].split()[0] for t in top[:2]] == ["BAR.SYNC.DEFER_BLOCKING", "LDS.128"]

@@ -90,8 +90,11 @@ def parse_source(text: str, top: int = 12) -> list[dict]:
     """`ncu --import R --page source --csv --print-source sass`: the `top` instructions by
     warp-stall samples, each {address, sass, samples, share}. [] when the columns are not
     there (an ncu that prints something else)."""
-    rows = list(csv.DictReader(io.StringIO("\n".join(
-        ln for ln in text.splitlines() if not ln.startswith("==")))))
+    lines = [ln for ln in text.splitlines() if not ln.startswith("==")]
+    # ncu 2025 prints a '"Kernel Name","sgemm",' line before the header: start at the header
+    start = next((i for i, ln in enumerate(lines) if '"Address"' in ln and '"Source"' in ln),
+                 0)
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
     if not rows:
         return []
     cols = [c for c in rows[0] if isinstance(c, str)]  # (a ragged row puts None keys in)
