@@ -11,8 +11,9 @@ of the process's very first call there. The very first call of the process also 
 whatever of sgemmlab's one-time set-up is not done by then: the process imports sgemmlab
 first (it runs as `python -m sgemmlab.bench.firstcall`), then makes its CUDA context
 (torch's) and its operands and times torch.matmul's own first call, as a program would,
-while the import's prefetch (dispatch/prefetch.py: cuda.core, the shipped table) runs. Whether a call had
-to compile is read from the cache directory (a compile writes an entry there). The target
+while the import's prefetch (dispatch/prefetch.py: cuda.core, the shipped table) runs.
+Whether a call had to compile is read from the cache directory (a compile writes an entry
+there). The target
 (issue 17): every first call under 50 ms on the H200.
 """
 
