@@ -79,6 +79,20 @@ def _child(todo_path: str, out_path: str) -> None:
     torch.matmul(a0, b0)
     torch.cuda.synchronize()
     torch_first_ms = 1e3 * (time.perf_counter() - t0)
+    # Python's cyclic garbage collector can pause any call: its pauses are timed, and each
+    # call's record says how much of its time they took
+    import gc
+
+    pauses: list[float] = []
+    began: list[float] = []
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            began.append(time.perf_counter())
+        elif began:
+            pauses.append(1e3 * (time.perf_counter() - began.pop()))
+
+    gc.callbacks.append(on_gc)
     records = []
     profile = os.environ.get("SGEMMLAB_FIRSTCALL_PROFILE")
     for n, p in enumerate(todo):
@@ -88,9 +102,10 @@ def _child(todo_path: str, out_path: str) -> None:
         out = torch.empty((p["batch"], p["M"], p["N"]) if p["batch"] > 1 else
                           (p["M"], p["N"]), device="cuda")
         torch.cuda.synchronize()
-        times = []
+        times, gc_ms = [], []
         before = entries()
         for i in range(2):
+            del pauses[:]
             prof = None
             if profile and n == 0 and i == 0:
                 import cProfile
@@ -101,11 +116,12 @@ def _child(todo_path: str, out_path: str) -> None:
             sgemmlab.matmul(a, b, out=out)
             torch.cuda.synchronize()
             times.append(1e3 * (time.perf_counter() - t0))
+            gc_ms.append(sum(pauses))
             if prof is not None:
                 prof.disable()
                 _dump(prof, profile)
         records.append({**p, "first_ms": times[0], "second_ms": times[1],
-                        "compiled": entries() > before})
+                        "compiled": entries() > before, "first_gc_ms": gc_ms[0]})
     Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms}))
 
 
