@@ -374,7 +374,9 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
                f"max {s['max_first_ms']:.2f} ms ({w['M']}x{w['N']}x{w['K']} {w['layout']} "
                f"batch {w['batch']}); {s['compiled']} compiled; {s['over_target']} at or "
                f"over {s['target_ms']:.0f} ms; torch.matmul's first call "
-               f"{s['torch_first_ms']:.1f} ms")
+               f"{s['torch_first_ms']:.1f} ms; garbage collection inside first calls "
+               f"{s['gc_ms_in_first_calls']:.1f} ms (max without it "
+               f"{s['max_first_ms_without_gc']:.2f} ms)")
     typer.echo(f"results: {path}")
     if s["over_target"]:
         fail(f"{s['over_target']} first call(s) took {s['target_ms']:.0f} ms or more", 3)
