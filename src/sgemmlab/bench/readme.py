@@ -223,7 +223,9 @@ def measured_lines(label: str, paths: list[Path]) -> list[str]:
     lines = []
     for p in paths:
         run = results.load(p)
-        if run.get("kind") == "accuracy":  # errors, not times: no header line
+        # errors, not times (accuracy), or the Python track's run, whose twins' times the
+        # ladder's own files already give: no header line
+        if run.get("kind") in ("accuracy", "ladder-numba"):
             continue
         for r in run["records"]:
             if r["kernel"] != label:

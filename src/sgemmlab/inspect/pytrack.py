@@ -95,9 +95,9 @@ def track(g: occ_mod.GPU, measured: dict[str, dict] | None = None,
     return [compare(py, py.rung.default(g.name), g, measured) for py in pys or registry.PYTHON]
 
 
-def _pair(it: dict, fn) -> str:
+def _pair(it: dict, fn, sep: str = " / ") -> str:
     a, b = (fn(it[k]) for k in ("python", "cuda"))
-    return f"{a} / {b}"
+    return f"{a}{sep}{b}"
 
 
 def _mix(side: dict, key: str, fmt: str = "{}") -> str:
@@ -110,32 +110,49 @@ def _widths(side: dict, key: str) -> str:
     return "+".join(f"{n}x{bits}" for bits, n in sorted(w.items())) if w else "—"
 
 
-def rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
+def _wide_share(side: dict, key: str) -> str:
+    """The share of a loop's loads of this kind that move 128 bits (four floats) at once."""
+    w = side["sass"].get(key)
+    return f"{w.get('128', 0) / sum(w.values()):.0%}" if w else "—"
+
+
+def rows(items: list[dict], compact: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The side-by-side table; `compact` (the terminal's): short names and no spaces
+    around the slashes, so it fits 100 columns."""
+    sep = "/" if compact else " / "
     head = ["rung (twin)", "regs", "blocks/SM", "FFMA share", "instr/FFMA", "LDS (n x bits)",
-            "LDG (n x bits)", "int64 ops", "time", "Python/CUDA"]
+            "LDG (n x bits)", "int64 ops", "time (ms)", "Python/CUDA"]
+    if compact:
+        head = ["py/twin", "regs", "blk/SM", "FFMA %", "ins/FFMA", "LDS.128 %",
+                "LDG.128 %", "int64", "ms", "py/cu"]
     out = []
     for it in items:
         m = it["measured"]
+        name = (f"{it['rung'][:4]}/{it['twin'][:2]}" if compact
+                else f"{it['rung']} ({it['twin']})")
         out.append([
-            f"{it['rung']} ({it['twin']})",
-            _pair(it, lambda s: str(s["registers"])),
-            _pair(it, lambda s: str(s["blocks_per_sm"])),
-            _pair(it, lambda s: _mix(s, "ffma_share", "{:.0%}")),
-            _pair(it, lambda s: _mix(s, "instructions_per_ffma", "{:.2f}")),
-            _pair(it, lambda s: _widths(s, "lds_widths")),
-            _pair(it, lambda s: _widths(s, "ldg_widths")),
-            _pair(it, lambda s: _mix(s, "int64_ops")),
-            "—" if not m else f"{m['python_us'] / 1000:.2f} / {m['cuda_us'] / 1000:.2f} ms",
+            name,
+            _pair(it, lambda s: str(s["registers"]), sep),
+            _pair(it, lambda s: str(s["blocks_per_sm"]), sep),
+            _pair(it, lambda s: _mix(s, "ffma_share", "{:.0%}"), sep),
+            _pair(it, lambda s: _mix(s, "instructions_per_ffma",
+                                     "{:.1f}" if compact else "{:.2f}"), sep),
+            _pair(it, lambda s: (_wide_share if compact else _widths)(s, "lds_widths"), sep),
+            _pair(it, lambda s: (_wide_share if compact else _widths)(s, "ldg_widths"), sep),
+            _pair(it, lambda s: _mix(s, "int64_ops"), sep),
+            "—" if not m else (f"{m['python_us'] / 1000:.1f}/{m['cuda_us'] / 1000:.1f}"
+                               if compact else
+                               f"{m['python_us'] / 1000:.2f}{sep}{m['cuda_us'] / 1000:.2f}"),
             "—" if not m else f"{m['python_over_cuda']:.2f}x"])
     return head, out
 
 
 _LEGEND = ("each cell: Python (Numba) / CUDA C++ (NVRTC), at the twin's configuration; the "
-           "hot loop's instructions, as inspect reads them from each cubin")
+           "hot loop's\ninstructions, as inspect reads them from each cubin")
 
 
 def text(items: list[dict], title: str) -> str:
-    head, body = rows(items)
+    head, body = rows(items, compact=True)
     src = next((i["measured"]["source"] for i in items if i["measured"]), None)
     notes = [_LEGEND, f"measured: {src}" if src else "no measured times (sgemmlab ladder "
              "--track numba on a GPU writes them)"]

@@ -21,12 +21,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 8491.0 us, 16186 GFLOP/s, 32.1 % of cuBLAS, 95 registers
+// NVIDIA H200 4096x4096x4096: 8500.9 us, 16168 GFLOP/s, 32.5 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
-// NVIDIA H200 4092x4092x4092: 8528.0 us, 16069 GFLOP/s, 34.2 % of cuBLAS, 95 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+// NVIDIA H200 4092x4092x4092: 8553.2 us, 16022 GFLOP/s, 34.3 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -21,12 +21,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3869.7 us, 35517 GFLOP/s, 72.1 % of cuBLAS, 64 registers
+// NVIDIA H200 4096x4096x4096: 3843.6 us, 35758 GFLOP/s, 71.3 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
-// NVIDIA H200 4092x4092x4092: 3872.0 us, 35391 GFLOP/s, 75.3 % of cuBLAS, 64 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+// NVIDIA H200 4092x4092x4092: 3886.9 us, 35256 GFLOP/s, 76.5 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

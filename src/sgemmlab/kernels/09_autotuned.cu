@@ -20,12 +20,12 @@
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3729.8 us, 36849 GFLOP/s, 74.3 % of cuBLAS, 63 registers
+// NVIDIA H200 4096x4096x4096: 3716.0 us, 36986 GFLOP/s, 73.8 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T092522Z.json)
-// NVIDIA H200 4092x4092x4092: 3723.4 us, 36804 GFLOP/s, 78.3 % of cuBLAS, 63 registers
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+// NVIDIA H200 4092x4092x4092: 3745.8 us, 36584 GFLOP/s, 79.5 % of cuBLAS, 63 registers
 //   BK=32,BM=128,BN=128,PAD=4,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T092544Z.json)
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "08_bankfree_a.cu"
 

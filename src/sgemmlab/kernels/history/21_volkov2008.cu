@@ -1,33 +1,40 @@
 // Rung 21 — Volkov & Demmel 2008 (SC'08): C's tile in registers, one operand in shared.
 //
 // History, not the climb: the SGEMM that ran at 58-60 % of 2008 GPUs' peak where CUBLAS 1.1
-// ran at 36-44 %, against the day's advice to maximise occupancy: 64 threads a block, 16
-// sums each in registers, one operand staged. In ideas it sits between rungs 4 and 5: rung
-// 4 with B never staged. Volkov's matrices were column-major (a thread owned a row of a
-// 64 x 16 block of C; B's 16 x 16 tile was shared); ours are row-major, so C^T = B^T A^T
-// swaps the roles: a block computes TM rows by BN columns (16 x 64 at the seed), thread t
-// owns column t; B(k, t) goes from global memory straight into a register (a warp reads
-// one 128-byte line), four k at a time with the next four in flight; A's TM x BK tile is
-// stored k-major, As[k][0..TM), so acc[i] += As[k][i] * b[k] reads it as float4s at one
-// address for all threads (a broadcast). The paper padded its tile to 16 x 17 for the
-// transposing store; a pad here would misalign the float4 reads, and the store's 4-way
-// conflict costs 16 of a tile's 272 shared wavefronts.
+// ran at 36-44 %, against the day's advice to maximise occupancy (64-thread blocks, 16 sums
+// each in registers, full speed at 25 % occupancy). In ideas it sits between rungs 4 and 5:
+// rung 4 with B never staged. Volkov's matrices were column-major; ours are row-major, so
+// C^T = B^T A^T swaps the roles: a block computes TM rows by BN columns, thread t owns
+// column t; B(k, t) goes from global memory straight into a register (a warp reads one
+// 128-byte line), four k at a time with the next four in flight; A's TM x BK tile is stored
+// k-major, As[k][0..TM), so acc[i] += As[k][i] * b[k] reads it as float4 broadcasts.
 //
-// The bill (`sgemmlab inspect 21 --gpu h200`; seed BN=64 TM=16 BK=16, per warp per tile):
-//   A 1 LDG.128 + B 16 LDG.32: 2560 B for 16384 FLOPs, 6.4 FLOP/B ((TM + BN) * 4 B per
-//   TM * BN FMAs per k: 0.31 B/FMA); 64 LDS.128 (a word per FFMA) + 4 STS. SASS hot loop:
-//   256 FFMA of 374 instructions, 68 % (the paper's 82 %, CUBLAS 1.1's 56 %): a GT200 MAD
-//   read its shared operand itself, an FFMA needs an LDS.128 per four, and B's rows are
-//   64-bit pointer steps. 72 registers, no spills: 14 blocks per SM (44 %), by registers.
+// The bill (`sgemmlab inspect 21 --gpu h200`, H200 default BK=8 BN=256 TM=32): 14.2 FLOP/B
+// from global memory; one LDS.128 per four FFMA; SASS hot loop 256 FFMA of 367
+// instructions, 70 % (the paper's 82 %, CUBLAS 1.1's 56 %: a GT200 MAD read its shared
+// operand itself, a Hopper FFMA needs the LDS first); 84 registers, 2 blocks (16 warps) per
+// SM, 25 % occupancy, limited by registers: the paper's own 25 %.
 //
-// Prediction (4096^3): a broadcast LDS.128 holds the shared pipe four quarter-warp cycles
-// (the bill's model; rung 4's default, one LDS.128 per four FFMA too, measured on it), so
-// shared-bound: ~8.7 ms, ~16 TFLOP/s, 24 % of the FFMA peak, ~31 % of cuBLAS, not 58 %. The
-// L2 binds next: 0.31 B/FMA is 10 TB/s at the FFMA peak. In 2008 the tile came from DRAM
-// (GTX280: 622 GFLOP/s, 141 GB/s: 4.4 FLOP/B); the H200 needs 15.7.
+// Prediction (at the seed BN=64 TM=16 BK=16): shared-bound, a broadcast LDS.128 costing four
+// quarter-warp phases: ~8.7 ms, ~31 % of cuBLAS. Measured (tune file below): the seed 6081
+// us, 45 % of cuBLAS, faster than that "bound": a broadcast LDS.128 costs less than the
+// model charges. The 36 configurations searched: 31.6 % (BN=32 TM=8) to 49.3 % (the default).
+// Against the paper: 24.3 TFLOP/s, 36.7 % of the H200's 66.2 TFLOP/s FFMA peak, not 58-60 %.
+// What limits it (`sgemmlab profile -k 21`, ncu): latency, not a pipe: issue active 54.5 %,
+// FMA pipe 40 %, 0.82 eligible warps per scheduler of 3.9; warps wait on the LDS.128 before
+// every four FFMAs (short scoreboard, 1.96 per issue), on the tile's two barriers (1.63) and
+// on B four k ahead (long scoreboard, 0.97): ILP that hid a GT200's latency does not hide
+// an H200's at 4 warps per scheduler. (results/nvidia-h200/tune-21_volkov2008-4096x4096x4096-
+// 20261201T195159Z.json, profile-21_volkov2008-4096x4096x4096-20261201T201835Z.txt.)
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 5652.6 us, 24314 GFLOP/s, 49.3 % of cuBLAS, 84 registers
+//   BK=8,BN=256,TM=32
+//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+// NVIDIA H200 4092x4092x4092: 5690.1 us, 24083 GFLOP/s, 52.5 % of cuBLAS, 84 registers
+//   BK=8,BN=256,TM=32
+//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 
