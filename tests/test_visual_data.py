@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sgemmlab import registry
-from sgemmlab.bench.results import newest_ladder
+from sgemmlab.bench.results import visualizer_measurements
 from sgemmlab.cli import app
 from sgemmlab.inspect import bill as bill_mod
 from sgemmlab.inspect import visual
@@ -24,7 +24,7 @@ H200 = "NVIDIA H200"
 @pytest.fixture(scope="module")
 def data():
     return visual.site_data(list(registry.RUNGS),
-                            newest_ladder("nvidia-h200", root=REPO / "results"))
+                            visualizer_measurements("nvidia-h200", root=REPO / "results"))
 
 
 def by_label(data, label):
@@ -141,8 +141,27 @@ def test_the_committed_copy_in_docs_is_what_the_command_writes_now(tmp_path):
     """docs/visualizer/ (the README links it) is regenerated whenever the page, the replay
     or the measurements change: `sgemmlab visualize --out docs/visualizer`."""
     visual.write_site(tmp_path, list(registry.RUNGS),
-                      newest_ladder("nvidia-h200", root=REPO / "results"))
+                      visualizer_measurements("nvidia-h200", root=REPO / "results"))
     for name in (*visual.SITE_FILES, "data.js"):
         committed = (REPO / "docs" / "visualizer" / name).read_bytes()
         assert committed == (tmp_path / name).read_bytes(), \
             f"docs/visualizer/{name} is stale: run `sgemmlab visualize --out docs/visualizer`"
+
+
+def test_each_twin_of_a_python_rung_names_it_with_its_h200_figure(data):
+    """The Python rungs mirror their twins' index arithmetic, so the replay drawn for a
+    twin is the Python rung's too: the side panel names it, with its time from the newest
+    Python-track file at the twin's configuration."""
+    files = sorted((REPO / "results" / "nvidia-h200").glob("ladder-numba-*.json*"))
+    twins = {p.twin: p for p in registry.PYTHON}
+    for r in data["rungs"]:
+        py = twins.get(r["number"])
+        if py is None:
+            assert r["python"] is None, r["label"]
+            continue
+        assert r["python"]["label"] == py.label
+        assert (REPO / "src" / "sgemmlab" / r["python"]["file"]).is_file()
+        m = r["python"]["measured"]
+        if files:
+            assert m is not None and m["file"].endswith(files[-1].name), r["label"]
+            assert m["config"] == r["config"] and m["over_twin"] > 1.0

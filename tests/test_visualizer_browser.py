@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.bench.results import newest_ladder
+from sgemmlab.bench.results import visualizer_measurements
 from sgemmlab.inspect import visual
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def site(tmp_path_factory):
     """(the site's folder, its data as Python) — built once for the module."""
     out = tmp_path_factory.mktemp("visualizer")
     page = visual.write_site(out, list(registry.RUNGS),
-                             newest_ladder("nvidia-h200", root=REPO / "results"))
+                             visualizer_measurements("nvidia-h200", root=REPO / "results"))
     return page, visual_data(out)["SGEMMLAB"]
 
 
@@ -274,6 +274,22 @@ def test_the_side_panel_shows_the_measurement_or_says_not_measured(page, site):
     assert "not measured" in by_id(page, "measured").text
     original = json.dumps(site[1]["rungs"][0]["measured"])
     page.execute_script(f"viz.data.rungs[0].measured = {original};")
+
+
+def test_a_twin_of_a_python_rung_names_it_in_the_side_panel(page, site):
+    from selenium.webdriver.common.by import By
+
+    for i, rung in enumerate(site[1]["rungs"]):
+        page.execute_script(f"viz.select({i});")
+        twin = page.find_elements(By.ID, "python-twin")
+        if rung["python"] is None:
+            assert not twin, rung["label"]
+            continue
+        text = twin[0].text
+        assert rung["python"]["label"] in text and rung["python"]["file"] in text
+        pm = rung["python"]["measured"]
+        assert (f"{100 * pm['vs_cublas']:.1f}% of cuBLAS" in text) if pm else \
+            ("not measured" in text)
 
 
 def test_streamk_draws_one_bar_per_streaming_block(page, site):

@@ -274,6 +274,35 @@ def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:
     return _records_at(load(path), shape), str(path)
 
 
+def newest_track(slug: str, shape=(4096, 4096, 4096), root: Path | None = None
+                 ) -> dict[str, dict]:
+    """Python rung label -> its figures at its twin's configuration, in the newest
+    Python-track file of this GPU at `shape` ({} if none): what the visualizer shows
+    beside each twin."""
+    from ..registry import PYTHON
+
+    files = sorted(((root or results_root()) / slug).glob("ladder-numba-*.json*"))
+    want = Problem.of(shape)
+    for f in reversed(files):
+        run = load(f)
+        recs = [r for r in run.get("records", []) if "M" in r and key(r) == want
+                and r.get("status") == "ok"]
+        if not recs:
+            continue
+        out = {}
+        for py in PYTHON:
+            twin = next((r for r in recs if r["kernel"] == py.rung.label), None)
+            same = next((r for r in recs if r["kernel"] == py.label and twin
+                         and r.get("config") == twin.get("config")), None)
+            if same:
+                out[py.label] = {"file": f"results/{slug}/{f.name}",
+                                 "median_us": same["median_us"],
+                                 "vs_cublas": same["vs_cublas"], "config": same["config"],
+                                 "over_twin": same["median_us"] / twin["median_us"]}
+        return out
+    return {}
+
+
 def newest_ladder(slug: str, shape: str = "4096x4096x4096", root: Path | None = None
                   ) -> dict[str, dict]:
     """kernel -> its figures in the newest ladder file of this GPU at `shape` ({} if none):
@@ -290,3 +319,9 @@ def newest_ladder(slug: str, shape: str = "4096x4096x4096", root: Path | None = 
                                 "tflops": r.get("tflops"), "registers": r.get("registers"),
                                 "config": r.get("config")}
     return out
+
+
+def visualizer_measurements(slug: str, root: Path | None = None) -> dict[str, dict]:
+    """What the visualizer shows beside each rung: the newest ladder file's figures at
+    4096^3, and its Python twin's from the newest Python-track file."""
+    return newest_ladder(slug, root=root) | newest_track(slug, root=root)

@@ -297,7 +297,7 @@ def visualize(
     import webbrowser
 
     from .. import registry
-    from ..bench.results import newest_ladder
+    from ..bench.results import visualizer_measurements
     from ..inspect import visual
 
     ladder = {r.label for r in registry.RUNGS}
@@ -306,7 +306,7 @@ def visualize(
         fail(f"{', '.join(bad)}: no per-thread replay yet (the visualizer draws rungs 1-14); "
              "their bills are in their headers", 2)
     extra = tuple(parse_shape(s) for s in shape or [])
-    page = visual.write_site(out, rungs, newest_ladder("nvidia-h200"),
+    page = visual.write_site(out, rungs, visualizer_measurements("nvidia-h200"),
                              streamk_shapes=visual.STREAMK_SHAPES + extra)
     typer.echo(f"wrote {page} ({len(rungs)} rungs)")
     if open_:

@@ -178,7 +178,23 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
             "ffma_per_thread": t.ffma, "owned": _owned(t, shape),
             "instructions": instructions,
             "bill": {**{k: bd[k] for k in keep}, "ops": ops},
-            "occupancy": occupancy, "pipeline": pipeline, "measured": m}
+            "occupancy": occupancy, "pipeline": pipeline, "measured": m,
+            "python": _python_twin(rung, cfg, measured)}
+
+
+def _python_twin(rung: Rung, cfg: dict, measured: dict | None) -> dict | None:
+    """The Python rung that mirrors this one (registry.PYTHON): its index arithmetic is
+    this rung's line for line, so the replay drawn is its too; with its H200 figure (from
+    the Python-track file, at this configuration) when there is one."""
+    from ..registry import PYTHON
+
+    py = next((p for p in PYTHON if p.twin == rung.number), None)
+    if py is None:
+        return None
+    m = (measured or {}).get(py.label)
+    if m and m.get("config") not in (None, cfg):
+        m = None
+    return {"label": py.label, "file": f"pytrack/{py.module_name}.py", "measured": m}
 
 
 def site_data(rungs: list[Rung], measured: dict | None = None, shape=SHAPE,

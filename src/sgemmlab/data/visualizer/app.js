@@ -734,6 +734,14 @@
       meas.textContent = `H200 at ${D.shape.join("×")}: not measured`;
     }
     side.appendChild(meas);
+    if (r.python) {  // the Python track's twin: the same index arithmetic, so this replay
+      const p = r.python, pm = p.measured;
+      side.appendChild(html("p", { id: "python-twin" },
+        `Python twin: ${p.label} (${p.file}), the same index arithmetic in Numba; `
+        + (pm ? `H200: ${fmt(pm.median_us / 1000, 2)} ms, ${fmt(100 * pm.vs_cublas, 1)}% of `
+          + `cuBLAS, ${fmt(pm.over_twin, 2)}× this rung's time (${pm.file})`
+          : "H200: not measured")));
+    }
 
     side.appendChild(html("h3", {}, "Configuration"));
     side.appendChild(html("p", { class: "config" },
