@@ -86,6 +86,25 @@ def python_rungs_from(kernels: list[str] | None):
     return list({p.number: p for p in out}.values())
 
 
+def gpu_and_arch(gpu: str | None, arch: str | None) -> tuple[str, str, str]:
+    """(GPU name, NVRTC architecture, a note) for commands that build for a GPU with no
+    GPU needed (`build`, `warmup`): the GPU named, else the one here, else the shipped
+    table's; its architecture unless --arch names one. Usage errors in one sentence."""
+    from ..dispatch import target_gpu
+    from ..runtime import occupancy
+
+    try:
+        name, _, note = target_gpu(gpu, None)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if arch is None:
+        try:
+            arch = occupancy.gpu(name).arch
+        except KeyError:
+            fail(f"no architecture known for {name!r}: give --arch (e.g. sm_90)", 2)
+    return name, arch, note
+
+
 def require_numba() -> None:
     """The Python track needs numba-cuda: say so in one sentence."""
     try:

@@ -9,7 +9,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import KernelOpt, app, fail, parse_shape, python_rungs_from, require_numba, rungs_from
+from .common import (
+    KernelOpt,
+    app,
+    fail,
+    gpu_and_arch,
+    parse_shape,
+    python_rungs_from,
+    require_numba,
+    rungs_from,
+)
 
 
 def predicted_ladder(shapes: list[tuple[int, int, int]], why: str,
@@ -105,21 +114,11 @@ def build(kernel: KernelOpt = None,
           jobs: int = 2):
     """Compile rungs with NVRTC (no GPU needed) and print their resource report: each at
     the configuration every other command runs on that GPU (its tuned default)."""
-    from .. import dispatch
     from ..registry import config_key
-    from ..runtime import occupancy
     from ..tune.search import compile_many
 
     rungs = rungs_from(kernel)
-    try:
-        name, _, note = dispatch.target_gpu(gpu, None)
-    except ValueError as exc:
-        fail(str(exc), 2)
-    if arch is None:
-        try:
-            arch = occupancy.gpu(name).arch
-        except KeyError:
-            fail(f"no architecture known for {name!r}: give --arch (e.g. sm_90)", 2)
+    name, arch, note = gpu_and_arch(gpu, arch)
     typer.echo(f"{name} ({arch}){': ' + note if note else ''}")
     items = [(r, c) for r in rungs for c in (r.configs() if every else [r.default(name)])]
     bad = 0

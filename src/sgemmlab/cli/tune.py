@@ -13,6 +13,7 @@ from .common import (
     SizeOpt,
     app,
     fail,
+    gpu_and_arch,
     parse_shape,
     require_gpu,
     require_torch,
@@ -281,19 +282,9 @@ def warmup(gpu: Annotated[Optional[str], typer.Option(
     import os
     import time
 
-    from ..dispatch import target_gpu
-    from ..runtime import occupancy
     from ..tune import bundle as bundle_mod
 
-    try:
-        name, _, _ = target_gpu(gpu, None)
-    except ValueError as exc:
-        fail(str(exc), 2)
-    if arch is None:
-        try:
-            arch = occupancy.gpu(name).arch
-        except KeyError:
-            fail(f"no architecture known for {name!r}: give --arch (e.g. sm_90)", 2)
+    name, arch, _ = gpu_and_arch(gpu, arch)
     todo = bundle_mod.variants(name, arch)
     t0 = time.time()
     done = bundle_mod.compile_all(todo, jobs or os.cpu_count() or 2)
