@@ -36,6 +36,28 @@ KernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name; repeatable (default: all)")]
 
 
+#: The terminal width every command's output is made to fit (issue 17).
+WIDTH = 100
+
+
+def echo(text: str = "") -> None:
+    """typer.echo for prose lines, folded to WIDTH columns: a longer line breaks at spaces,
+    continued under its own indent plus two (a configuration key, which has none, stays
+    whole). Tables are laid out to fit by their own code, not here."""
+    import textwrap
+
+    out = []
+    for line in str(text).split("\n"):
+        if len(line) <= WIDTH:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        out.append(textwrap.fill(line.strip(), WIDTH, initial_indent=indent,
+                                 subsequent_indent=indent + "  ", break_on_hyphens=False,
+                                 break_long_words=False))
+    typer.echo("\n".join(out))
+
+
 def fail(message: str, code: int = 1) -> None:
     """One plain sentence on stderr and a non-zero exit: no traceback."""
     typer.secho(message, err=True, fg=typer.colors.RED)

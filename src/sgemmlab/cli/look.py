@@ -12,6 +12,7 @@ import typer
 from .common import (
     KernelOpt,
     app,
+    echo,
     fail,
     gpu_and_arch,
     parse_shape,
@@ -95,11 +96,11 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
                                **choice.as_dict()}, indent=1))
         return
     if note:
-        typer.echo(f"note: {note}")
+        echo(f"note: {note}")
     req = dispatch.Request(m, n, k, name, count, ta, tb, batch, deterministic, not unaligned)
-    typer.echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
+    echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
                f"{', unaligned' if unaligned else ''}")
-    typer.echo(choice.text())
+    echo(choice.text())
 
 
 @app.command()
@@ -119,18 +120,18 @@ def build(kernel: KernelOpt = None,
 
     rungs = rungs_from(kernel)
     name, arch, note = gpu_and_arch(gpu, arch)
-    typer.echo(f"{name} ({arch}){': ' + note if note else ''}")
+    echo(f"{name} ({arch}){': ' + note if note else ''}")
     items = [(r, c) for r in rungs for c in (r.configs() if every else [r.default(name)])]
     bad = 0
     for (r, cfg), res in compile_many(items, arch, jobs):
         if isinstance(res, Exception):
             bad += 1
-            typer.echo(f"{r.label:16s} {config_key(cfg)}: FAILED {str(res).splitlines()[0]}")
+            echo(f"{r.label:16s} {config_key(cfg)}: FAILED {str(res).splitlines()[0]}")
             continue
         flag = "  SPILLS" if res.spills else ""
         bad += bool(res.spills)
-        typer.echo(f"{r.label:16s} {config_key(cfg):60s} regs={res.registers:3d} "
-                   f"smem={res.smem_bytes:6d}B stack={res.stack_bytes}{flag}")
+        echo(f"{r.label:16s} {config_key(cfg):60s} regs={res.registers:3d} "
+             f"smem={res.smem_bytes:6d}B stack={res.stack_bytes}{flag}")
     if bad:
         fail(f"{bad} configuration(s) failed to compile or spilled", 2)
 
@@ -156,6 +157,9 @@ def inspect(
     track: Annotated[str, typer.Option(
         help="cuda, or numba: each Python rung's machine code beside its CUDA twin's "
              "(RUNG then names Python rungs 1-7)")] = "cuda",
+    wide: Annotated[bool, typer.Option(
+        help="with --all: every column of the bill (wider than 100 columns), not the "
+             "summary")] = False,
 ):
     """The bill, resources, occupancy, SASS mix and predicted bound of a rung (no GPU
     needed): computed from the registry, the kernel's index arithmetic and its cubin."""
@@ -195,11 +199,16 @@ def inspect(
         fail(str(exc), 2)
     if as_json:
         typer.echo(json.dumps(items if all_rungs else items[0], indent=1))
+    elif all_rungs and not wide:
+        cublas = meas[0].get("cublas", {}).get("median_us") if meas else None
+        typer.echo(report.brief_text(items, f"{g.name}, {M}x{N}x{K}: the ladder "
+                                            f"({report.PREDICTED_LABEL})", cublas,
+                                     meas[1] if meas else None))
     elif all_rungs:
         typer.echo(report.ladder_text(items, f"{g.name}, {M}x{N}x{K}: the ladder "
                                              f"({report.PREDICTED_LABEL})"))
     else:
-        typer.echo(report.rung_text(items[0]))
+        echo(report.rung_text(items[0]))
     if markdown is not None:
         if not all_rungs:
             fail("--markdown goes with --all", 2)

@@ -12,6 +12,7 @@ from .common import (
     ShapeOpt,
     SizeOpt,
     app,
+    echo,
     fail,
     gpu_and_arch,
     parse_shape,
@@ -248,14 +249,14 @@ def _validate(path):
     s = validate.summary(validate.leave_one_out(table))
     if not s["shapes"]:
         fail(f"the {table.where} table has no shape to leave out")
-    typer.echo(f"{table.label()}: {s['shapes']} shapes left out one at a time and predicted "
+    echo(f"{table.label()}: {s['shapes']} shapes left out one at a time and predicted "
                f"from the others")
-    typer.echo(f"  loss (chosen / best measured there): median {s['median_loss']:.3f}, "
+    echo(f"  loss (chosen / best measured there): median {s['median_loss']:.3f}, "
                f"geometric mean {s['geomean_loss']:.3f}, worst {s['worst_loss']:.3f}; "
                f"{100 * s['within_97']:.0f} % within 3 %, {100 * s['within_90']:.0f} % "
                f"within 10 %; {s['unmeasured']} chose a candidate not measured there")
     for w in s["worst"]:
-        typer.echo(f"  {w['M']}×{w['N']}×{w['K']} {w['layout']}"
+        echo(f"  {w['M']}×{w['N']}×{w['K']} {w['layout']}"
                    f"{' batch ' + str(w['batch']) if w['batch'] > 1 else ''}: chose "
                    f"{w['chosen']} ({w['loss']:.3f} of the best, {w['best']})")
     out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"

@@ -179,9 +179,8 @@ def brief_text(items: list[dict], title: str, cublas_us: float | None, source: s
     head, rows = brief_rows(items, cublas_us)
     note = (f"measured: {source} (cuBLAS {_us(cublas_us)})" if source else
             "no committed measurement for this GPU and shape")
-    return "\n".join([title, "", _table_text(head, rows), "", note,
-                      "(sgemmlab inspect --all for the bill behind each prediction; --wide "
-                      "here prints it)"])
+    return "\n".join([title, "", _table_text(head, rows), "", note, *_skipped(items),
+                      "(sgemmlab inspect --all --wide for the bill behind each prediction)"])
 
 
 def ladder_text(items: list[dict], title: str) -> str:
