@@ -39,6 +39,7 @@ def _register_torch_op() -> None:
 
 _register_torch_op()
 
+from .dispatch import SHIPPED_GPU as _SHIPPED  # noqa: E402
 from .dispatch import prefetch as _prefetch  # noqa: E402
 
-_prefetch.start()  # what the first call would wait for, begun now (dispatch/prefetch.py)
+_prefetch.start(_SHIPPED)  # what the first call would wait for, begun now (see there)

@@ -36,9 +36,9 @@ def _work(gpu_name: str) -> None:
         pass
 
 
-def start() -> None:
-    """Import cuda.core, and begin reading the shipped table on a thread (once per process;
-    neither when SGEMMLAB_PREFETCH=0)."""
+def start(gpu_name: str) -> None:
+    """Import cuda.core, and begin reading `gpu_name`'s shipped table on a thread (once per
+    process; neither when SGEMMLAB_PREFETCH=0)."""
     global _thread
     if _thread is not None or os.environ.get("SGEMMLAB_PREFETCH", "1") == "0":
         return
@@ -46,9 +46,7 @@ def start() -> None:
         import cuda.core  # noqa: F401  (here, on the importing thread: see above)
     except Exception:  # a broken install: the first call reports it in its own words
         pass
-    from . import SHIPPED_GPU
-
-    _thread = threading.Thread(target=_work, args=(SHIPPED_GPU,), name="sgemmlab-prefetch",
+    _thread = threading.Thread(target=_work, args=(gpu_name,), name="sgemmlab-prefetch",
                                daemon=True)
     _thread.start()
 

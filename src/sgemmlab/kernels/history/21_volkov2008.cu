@@ -1,33 +1,23 @@
 // Rung 21 — Volkov & Demmel 2008 (SC'08): C's tile in registers, one operand in shared.
 //
-// History, not the climb: the SGEMM that ran at 58-60 % of 2008 GPUs' peak where CUBLAS 1.1
-// ran at 36-44 %, against the day's advice to maximise occupancy (64-thread blocks, 16 sums
-// each in registers, full speed at 25 % occupancy). In ideas it sits between rungs 4 and 5:
-// rung 4 with B never staged. Volkov's matrices were column-major; ours are row-major, so
-// C^T = B^T A^T swaps the roles: a block computes TM rows by BN columns, thread t owns
-// column t; B(k, t) goes from global memory straight into a register (a warp reads one
-// 128-byte line), four k at a time with the next four in flight; A's TM x BK tile is stored
-// k-major, As[k][0..TM), so acc[i] += As[k][i] * b[k] reads it as float4 broadcasts.
+// History, not the climb: the SGEMM that ran at 58-60 % of 2008 GPUs' peak (CUBLAS 1.1:
+// 36-44 %) against the day's advice to maximise occupancy. Between rungs 4 and 5 in ideas:
+// rung 4 with B never staged. Ours is row-major, so C^T = B^T A^T swaps Volkov's roles: a
+// block computes TM rows by BN columns, thread t owns column t; B(k, t) goes from global
+// memory into a register (one 128-byte line per warp), four k at a time with the next four
+// in flight; A's TM x BK tile is stored k-major and read as float4 broadcasts.
 //
-// The bill (`sgemmlab inspect 21 --gpu h200`, H200 default BK=8 BN=256 TM=32): 14.2 FLOP/B
-// from global memory; one LDS.128 per four FFMA; SASS hot loop 256 FFMA of 367
-// instructions, 70 % (the paper's 82 %, CUBLAS 1.1's 56 %: a GT200 MAD read its shared
-// operand itself, a Hopper FFMA needs the LDS first); 84 registers, 2 blocks (16 warps) per
-// SM, 25 % occupancy, limited by registers: the paper's own 25 %.
-//
-// Prediction (at the seed BN=64 TM=16 BK=16): shared-bound, a broadcast LDS.128 costing four
-// quarter-warp phases: ~8.7 ms, ~31 % of cuBLAS. Measured (tune file below): the seed 6081
-// us, 45 % of cuBLAS, faster than that "bound": a broadcast LDS.128 costs less than the
-// model charges. The 36 configurations searched: 31.6 % (BN=32 TM=8) to 49.3 % (the default).
-// Against the paper: 24.3 TFLOP/s, 36.7 % of the H200's 66.2 TFLOP/s FFMA peak, not 58-60 %.
-// What limits it (`sgemmlab profile -k 21`, ncu): latency, not a pipe: issue active 54.5 %,
-// FMA pipe 40 %, 0.82 eligible warps per scheduler of 3.9; warps wait on the LDS.128 before
-// every four FFMAs (short scoreboard, 1.96 per issue), on the tile's two barriers (1.63) and
-// on B four k ahead (long scoreboard, 0.97): ILP that hid a GT200's latency does not hide
-// an H200's at 4 warps per scheduler. (results/nvidia-h200/tune-21_volkov2008-4096x4096x4096-
-// 20261201T195159Z.json, profile-21_volkov2008-4096x4096x4096-20261201T201835Z.txt.)
-//
-// Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
+// The bill (`sgemmlab inspect 21 --gpu h200`, default BK=8 BN=256 TM=32): one LDS.128 per
+// four FFMA; hot loop 70 % FFMA (paper 82 %, CUBLAS 1.1 56 %: a GT200 MAD read its shared
+// operand itself); 84 registers, 25 % occupancy (the paper's 25 %), limited by registers.
+// Predicted at the seed (BN=64 TM=16 BK=16): shared-bound, ~8.7 ms. Measured: 6.08 ms (a
+// broadcast costs less than modelled); the 36 configurations searched, 31.6-49.3 % of cuBLAS.
+// Against the paper: 36.7 % of the H200's FFMA peak (24.3 of 66.2 TFLOP/s), not 58-60 %.
+// Why (`sgemmlab profile -k 21`): latency, not a pipe: issue active 54.5 %, 0.82 eligible
+// warps of 3.9 per scheduler, waiting on the LDS.128 before each four FFMAs (short
+// scoreboard), the tile's barriers and B (long scoreboard): the ILP that hid a GT200's
+// latency does not hide an H200's (tune-21_volkov2008-...-20261201T195159Z.json,
+// profile-21_volkov2008-...-20261201T201835Z.txt; docs/worklog.md, session 8 and notes).
 // <measured>
 // NVIDIA H200 4096x4096x4096: 5652.6 us, 24314 GFLOP/s, 49.3 % of cuBLAS, 84 registers
 //   BK=8,BN=256,TM=32
