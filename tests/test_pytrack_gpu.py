@@ -19,6 +19,8 @@ from sgemmlab.bench.check import check_gemm, error_bound, relative_error
 pytestmark = pytest.mark.gpu
 pytest.importorskip("numba")
 
+from sgemmlab import pytrack  # noqa: E402
+
 SHAPES = [(1, 1, 1), (17, 33, 65), (67, 45, 33), (129, 257, 31), (300, 200, 100)]
 ALPHA_BETA = [(1.0, 0.0), (0.5, -2.0)]
 PY = [pytest.param(p, id=p.label) for p in registry.PYTHON]
@@ -49,7 +51,7 @@ def test_python_rung_on_numpy_arrays_copies_back(py):
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
     C = np.full((M, N), np.nan, np.float32)
-    py.module().launch(A, B, C, 1.0, 0.0)
+    pytrack.module(py).launch(A, B, C, 1.0, 0.0)
     ref = A.astype(np.float64) @ B.astype(np.float64)
     assert relative_error(C, ref) <= error_bound(K)
 
@@ -58,7 +60,7 @@ def test_every_search_candidate_is_correct():
     from sgemmlab.bench.pytrack import python_candidate
 
     py = registry.python_rung(7)
-    for cfg in py.module().CANDIDATES:
+    for cfg in pytrack.module(py).CANDIDATES:
         res = check_gemm(python_candidate(py, cfg).gemm, 200, 300, 70, alpha=0.5, beta=1.5)
         assert res.ok, f"{cfg}: {res.reason}"
 
@@ -77,5 +79,6 @@ def test_ladder_track_numba_pairs_each_python_rung_with_its_twin(tmp_path, monke
     kernels = [r["kernel"] for r in run["records"]]
     assert run["kind"] == "ladder-numba"
     assert kernels[:3] == ["cublas", "02_coalesced", "py02_coalesced"]
-    assert kernels.count("py07_warptiling") == len(registry.python_rung(7).module().CANDIDATES)
+    searched = pytrack.module(registry.python_rung(7)).CANDIDATES
+    assert kernels.count("py07_warptiling") == len(searched)
     assert all(r["status"] == "ok" and r["correct"] for r in run["records"])

@@ -50,7 +50,7 @@ def test_modules_read_their_twin_from_the_registry():
 
     assert len(pytrack.RUNGS) == len(registry.PYTHON)
     for p, mod in zip(registry.PYTHON, pytrack.RUNGS):
-        assert p.module() is mod and mod.PY is p and mod.RUNG is p.rung
+        assert pytrack.module(p) is mod and mod.PY is p and mod.RUNG is p.rung
 
 
 # -- the commands --------------------------------------------------------------------------
@@ -159,6 +159,7 @@ def test_int64_ops_counts_the_high_halves_only():
 @pytest.fixture(scope="module")
 def track_items():
     pytest.importorskip("numba")
+    from sgemmlab import pytrack
     from sgemmlab.inspect import pytrack as track_mod
     from sgemmlab.inspect import sass
     from sgemmlab.pytrack import build
@@ -168,8 +169,8 @@ def track_items():
         pytest.skip("nvdisasm not installed")
     g = occupancy.gpu("h200")
     try:
-        build.build(registry.python_rung(1).module(), registry.python_rung(1).rung.seed,
-                    g.arch)
+        first = registry.python_rung(1)
+        build.build(pytrack.module(first), first.rung.seed, g.arch)
     except build.NoToolchain as exc:
         pytest.skip(str(exc))
     return track_mod.track(g)

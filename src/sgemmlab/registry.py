@@ -828,7 +828,7 @@ class PyRung:
     number: int  # its place in the track, 1-7
     name: str
     twin: int  # the CUDA rung it mirrors
-    module_name: str  # sgemmlab.pytrack.<module_name>
+    module_name: str  # sgemmlab.pytrack.<module_name> (pytrack.module(py) imports it)
 
     @property
     def label(self) -> str:
@@ -837,12 +837,6 @@ class PyRung:
     @property
     def rung(self) -> Rung:
         return rung(self.twin)
-
-    def module(self):
-        """Its Python module (imports numba-cuda: pip install -e ".[numba]")."""
-        import importlib
-
-        return importlib.import_module(f"sgemmlab.pytrack.{self.module_name}")
 
 
 #: The course's seven Python kernels, re-created: naive, coalesced, shared-memory tiles, 1D

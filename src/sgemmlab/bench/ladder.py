@@ -26,13 +26,14 @@ def track_candidates(gpu_name: str, pys: list[registry.PyRung] | None = None
     """The Python track's candidates: per Python rung its CUDA twin at the twin's default
     for `gpu_name`, then the Python rung at that configuration and at the other
     configurations of its search, if it has one."""
+    from ..pytrack import module
     from .pytrack import python_candidate
 
     out = []
     for py in pys or registry.PYTHON:
         cfg = py.rung.default(gpu_name)
         out.append(runner.rung_candidate(py.rung, cfg))
-        searched = [dict(c) for c in getattr(py.module(), "CANDIDATES", ())]
+        searched = [dict(c) for c in getattr(module(py), "CANDIDATES", ())]
         for c in [cfg] + [c for c in searched if c != cfg]:
             out.append(python_candidate(py, c))
     return out

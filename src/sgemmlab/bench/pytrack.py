@@ -23,11 +23,11 @@ def python_candidate(py: registry.PyRung, config: registry.Config | None = None)
     signature launches use (pytrack.build.SIGNATURE) so its registers are known."""
     import numpy as np
 
-    from ..pytrack import build, common  # (the package imports numba after its numpy shim)
+    from ..pytrack import build, common, module  # (numba after its numpy shim)
 
     cuda = common.cuda
 
-    mod = py.module()
+    mod = module(py)
     cfg = common.checked(py.rung, config)
     kern = mod.kernel(cfg)
     compiled = kern.compile(build.SIGNATURE)

@@ -55,7 +55,7 @@ def compare(py: registry.PyRung, cfg: registry.Config, g: occ_mod.GPU,
     """One Python rung and its twin at `cfg` on GPU `g`: both sides' resources, occupancy and
     hot-loop mix, and, from `measured` (label -> record of one ladder-numba file at one
     shape), both times and their ratio."""
-    from ..pytrack import build
+    from ..pytrack import build, module
     from ..runtime.compiler import ENTRY
 
     twin = py.rung
@@ -63,7 +63,7 @@ def compare(py: registry.PyRung, cfg: registry.Config, g: occ_mod.GPU,
         raise ValueError(f"illegal configuration for {py.label} (twin {twin.label}): "
                          + "; ".join(problems))
     threads = twin.threads(cfg)
-    built = build.build(py.module(), cfg, g.arch)
+    built = build.build(module(py), cfg, g.arch)
     out = {"rung": py.label, "twin": twin.label, "gpu": g.slug, "arch": g.arch,
            "config": dict(cfg),
            "python": _side(built.cubin, built.entry, threads, g),

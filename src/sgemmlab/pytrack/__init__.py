@@ -54,3 +54,9 @@ def rung(n: int):
     if not 1 <= n <= len(RUNGS):
         raise KeyError(f"no Python rung {n}: the track has rungs 1-{len(RUNGS)}")
     return RUNGS[n - 1]
+
+
+def module(py):
+    """The module of registry.PyRung `py` (the registry describes the track; the lab,
+    this package, holds its code)."""
+    return rung(py.number)
