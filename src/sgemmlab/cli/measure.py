@@ -383,6 +383,44 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
 
 
 @app.command()
+def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to check")]
+         = 10000,
+         seed: Annotated[int, typer.Option(help="the draw's seed: the same seed, the same "
+                                                "products")] = 0):
+    """Products drawn by hypothesis (shapes 1-4096 and K to 65536, layouts, padded and
+    misaligned operands, batches and broadcasts, alpha/beta from 0, 1, negative, subnormal,
+    NaN and Inf, precisions, named kernels), each checked against float64; the first
+    failure is shrunk to a minimal case. Writes results/<gpu>/fuzz-*.json."""
+    import json
+
+    from ..bench import fuzz as fz
+    from ..bench import results
+
+    gpu = require_gpu()
+    require_torch()
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        fail("the fuzz campaign needs hypothesis: pip install -e '.[test]'")
+    records, failure = fz.campaign(count, seed)
+    run = results.new_run("fuzz", gpu, {"count": count, "seed": seed,
+                                        "max_work": fz.MAX_WORK})
+    run["records"] = records
+    run["summary"] = s = fz.summary(records, failure)
+    path = results.write(run, gpu.slug, f"fuzz-{count}-s{seed}-{results.stamp()}")
+    typer.echo(f"{s['cases']} cases: {s['checked']} checked against float64, {s['ok']} ok, "
+               f"{s['failed']} failed, {s['refused']} refused by the API; worst error "
+               f"{s['worst_error']:.2e}; kernels {len(s['kernels'])}")
+    typer.echo(f"results: {path}")
+    if failure:
+        keep = results.REPO_DIR / "tests" / "data" / "fuzz_regressions.json"
+        old = json.loads(keep.read_text()) if keep.is_file() else []
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(json.dumps(old + [failure], indent=1) + "\n")
+        fail(f"minimal failing case: {failure} (kept in {keep})", 3)
+
+
+@app.command()
 def ceilings(launches: Annotated[int, typer.Option(help="timed launches of each")] = 20):
     """Measure this GPU's roofs: FP32 FFMA peak and device-to-device copy bandwidth."""
     from ..bench import ceilings as ceilings_mod

@@ -1,0 +1,56 @@
+"""The fuzz campaign's parts that need no GPU (bench/fuzz.py): what the strategy draws, and
+the judge — IEEE propagation where the float64 reference is not finite, the FP32 bound and
+the subnormal floor elsewhere — on CPU tensors, where each kind of wrong answer must fail."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+hypothesis = pytest.importorskip("hypothesis")
+
+from hypothesis import given, settings  # noqa: E402
+
+from sgemmlab.bench import fuzz  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(fuzz.cases())
+def test_drawn_cases_are_well_formed(case):
+    assert min(case.M, case.N, case.K) >= 1 and max(case.M, case.N) <= 4096
+    assert case.M * case.N * case.K * case.batch <= fuzz.MAX_WORK or case.K == 1
+    assert case.layout in ("NN", "NT", "TN", "TT") and case.batch >= 1
+    assert (case.broadcast == "") or case.batch > 1
+    assert not (case.precision == "tf32x3" and "inf" in case.inject)  # documented limit
+    assert case.kernel in (None, "?")
+
+
+def _judge(C, ref, K=64):
+    return fuzz.judge(torch.as_tensor(C, dtype=torch.float32), torch.as_tensor(ref).double(),
+                      K, alpha_ab=torch.as_tensor(ref).double(), beta_c=None)
+
+
+def test_a_right_answer_passes():
+    ok, why, err = _judge([[1.0, -2.0]], [[1.0, -2.0 + 1e-8]])
+    assert ok and why == "" and err < 1e-7
+
+
+@pytest.mark.parametrize("C, ref, words", [
+    ([[1.0, 2.0]], [[math.nan, 2.0]], "NaN of the reference"),
+    ([[math.inf, 2.0]], [[-math.inf, 2.0]], "same Inf"),
+    ([[math.nan, 2.0]], [[1.0, 2.0]], "NaN or Inf where the reference is finite"),
+    ([[1.01, 2.0]], [[1.0, 2.0]], "error"),
+])
+def test_each_kind_of_wrong_answer_fails(C, ref, words):
+    ok, why, _ = _judge(C, ref)
+    assert not ok and words in why
+
+
+def test_a_subnormal_result_is_judged_against_its_spacing():
+    tiny = 3 * fuzz.SUBNORMAL_SPACING
+    ok, _, _ = _judge([[tiny]], [[tiny * 1.2]], K=1)  # one spacing off: rounding, not a bug
+    assert ok
+    ok, _, _ = _judge([[tiny]], [[tiny * 40]], K=1)
+    assert not ok
