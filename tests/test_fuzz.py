@@ -54,3 +54,13 @@ def test_a_subnormal_result_is_judged_against_its_spacing():
     assert ok
     ok, _, _ = _judge([[tiny]], [[tiny * 40]], K=1)
     assert not ok
+
+
+def test_where_atomics_may_flush_subnormals_a_zero_is_accepted_only_there():
+    tiny = 3e-40  # subnormal in FP32
+    strict = fuzz.judge(torch.tensor([[0.0]]), torch.tensor([[tiny]]).double(), 511,
+                        alpha_ab=None, beta_c=torch.tensor([[tiny]]).double())
+    loose = fuzz.judge(torch.tensor([[0.0]]), torch.tensor([[tiny]]).double(), 511,
+                       alpha_ab=None, beta_c=torch.tensor([[tiny]]).double(),
+                       spacing=fuzz.SMALLEST_NORMAL)
+    assert not strict[0] and loose[0]
