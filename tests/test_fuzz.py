@@ -64,3 +64,12 @@ def test_where_atomics_may_flush_subnormals_a_zero_is_accepted_only_there():
                        alpha_ab=None, beta_c=torch.tensor([[tiny]]).double(),
                        spacing=fuzz.SMALLEST_NORMAL)
     assert not strict[0] and loose[0]
+
+
+def test_the_summary_counts_flushed_subnormals_apart_from_the_worst_error():
+    recs = [{"status": "ok", "kernel": None, "error": 1e-6},
+            {"status": "ok", "kernel": "14_streamk", "error": 1.0, "flushed_subnormals": True},
+            {"status": "refused", "kernel": "15_skinny_m"}]
+    s = fuzz.summary(recs, None)
+    assert (s["checked"], s["refused"], s["flushed_subnormals"], s["worst_error"]) == (
+        2, 1, 1, 1e-6)

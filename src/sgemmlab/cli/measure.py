@@ -410,7 +410,9 @@ def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to c
     path = results.write(run, gpu.slug, f"fuzz-{count}-s{seed}-{results.stamp()}")
     typer.echo(f"{s['cases']} cases: {s['checked']} checked against float64, {s['ok']} ok, "
                f"{s['failed']} failed, {s['refused']} refused by the API; worst error "
-               f"{s['worst_error']:.2e}; kernels {len(s['kernels'])}")
+               f"{s['worst_error']:.2e} ({s['flushed_subnormals']} subnormal results flushed "
+               f"by atomic fix-up, allowed without deterministic); kernels "
+               f"{len(s['kernels'])}")
     typer.echo(f"results: {path}")
     if failure:
         keep = results.REPO_DIR / "tests" / "data" / "fuzz_regressions.json"
