@@ -45,7 +45,8 @@ class Built:
 @contextmanager
 def offline(cc: tuple[int, int]):
     """Numba's device-function compiler asks the driver for the device's compute capability:
-    answer `cc` for it while the block runs (only when no real device answers)."""
+    answer `cc`, the target's, for it while the block runs (on a machine with a GPU too:
+    the code is built for the target asked, not for the device at hand)."""
     from numba.cuda import dispatcher
 
     real = dispatcher.get_current_device
