@@ -4,6 +4,7 @@ passes now. `sgemmlab fuzz --count 10000` is the full run; its results file is c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -38,3 +39,7 @@ def test_every_kept_failure_passes_now(rec):
                         for f in fields(fuzz.Case)})
     out = fuzz.check(case, rec["seed"])
     assert out["status"] != "failed", out
+    # and with deterministic=True, through dispatch (a pinned atomic configuration would be
+    # refused), judged by the strict subnormal floor: docs/api.md's promise for subnormals
+    strict = fuzz.check(dataclasses.replace(case, deterministic=True, kernel=None), rec["seed"])
+    assert strict["status"] == "ok" and not strict["flushed_subnormals"], strict

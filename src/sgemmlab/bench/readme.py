@@ -30,21 +30,16 @@ def track_board(paths: list[Path]) -> str:
     """Per Python-track file and shape: each Python rung beside its CUDA twin at the same
     configuration, both as % of cuBLAS (paired in that run) and as a ratio of times; then the
     search of Python rung 7 (every candidate was timed in the same run)."""
-    from ..registry import PYTHON
-
     parts = []
     for p in paths:
         run = results.load(p)
         for prob in sorted({key(r) for r in run["records"]}):
-            recs = [r for r in run["records"] if key(r) == prob and r.get("status") == "ok"]
+            recs = [r for r in run["records"] if key(r) == prob]
             head = ["Python rung", "CUDA twin", "% of cuBLAS: CUDA C++", "% of cuBLAS: Python",
                     "Python time / CUDA time", "registers (Python / CUDA)"]
             lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
             searched = []
-            for py in PYTHON:
-                twin = next((r for r in recs if r["kernel"] == py.rung.label), None)
-                mine = [r for r in recs if r["kernel"] == py.label]
-                same = next((r for r in mine if twin and r["config"] == twin["config"]), None)
+            for py, twin, same, mine in results.track_pairs(recs):
                 if len(mine) > 1:
                     searched = mine
                 if twin is None or same is None:

@@ -251,7 +251,7 @@ def track_records(gpu_name: str, shape, path: Path | None = None,
 
     if path is None:
         runs = []
-        for p in ((root or results_root()) / slug(gpu_name)).glob("ladder-numba-*.json"):
+        for p in ((root or results_root()) / slug(gpu_name)).glob("ladder-numba-*.json*"):
             try:
                 run = load(p)
             except (OSError, ValueError):
@@ -274,33 +274,32 @@ def records_from(path: Path, shape) -> tuple[dict[str, dict], str]:
     return _records_at(load(path), shape), str(path)
 
 
+def track_pairs(records: list[dict]) -> list[tuple]:
+    """Per Python rung (registry.PYTHON), from one shape's records of a Python-track file:
+    (the rung, its twin's ok record, its own ok record at the twin's configuration, all its
+    ok records: rung 7 has one per configuration of its search). None where one is missing."""
+    from ..registry import PYTHON
+
+    ok = [r for r in records if r.get("status") == "ok"]
+    out = []
+    for py in PYTHON:
+        twin = next((r for r in ok if r["kernel"] == py.rung.label), None)
+        mine = [r for r in ok if r["kernel"] == py.label]
+        same = next((r for r in mine if twin and r.get("config") == twin.get("config")), None)
+        out.append((py, twin, same, mine))
+    return out
+
+
 def newest_track(slug: str, shape=(4096, 4096, 4096), root: Path | None = None
                  ) -> dict[str, dict]:
     """Python rung label -> its figures at its twin's configuration, in the newest
     Python-track file of this GPU at `shape` ({} if none): what the visualizer shows
     beside each twin."""
-    from ..registry import PYTHON
-
-    files = sorted(((root or results_root()) / slug).glob("ladder-numba-*.json*"))
-    want = Problem.of(shape)
-    for f in reversed(files):
-        run = load(f)
-        recs = [r for r in run.get("records", []) if "M" in r and key(r) == want
-                and r.get("status") == "ok"]
-        if not recs:
-            continue
-        out = {}
-        for py in PYTHON:
-            twin = next((r for r in recs if r["kernel"] == py.rung.label), None)
-            same = next((r for r in recs if r["kernel"] == py.label and twin
-                         and r.get("config") == twin.get("config")), None)
-            if same:
-                out[py.label] = {"file": f"results/{slug}/{f.name}",
-                                 "median_us": same["median_us"],
-                                 "vs_cublas": same["vs_cublas"], "config": same["config"],
-                                 "over_twin": same["median_us"] / twin["median_us"]}
-        return out
-    return {}
+    recs = [r for rs in track_records(slug, shape, root=root).values() for r in rs]
+    return {py.label: {"file": same["source"], "median_us": same["median_us"],
+                       "vs_cublas": same["vs_cublas"], "config": same["config"],
+                       "over_twin": same["median_us"] / twin["median_us"]}
+            for py, twin, same, _ in track_pairs(recs) if same}
 
 
 def newest_ladder(slug: str, shape: str = "4096x4096x4096", root: Path | None = None
