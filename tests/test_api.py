@@ -792,3 +792,23 @@ def test_the_overhead_command_says_so_without_a_gpu(monkeypatch, tmp_path):
     assert result.exit_code == 1, result.output
     assert "No usable NVIDIA GPU" in result.output
     assert not list(tmp_path.iterdir())  # no results file
+
+
+def test_deterministic_with_a_named_rung_and_no_config_takes_its_fixed_order(emulated,
+                                                                               monkeypatch):
+    """kernel=14 alone with deterministic=True: the rung's default with FIXUP=0, not a
+    refusal (its default splits tiles by atomics); every other constant as the default."""
+    r = next((r for r in registry.RUNGS if "streamk" in r.features), None)
+    if r is None:
+        pytest.skip("no Stream-K rung in this registry")
+    h200 = dataclasses.replace(plan.gpu_info(0), name="NVIDIA H200")
+    monkeypatch.setattr(plan, "gpu_info", lambda i=0: h200)
+    default = r.default(h200.name)
+    assert not r.deterministic(default)  # the H200's tuned default fixes up by atomics
+    g = plan.describe(((64, 64), (64, 1)), ((64, 64), (64, 1)), ((64, 64), (64, 1)))
+    atomic = {**default, "FIXUP": 1, "SPLIT": 0}
+    rung, cfg = plan.named_rung(g, 0, r.label, atomic, False)
+    assert cfg == atomic and not rung.deterministic(cfg)
+    rung, cfg = plan.named_rung(g, 0, r.label, None, True)
+    assert rung.deterministic(cfg)
+    assert cfg == {**default, "FIXUP": 0}

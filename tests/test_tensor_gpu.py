@@ -28,7 +28,7 @@ import pytest
 
 import sgemmlab
 from sgemmlab import registry
-from sgemmlab.bench.check import error_bound, relative_error
+from sgemmlab.bench.check import TF32_BOUND, error_bound, relative_error
 from sgemmlab.errors import ConfigError
 
 pytestmark = pytest.mark.gpu
@@ -37,8 +37,6 @@ NAN = float("nan")
 SENTINEL = -12345.0
 PRECISION = {19: "tf32", 20: "tf32x3"}  # rung -> the precision it computes at
 NAME = {19: "tf32_wgmma", 20: "3xtf32_wgmma"}
-#: TF32 keeps 10 of FP32's 23 mantissa bits: about 3e-4 at any K (docs/worklog.md, rung 19)
-TF32_BOUND = 4e-3
 #: above this at K >= 500 (uniform inputs) a product was not FP32 (FP32: ~3e-6 at K = 4096)
 NOT_FP32 = 1e-5
 

@@ -3,6 +3,7 @@
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz
+#                               matrix
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -112,6 +113,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)
       python3 examples/train_dropin.py \
         --json "results/nvidia-h200/dropin-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;
+    matrix)  # issue 18: every rung x decomposition x sanitizer tool (MATRIX_ARGS="--tools
+      # memcheck --rungs 14"), results/<gpu>/sanitizer-matrix-*.json
+      python3 tools/sanitizer_matrix.py --jobs "${MATRIX_JOBS:-8}" ${MATRIX_ARGS:-} || status=1 ;;
     fuzz)  # issue 18: FUZZ_COUNT generated products against float64 (FUZZ_SEED)
       sg fuzz --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-0}" || status=1 ;;
     track)  # issue 16: the Python track beside its CUDA twins, paired against cuBLAS

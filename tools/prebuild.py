@@ -1,7 +1,7 @@
 """Build, on the CPU machine, the cubins a device run will load, and pack the compile cache
 for the trip (the H200's compile cache starts empty; NVRTC there would spend minutes).
 
-    python tools/prebuild.py [--since ISO-TIME] [--out .cache/prebuilt.tar.xz]
+    python tools/prebuild.py [--since ISO-TIME [--until ISO-TIME]] [--out FILE.tar.xz]
 
 Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in every layout
 the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
@@ -45,6 +45,15 @@ def _one(item) -> str:
 def work() -> list[tuple[str, dict]]:
     pairs = list(grid.grid_candidates(GPU))
     pairs += [(r, r.default(GPU)) for r in registry.ALL + registry.HISTORY]
+    # deterministic=True with a rung named alone: its default with the fixed-order fix-up
+    pairs += [(r, r.default(GPU) | {"FIXUP": 0}) for r in registry.ALL
+              if r.supports("streamk")]
+    # the sanitizer matrix's decompositions (tools/sanitizer_matrix.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sanitizer_matrix import cells
+
+    pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None)
+              if "illegal" not in c and registry.rung(c["rung"]).precision == "ieee"]
     out, seen = [], set()
     for r, cfg in pairs:
         layouts = list(itertools.product((False, True), repeat=2)) \
@@ -62,6 +71,7 @@ def work() -> list[tuple[str, dict]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--since", help="also pack every cubin written since this ISO time")
+    ap.add_argument("--until", help="... and before this ISO time")
     ap.add_argument("--out", default=".cache/prebuilt.tar.xz")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
@@ -75,7 +85,9 @@ def main() -> None:
     since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
     root = cache_dir()
     needed = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}
-    recent = {f for f in (root / "cubins").glob("*.bin") if since and f.stat().st_mtime >= since}
+    until = datetime.fromisoformat(args.until).timestamp() if args.until else float("inf")
+    recent = {f for f in (root / "cubins").glob("*.bin")
+              if since and since <= f.stat().st_mtime < until}
     files = sorted(f for f in needed | recent if f.is_file())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -158,6 +158,11 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
                           f"{rung.precision!r} to run it (precision is never switched "
                           "silently)")
     cfg = dict(config) if config is not None else rung.default(gpu_info(device_id).name)
+    if deterministic and config is None and not rung.deterministic(cfg):
+        # the rung's own default splits tiles by atomics: its fixed-order fix-up instead
+        fixed = cfg | {"FIXUP": 0}
+        if rung.is_legal(fixed):
+            cfg = fixed
     if (g.trans_a or g.trans_b) and not rung.supports("layouts"):
         which = " and ".join(n for n, t in (("A", g.trans_a), ("B", g.trans_b)) if t)
         raise ConfigError(f"rung {rung.label} reads row-major operands only, and the "
@@ -170,7 +175,8 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
                           "let dispatch choose (kernel=None)")
     if deterministic and not rung.deterministic(cfg):
         raise ConfigError(f"rung {rung.label} at {config_key(cfg)} is not bit-reproducible "
-                          "(atomic fix-up of split tiles); deterministic=True refuses it")
+                          "(atomic fix-up of split tiles); deterministic=True refuses it: "
+                          "name FIXUP=0 (the fixed-order fix-up), or leave config out")
     return rung, cfg
 
 

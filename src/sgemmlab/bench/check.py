@@ -36,6 +36,17 @@ def error_bound(K: int) -> float:
     return max(16 * U32 * math.sqrt(max(K, 1)), 1e-6)
 
 
+#: precision="tf32" (rung 19) is not FP32: TF32 keeps 10 of FP32's 23 mantissa bits, about
+#: 3e-4 at any K (docs/worklog.md, rung 19); its results are held to this instead
+TF32_BOUND = 4e-3
+
+
+def precision_bound(K: int, precision: str = "ieee") -> float:
+    """The bound a result of depth K at `precision` is held to: FP32's for "ieee" and
+    "tf32x3", TF32_BOUND for "tf32"."""
+    return TF32_BOUND if precision == "tf32" else error_bound(K)
+
+
 def _f64(x):
     """x in float64, as a torch tensor (any device) if it is one, else a numpy array."""
     if hasattr(x, "double") and hasattr(x, "device"):

@@ -5,9 +5,10 @@ and their neighbours favoured; K to 65536 where the work allows), both operands 
 column-major, leading dimensions longer than the matrix and base offsets that break 16-byte
 alignment, batches with either operand broadcast, alpha and beta from 0, 1, negative,
 subnormal and ordinary values, NaN or Inf put into an operand (or NaN into C with beta = 0,
-which must never be read), the precision ("ieee", "tf32x3"), deterministic or not, and the
-kernel: the dispatcher's choice, or a rung named with `kernel=` among those that serve the
-case. Each is run through `sgemmlab.sgemm` and judged (`judge`):
+which must never be read), the precision ("ieee", "tf32x3", and "tf32", held to TF32's
+bound), deterministic or not, and the kernel: the dispatcher's choice, or a rung named with
+`kernel=` among those that serve the case. Each is run through `sgemmlab.sgemm` and
+judged (`judge`):
 - where the float64 reference is NaN, C is NaN; where it is +-Inf, C is the same Inf (IEEE
   propagation, the reference computed from the same operands);
 - everywhere else C is finite and within the FP32 bound of bench/check.py, plus the
@@ -81,7 +82,7 @@ def cases():
         batch = draw(st.sampled_from((1, 1, 1, 2, 3, 8)))
         K = max(1, min(K, MAX_WORK // (M * N * batch)))
         broadcast = draw(st.sampled_from(("", "a", "b"))) if batch > 1 else ""
-        precision = draw(st.sampled_from(("ieee", "ieee", "ieee", "tf32x3")))
+        precision = draw(st.sampled_from(("ieee", "ieee", "ieee", "tf32x3", "tf32")))
         inject = draw(st.sampled_from(INJECT))
         if precision == "tf32x3" and "inf" in inject:
             inject = ""  # documented: Inf with tf32x3 gives NaN (docs/api.md)
@@ -167,14 +168,14 @@ def _pick(gen, n: int) -> int:
     return int(torch.randint(0, n, (1,), generator=gen))
 
 
-def judge(C, ref, K: int, *, alpha_ab, beta_c, spacing: float = SUBNORMAL_SPACING
-          ) -> tuple[bool, str, float]:
-    """(ok, why, error): IEEE propagation where the reference is not finite, the FP32 bound
-    (plus the floor of `spacing`: the subnormal spacing, or the smallest normal where
-    subnormals may be flushed) everywhere else."""
+def judge(C, ref, K: int, *, alpha_ab, beta_c, spacing: float = SUBNORMAL_SPACING,
+          precision: str = "ieee") -> tuple[bool, str, float]:
+    """(ok, why, error): IEEE propagation where the reference is not finite, the bound of
+    `precision` (FP32's, or TF32's for "tf32"; plus the floor of `spacing`: the subnormal
+    spacing, or the smallest normal where subnormals may be flushed) everywhere else."""
     import torch
 
-    from .check import error_bound
+    from .check import precision_bound
 
     Cd = C.double()
     nan_ref, inf_ref = torch.isnan(ref), torch.isinf(ref)
@@ -192,7 +193,7 @@ def judge(C, ref, K: int, *, alpha_ab, beta_c, spacing: float = SUBNORMAL_SPACIN
     diff = float((Cd - ref).abs()[finite].max())
     floor = 4 * spacing * (K + 2)
     err = diff / scale if scale > 0 else diff
-    bound = error_bound(K) + (floor / scale if scale > 0 else floor)
+    bound = precision_bound(K, precision) + (floor / scale if scale > 0 else floor)
     if not err <= bound:
         return False, f"error {err:.3e} > bound {bound:.3e}", err
     return True, "", err
@@ -221,16 +222,17 @@ def check(case: Case, seed: int) -> dict:
     bc = case.beta * C0.double() if case.beta != 0 else None
     ref = ab + bc if bc is not None else ab
     ok, why, err = judge(C, ref, case.K, alpha_ab=ab, beta_c=bc,
-                         spacing=SUBNORMAL_SPACING if case.deterministic else SMALLEST_NORMAL)
+                         spacing=SUBNORMAL_SPACING if case.deterministic else SMALLEST_NORMAL,
+                         precision=case.precision)
     if ok:  # nothing outside C's view was written
         view = torch.zeros_like(cbuf, dtype=torch.bool)
         torch.as_strided(view, C.shape, C.stride(), C.storage_offset()).fill_(True)
         if not torch.equal(cbuf[~view], sentinel[~view]):
             ok, why = False, "an element outside C's view was written"
-    from .check import error_bound
+    from .check import precision_bound
 
     # passed only by the floor where atomics may flush subnormals (see the module docstring)
-    flushed = ok and err > error_bound(case.K) and not case.deterministic
+    flushed = ok and err > precision_bound(case.K, case.precision) and not case.deterministic
     return {**rec, "status": "ok" if ok else "failed", "why": why, "error": err,
             "flushed_subnormals": flushed}
 

@@ -207,8 +207,7 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     i32, f32 = np.int32, np.float32
     state: list = [None, None]  # [workspace generation, the launches' parameters]
 
-    def refresh() -> None:
-        zeroed, scratch = ws.workspace(device_id, stream, zeroed_bytes, scratch_bytes)
+    def steps_at(zeroed: int, scratch: int) -> list:
         steps = []
         kpad = op.kpad
         a_ptr, a_ld = (scratch + offsets["a"], kpad) if op.copy_a else (a, lda)
@@ -231,11 +230,22 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
             args += [scratch + offsets["work"] if work_floats else 0,
                      zeroed if counters else 0, i32(splits)]
         steps.append(gemm.bind((grid, 1, 1), rung.block(cfg), Params(args), handle))
-        state[:] = [ws.generation, steps]
+        return steps
+
+    def refresh() -> None:
+        state[:] = [ws.generation,
+                    steps_at(*ws.workspace(device_id, stream, zeroed_bytes, scratch_bytes))]
 
     refresh()
 
     def go() -> None:
+        if ws.capturing(stream):  # a graph's own workspace (runtime/workspace.py)
+            zeroed, scratch, owner = ws.for_capture(device_id, stream, zeroed_bytes,
+                                                    scratch_bytes)
+            for step in steps_at(zeroed, scratch):
+                step()
+            del owner
+            return
         if state[0] != ws.generation:
             refresh()
         for step in state[1]:

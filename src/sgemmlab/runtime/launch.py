@@ -193,7 +193,8 @@ class Launcher:
         """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
         workspace (sized by the plan `p`). The launch keeps working when a later, bigger
         call replaces that workspace: it notices (workspace.generation) and asks for the
-        pointers again."""
+        pointers again. A launch captured into a torch CUDA graph gets a workspace of its
+        own (workspace.for_capture), so the graph may replay on any stream."""
         from cuda.core import launch
 
         from . import workspace as ws
@@ -208,6 +209,12 @@ class Launcher:
         refresh()
 
         def go() -> None:
+            if ws.capturing(stream):
+                zeroed, scratch, owner = ws.for_capture(self.device_id, stream,
+                                                        p.zeroed_bytes, p.scratch_bytes)
+                launch(stream, config, kernel, *head, *tail(zeroed, scratch))
+                del owner  # enqueued: the graph's pool keeps the memory
+                return
             if state[0] != ws.generation:
                 refresh()
             launch(stream, config, kernel, *state[1])

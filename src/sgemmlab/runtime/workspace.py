@@ -12,10 +12,15 @@ pays for a clearing pass. `scratch` holds anything (rung 14's ordered partial ti
 must not share memory: one launch's partial tiles would be the next one's counters. A new
 buffer is zeroed on its stream before first use.
 
-Allocating is not allowed while a stream is being captured into a CUDA graph: make one call
-of the same shape (or a larger one) before capturing, and the capture reuses the buffer.
-A replaced buffer is kept, not freed, until release_all(): a graph captured with it stays
-valid. Regions grow at least twofold, so what is kept is less than what is in use.
+A launch being captured into a CUDA graph by torch (`torch.cuda.graph`, torch.compile's
+"reduce-overhead") gets a workspace of its own instead (`for_capture`), from torch's
+allocator, which gives it the graph's private memory: the graph can then be replayed on any
+stream, beside eager work on the stream it was captured on, and the two never share
+counters. A capture that is not torch's uses the stream's buffer, which must then exist
+before capturing (make one call of the same shape, or a larger one, first) and must not be
+in use elsewhere while the graph replays. A replaced buffer is kept, not freed, until
+release_all(): a graph captured with it stays valid. Regions grow at least twofold, so what
+is kept is less than what is in use.
 """
 
 from __future__ import annotations
@@ -79,3 +84,39 @@ def release_all() -> None:
         _spaces.clear()
         _retired.clear()
         generation += 1
+
+
+_driver = None
+
+
+def capturing(stream) -> bool:
+    """True while `stream` is being captured into a CUDA graph (one driver query: the
+    launches that use a workspace ask it on every call)."""
+    global _driver
+    if _driver is None:
+        from cuda.bindings import driver
+
+        _driver = driver
+    err, status = _driver.cuStreamIsCapturing(stream.handle)
+    return (err == _driver.CUresult.CUDA_SUCCESS
+            and status == _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE)
+
+
+def for_capture(device_id: int, stream, zeroed: int, scratch: int
+                ) -> tuple[int, int, object]:
+    """(zeroed, scratch, owner) for one launch being captured on `stream`. When torch is
+    capturing it: a buffer of this launch's own from torch's allocator (the graph's private
+    pool), its zeroed region cleared by a memset the graph replays; the caller holds
+    `owner` until the launch is enqueued (the pool then keeps the memory for the graph).
+    Any other capture: the stream's workspace, and `owner` is None."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_current_stream_capturing() and \
+            int(torch.cuda.current_stream(device_id).cuda_stream) == int(stream.handle):
+        z, s = max(_round_up(zeroed), ALIGN), _round_up(scratch)
+        buf = torch.empty(z + s + ALIGN, dtype=torch.uint8, device=f"cuda:{device_id}")
+        base = _round_up(buf.data_ptr())
+        buf[base - buf.data_ptr():base - buf.data_ptr() + z].zero_()
+        return base, base + z, buf
+    return (*workspace(device_id, stream, zeroed, scratch), None)
