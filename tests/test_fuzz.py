@@ -73,3 +73,38 @@ def test_the_summary_counts_flushed_subnormals_apart_from_the_worst_error():
     s = fuzz.summary(recs, None)
     assert (s["checked"], s["refused"], s["flushed_subnormals"], s["worst_error"]) == (
         2, 1, 1, 1e-6)
+
+
+def test_tf32_operands_keep_ten_mantissa_bits_truncated_or_rounded():
+    x = torch.tensor([1.0 + 2.0**-10 + 2.0**-11, -(1.0 + 2.0**-12), 3.0, float("inf"),
+                      float("nan"), 1.0 + 2.0**-11])
+    t, r = fuzz.tf32(x, "truncate"), fuzz.tf32(x, "round")
+    assert t[:3].tolist() == [1.0 + 2.0**-10, -1.0, 3.0]
+    assert r[:3].tolist() == [1.0 + 2.0**-9, -1.0, 3.0]
+    assert r[5].item() == 1.0 + 2.0**-10  # a tie goes away from zero (cvt.rna)
+    assert t[3].item() == float("inf") and r[3].item() == float("inf")
+    assert torch.isnan(t[4]) and torch.isnan(r[4])
+
+
+def test_a_tf32_product_is_judged_against_the_product_of_its_tf32_operands():
+    """A 1 x 16384 dot product whose terms cancel to about 0.01: computed from operands as
+    TF32 keeps them it misses float64 by far more than any bound relative to its value (the
+    first campaign of session 9 failed there against TF32_BOUND), yet it is within FP32's
+    bound of the product of those TF32 operands; one term left out fails that."""
+    gen = torch.Generator().manual_seed(3)
+    K = 16384
+    a = torch.rand(1, K, generator=gen) * 2 - 1
+    b = torch.rand(K, 1, generator=gen) * 2 - 1
+    j = int(a[0].abs().argmax())  # one term cancels the rest down to about 0.01
+    b[j, 0] -= float(((a.double() @ b.double()).item() - 0.01) / a[0, j].item())
+    exact = a.double() @ b.double()
+    kept = fuzz.tf32(a, "truncate").double() @ fuzz.tf32(b, "truncate").double()
+    got = kept.float()
+    assert abs(float(got.double() - exact)) / abs(float(exact)) > 1e-2  # TF32 vs FP32
+    ok, why, _ = fuzz.judge(got, kept, K, alpha_ab=kept, beta_c=None)
+    assert ok, why
+    ok, _, _ = fuzz.judge(got, exact, K, alpha_ab=exact, beta_c=None)
+    assert not ok  # against float64 of the FP32 operands it fails: the references differ
+    missing = got - float(fuzz.tf32(a, "truncate")[0, 7] * fuzz.tf32(b, "truncate")[7, 0])
+    ok, why, _ = fuzz.judge(missing, kept, K, alpha_ab=kept, beta_c=None)
+    assert not ok, "one product left out went unseen"

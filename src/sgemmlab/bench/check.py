@@ -47,6 +47,7 @@ def precision_bound(K: int, precision: str = "ieee") -> float:
     return TF32_BOUND if precision == "tf32" else error_bound(K)
 
 
+
 def _f64(x):
     """x in float64, as a torch tensor (any device) if it is one, else a numpy array."""
     if hasattr(x, "double") and hasattr(x, "device"):
