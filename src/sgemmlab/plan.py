@@ -243,8 +243,10 @@ class Plan:
 
 
 def aligned(g: Gemm, pointers_aligned: bool) -> bool:
-    """float4 paths possible: the pointers (checked by the caller) and every stride."""
-    return pointers_aligned and limits.strides_vec4_ok(
+    """float4 paths possible: the pointers (checked by the caller), every stride, and
+    whole chunks of 4 along A's and B's rows (runtime/limits.whole_chunks)."""
+    return pointers_aligned and limits.whole_chunks(
+        g.M, g.N, g.K, g.trans_a, g.trans_b) and limits.strides_vec4_ok(
         (g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c))
 
 

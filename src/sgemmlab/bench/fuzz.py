@@ -235,9 +235,10 @@ def check(case: Case, seed: int) -> dict:
     bc = case.beta * C0.double() if case.beta != 0 else None
     spacing = SUBNORMAL_SPACING if case.deterministic else SMALLEST_NORMAL
     # "tf32" keeps 10 of the 23 mantissa bits of each operand, truncated by the tensor core
-    # or rounded by a pre-pass, whichever path the call took: each operand either way, and
-    # FP32's bound against the product of what was kept (the rest is FP32 accumulation)
-    modes = ("truncate", "round") if case.precision == "tf32" else (None,)
+    # or rounded by a pre-pass, whichever path the call took (or all of them, where an
+    # exact FP32 rung serves the shape instead: dispatch/tensor.py): each operand each way,
+    # and FP32's bound against the product of what was kept (the rest is FP32 accumulation)
+    modes = (None, "truncate", "round") if case.precision == "tf32" else (None,)
     verdicts = []
     for ma, mb in ((x, y) for x in modes for y in modes):
         a64 = (tf32(A, ma) if ma else A).double()

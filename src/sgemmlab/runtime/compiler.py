@@ -17,7 +17,11 @@ never trusted.
 Cache safety: an entry is written to a temporary file and renamed into place, so a reader
 sees a whole entry or none, and two processes compiling the same key at once each write a
 complete file (the last rename wins; both are identical). Every entry carries a SHA-256 of
-its contents; an entry that fails the check is rebuilt, never trusted.
+its contents and a record of the compile it holds (key, source, constants, architecture,
+NVRTC version); an entry that fails the check, or records another compile, is rebuilt,
+never trusted. A cache that cannot be written (read-only, full, not a directory) costs the
+compiles, not their results: each returns its cubin, and the first failure per directory
+and process says so in one warning.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import os
 import re
 import struct
 import tempfile
-from dataclasses import asdict, dataclass
+import threading
+import warnings
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Mapping
@@ -255,7 +261,7 @@ def _unpack(blob: bytes) -> tuple[dict, bytes] | None:
         meta = json.loads(body[4:4 + n])
     except ValueError:
         return None
-    return meta, body[4 + n:]
+    return (meta, body[4 + n:]) if isinstance(meta, dict) else None
 
 
 def _read_entry(path: Path) -> tuple[dict, bytes] | None:
@@ -277,6 +283,26 @@ def _write_entry(path: Path, meta: dict, cubin: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_unwritable: set[Path] = set()  # cache directories already warned about, once each
+_unwritable_lock = threading.Lock()
+
+
+def _store(path: Path, meta: dict, cubin: bytes) -> None:
+    """Write an entry into the user's cache; a read-only or full cache costs the next
+    compile, not this one (one warning per directory and process)."""
+    try:
+        _write_entry(path, meta, cubin)
+    except OSError as exc:
+        where = path.parent.parent
+        with _unwritable_lock:
+            first = where not in _unwritable
+            _unwritable.add(where)
+        if first:
+            warnings.warn(f"the compile cache {where} cannot be written ({exc}); compiling "
+                          "without it (SGEMMLAB_CACHE_DIR can name another directory)",
+                          RuntimeWarning, stacklevel=3)
 
 
 def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, str]:
@@ -312,12 +338,34 @@ def bundle_dir() -> Path | None:
 
 
 def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
-               res: Resources) -> dict:
-    """What an entry records about itself beside the cubin (and what a bundled entry must
-    match to be used)."""
-    return {"log": log, "resources": asdict(res), "source": source,
+               res: Resources, key: str | None = None) -> dict:
+    """What an entry records about itself beside the cubin (and what it must match to be
+    used: see _recorded)."""
+    meta = {"log": log, "resources": asdict(res), "source": source,
             "macros": {k: int(v) for k, v in macros.items()}, "arch": arch,
             "nvrtc": nvrtc_version()}
+    return meta if key is None else {"key": key, **meta}
+
+
+def _recorded(entry: tuple[dict, bytes] | None, key: str, source: str,
+              macros: Mapping[str, int], arch: str, nvrtc: str) -> Compiled | None:
+    """The entry as a hit, if it records exactly this compile (an entry written before
+    records held their key passes on the rest) and has ptxas's report; else None: a
+    foreign entry copied under this name, or one another NVRTC or arch built, is not used."""
+    if entry is None:
+        return None
+    meta, cubin = entry
+    want = {k: int(v) for k, v in macros.items()}
+    if (meta.get("key", key), meta.get("source"), meta.get("macros"), meta.get("arch"),
+            meta.get("nvrtc")) != (key, source, want, arch, nvrtc):
+        return None
+    try:
+        res = Resources(**meta["resources"])
+    except (KeyError, TypeError):
+        return None
+    if not res.known:  # an entry without ptxas's report is compiled again
+        return None
+    return Compiled(key, cubin, str(meta.get("log", "")), res, cached=True)
 
 
 MANIFEST = "manifest.json"  # in a bundle: the NVRTC version that built its entries
@@ -341,29 +389,16 @@ def bundled(source: str, macros: Mapping[str, int], arch: str) -> Compiled | Non
     if nvrtc is None:
         return None
     key = cache_key(source, macros, arch, nvrtc)
-    entry = _read_entry(where / f"{key}.bin")
-    if entry is None:
-        return None
-    meta, cubin = entry
-    want = {k: int(v) for k, v in macros.items()}
-    if (meta.get("source"), meta.get("macros"), meta.get("arch"), meta.get("nvrtc")) != (
-            source, want, arch, nvrtc):
-        return None
-    try:
-        res = Resources(**meta["resources"])
-    except (KeyError, TypeError):
-        return None
-    if not res.known:
-        return None
-    return Compiled(key, cubin, meta.get("log", ""), res, cached=True, bundled=True)
+    hit = _recorded(_read_entry(where / f"{key}.bin"), key, source, macros, arch, nvrtc)
+    return replace(hit, bundled=True) if hit else None
 
 
 def write_bundle_entry(directory: Path, compiled: Compiled, source: str,
                        macros: Mapping[str, int], arch: str) -> Path:
     """Write `compiled` into a bundle directory under its key (tools/prebuild.py --bundle)."""
     path = directory / f"{compiled.key}.bin"
-    _write_entry(path, entry_meta(source, macros, arch, compiled.log, compiled.resources),
-                 compiled.cubin)
+    _write_entry(path, entry_meta(source, macros, arch, compiled.log, compiled.resources,
+                                  compiled.key), compiled.cubin)
     manifest = directory / MANIFEST
     if not manifest.is_file():
         manifest.write_text(json.dumps({"nvrtc": nvrtc_version()}) + "\n")
@@ -378,11 +413,9 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
         return hit
     key = cache_key(source, macros, arch)
     path = cache_dir() / "cubins" / f"{key}.bin"
-    if use_cache and (entry := _read_entry(path)) is not None:
-        meta, cubin = entry
-        res = Resources(**meta["resources"])
-        if res.known:  # an entry without ptxas's report is compiled again
-            return Compiled(key, cubin, meta["log"], res, cached=True)
+    if use_cache and (hit := _recorded(_read_entry(path), key, source, macros, arch,
+                                       nvrtc_version())) is not None:
+        return hit
     for _ in range(REPORT_TRIES):
         cubin, log = _nvrtc(source, macros, arch)
         res = parse_ptxas(log)
@@ -394,8 +427,5 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
         except (ValueError, IndexError, struct.error):
             pass
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
-        try:
-            _write_entry(path, entry_meta(source, macros, arch, log, res), cubin)
-        except OSError:  # a read-only or full cache costs the next compile, not this one
-            pass
+        _store(path, entry_meta(source, macros, arch, log, res, key), cubin)
     return Compiled(key, cubin, log, res, cached=False)

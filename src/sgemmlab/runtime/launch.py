@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..registry import Config, Rung, config_key
 from .compiler import ENTRY, Compiled, compile_kernel
 from .device import device, gpu_info
-from .limits import INT32_MAX, check_int32, vec4_ok
+from .limits import INT32_MAX, check_int32, vec4_ok, whole_chunks
 
 _loaded: dict[tuple, tuple[object, Compiled]] = {}
 _occupancy: dict[tuple, int] = {}
@@ -129,7 +129,8 @@ class Launcher:
 
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
                                ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b)
-        vec4 = vec4_ok((a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
+        vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
+            (a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
                 b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]

@@ -31,6 +31,14 @@ def pointers_vec4_ok(pointers: Iterable[int]) -> bool:
     return all(p % 16 == 0 for p in pointers)
 
 
+def whole_chunks(M: int, N: int, K: int, trans_a: bool, trans_b: bool) -> bool:
+    """float4 copies read chunks of 4 along the contiguous dimension of A and B (K and N
+    row-major): only whole chunks keep the last one of the last row inside the matrix, and
+    inside its allocation (compute-sanitizer's memcheck found the 16-byte cp.async copies
+    of a 1x1x1 product reading past a 4-byte matrix)."""
+    return (M if trans_a else K) % 4 == 0 and (K if trans_b else N) % 4 == 0
+
+
 def vec4_ok(pointers: Iterable[int], strides: Iterable[int]) -> bool:
     """float4 global accesses are legal for these operands."""
     return pointers_vec4_ok(pointers) and strides_vec4_ok(strides)
