@@ -293,3 +293,80 @@ def test_the_compiled_backward_pass_matches_float64(precision):
     assert_matches(gx, rx, 130 * 17)
     assert_matches(g1, r1, 4 * 67 * 17)
     assert_matches(g2, r2, 4 * 67)
+
+
+# ---------------------------------------------------------------------------------------
+# K at the limit (runtime/limits.K_MAX): right to the last bit, or refused
+# ---------------------------------------------------------------------------------------
+def _free_gib() -> float:
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    return free / 2**30
+
+
+def _sparse_long(K_alloc: int):
+    """A (2 x K_alloc) and B (K_alloc x 1), zero but for k = 0, K_alloc // 2, K_alloc - 1
+    (set for the depth used by `_set`): integers, so every partial sum is exact in FP32 and
+    in TF32, and C must be 21 bit for bit."""
+    import torch
+
+    a = torch.zeros(2, K_alloc, device="cuda")
+    b = torch.zeros(K_alloc, 1, device="cuda")
+    return a, b
+
+
+def _set(a, b, K):
+    a.zero_()
+    b.zero_()
+    for k, x, y in ((0, 1.0, 2.0), (K // 2, 1.0, 4.0), (K - 1, 3.0, 5.0)):
+        a[:, k] = x
+        b[k, 0] = y
+
+
+@pytest.mark.parametrize("kw", [{}, {"kernel": 15}, {"kernel": 18}, {"kernel": 14},
+                                {"kernel": 14, "deterministic": True},
+                                {"kernel": 20, "precision": "tf32x3"}],
+                         ids=["dispatch", "r15", "r18", "r14", "r14-fixed-order", "r20"])
+def test_k_at_the_limit_is_exact_and_one_past_it_is_refused(kw):
+    """K = K_MAX (and K_MAX - 1, ragged) for M = 2, N = 1: A is 16 GiB, B 8 GiB (views of
+    one allocation of K_MAX + 1 columns, which is itself refused before anything runs)."""
+    import torch
+
+    from sgemmlab.runtime.limits import K_MAX
+
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    a_all, b_all = _sparse_long(K_MAX + 1)
+    with pytest.raises(OverflowError, match=rf"K = {K_MAX + 1} exceeds"):
+        sgemmlab.matmul(a_all, b_all, **kw)
+    for K in (K_MAX, K_MAX - 1):
+        a, b = a_all[:, :K], b_all[:K]
+        _set(a, b, K)
+        c = torch.full((2, 1), NAN, device="cuda")
+        sgemmlab.matmul(a, b, out=c, **kw)
+        torch.cuda.synchronize()
+        assert c.tolist() == [[21.0], [21.0]], f"K = {K}: {c.tolist()}"
+    del a_all, b_all
+    torch.cuda.empty_cache()
+
+
+def test_a_broadcast_batch_at_the_limit_is_exact():
+    """A batch that cannot be folded into one taller product (both operands expanded, stride
+    0) goes to a batched rung; at K = K_MAX its k-tile count must not wrap (before the limit,
+    K >= 2^31 - 31 gave C = beta C without a word)."""
+    import torch
+
+    from sgemmlab.runtime.limits import K_MAX
+
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    a, b = _sparse_long(K_MAX)
+    _set(a, b, K_MAX)
+    for batch in (2,):  # (a bigger batch goes to rungs that walk all of K: minutes)
+        c = sgemmlab.matmul(a.unsqueeze(0).expand(batch, 2, K_MAX),
+                            b.unsqueeze(0).expand(batch, K_MAX, 1))
+        torch.cuda.synchronize()
+        assert c.shape == (batch, 2, 1) and bool((c == 21).all()), f"batch {batch}"
+    del a, b
+    torch.cuda.empty_cache()

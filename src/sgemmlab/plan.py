@@ -103,6 +103,7 @@ def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm
     N = b[0][-1]
     batch = out_shape[0] if len(out_shape) == 3 else 1
     limits.check_int32(M=M, N=N, K=K, batch=batch)
+    limits.check_depth(K)
     ops = [Operand(None, 0, tuple(s), tuple(st), 0, "other") for s, st in (a, b, c)]
     la, lb, lc = (matrix_layout(op, name) for op, name in zip(ops, ("a", "b", c_name)))
     if self_overlapping(*c):

@@ -78,7 +78,7 @@ from __future__ import annotations
 from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung
-from ..runtime.limits import check_int32
+from ..runtime.limits import check_depth, check_int32
 from . import cache, prefetch
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
@@ -158,6 +158,7 @@ def _check(req: Request) -> None:
             raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
     # what the API refuses, dispatch refuses in the same words (runtime/limits.py)
     check_int32(M=req.M, N=req.N, K=req.K, batch=req.batch)
+    check_depth(req.K)
 
 
 def _decide(req: Request) -> Choice:

@@ -135,6 +135,13 @@ def _round4(n: int) -> int:
     return -(-max(n, 1) // 4) * 4
 
 
+def _free_ld(n: int) -> int:
+    """The leading dimension of a matrix that never uses it (one row, or one column): a
+    multiple of 4 keeps float4 legal, unless that passes the kernels' int32."""
+    r = _round4(n)
+    return r if r <= 2**31 - 1 else max(n, 1)
+
+
 def matrix_layouts(rows: int, cols: int, s_row: int, s_col: int) -> list[tuple[bool, int]]:
     """Every (transposed, ld) the kernels can read this matrix with, row-major first.
 
@@ -145,12 +152,12 @@ def matrix_layouts(rows: int, cols: int, s_row: int, s_col: int) -> list[tuple[b
     found = []
     if cols <= 1 or s_col == 1:
         if rows <= 1:
-            found.append((False, _round4(cols)))
+            found.append((False, _free_ld(cols)))
         elif s_row >= max(cols, 1):
             found.append((False, s_row))
     if rows <= 1 or s_row == 1:
         if cols <= 1:
-            found.append((True, _round4(rows)))
+            found.append((True, _free_ld(rows)))
         elif s_col >= max(rows, 1):
             found.append((True, s_col))
     return found
@@ -164,7 +171,7 @@ def matrix_layout(op: Operand, name: str) -> list[tuple[bool, int]]:
         raise LayoutError(f"{name}: strides {op.strides} (in elements) include a negative "
                           "one; make it contiguous first (e.g. .contiguous())")
     if op.empty:  # nothing is read or written: any strides will do
-        return [(False, _round4(cols))]
+        return [(False, _free_ld(cols))]
     found = matrix_layouts(rows, cols, s_row, s_col)
     if not found:
         raise LayoutError(

@@ -18,7 +18,15 @@ from ..errors import ConfigError
 from ..registry import Config, Rung, config_key
 from .compiler import ENTRY, Compiled, compile_kernel
 from .device import device, gpu_info
-from .limits import INT32_MAX, check_int32, vec4_ok, whole_chunks
+from .limits import (
+    INT32_MAX,
+    check_depth,
+    check_int32,
+    check_tiles,
+    int32,
+    vec4_ok,
+    whole_chunks,
+)
 
 _loaded: dict[tuple, tuple[object, Compiled]] = {}
 _occupancy: dict[tuple, int] = {}
@@ -124,6 +132,11 @@ class Launcher:
             raise ConfigError(f"rung {rung.label} computes one product per launch; batches "
                               "need a rung with batches (13, 14)")
         check_int32(M=M, N=N, K=K, lda=lda, ldb=ldb, ldc=ldc)
+        check_depth(K)
+        if rung.supports("tma"):  # rows of 128 (BM), columns of BN
+            check_tiles(128, self.config["BN"], M, N, rung.label)
+        else:
+            check_tiles(*rung.tile(self.config), M, N, rung.label)
         if rung.supports("tma"):  # tensor maps by value: runtime/hopper.py launches it
             from . import hopper
 
@@ -162,8 +175,9 @@ class Launcher:
         if p.grid > INT32_MAX:
             raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
         config = LaunchConfig(grid=(p.grid, 1, 1), block=self.block)
-        head = args + [np.int32(p.tiles_n), np.int32(p.tiles_mn), np.int32(p.dp_tiles),
-                       np.int32(p.sk_tiles), np.int32(p.sk_blocks)]
+        head = args + [int32("tiles_n", p.tiles_n), int32("tiles_mn", p.tiles_mn),
+                       int32("dp_tiles", p.dp_tiles), int32("sk_tiles", p.sk_tiles),
+                       int32("sk_blocks", p.sk_blocks)]
 
         def tail(zeroed: int, scratch: int) -> list:
             return [scratch if p.fixup == 0 else zeroed + p.counters_bytes, zeroed]  # 2: unused
@@ -183,7 +197,7 @@ class Launcher:
         p = plan(cfg["SPLIT"], rows, cols, self.rung.k_unit(cfg), M, N, K, batch, slots,
                  self.rung.rows_on_x)
         config = LaunchConfig(grid=p.grid, block=self.block)
-        head = args + [np.int32(p.parts)]
+        head = args + [int32("parts", p.parts)]
         if p.parts == 1:
             whole = tuple(head + [0, 0])
             return lambda: launch(stream, config, kernel, *whole)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 MIN_KTILES = 4  # shortest k-range worth giving a block of its own
+INT32_MAX = 2**31 - 1
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -105,6 +106,13 @@ def plan(split: int, fixup: int, bm: int, bn: int, bk: int, M: int, N: int, K: i
             sk = T - dp
             sk_blocks = max(1, min(G, sk * KT // MIN_KTILES))
             grid = max(min(dp, G), sk_blocks)
+    # the kernel's int arithmetic: `tile += gridDim.x` past the last tile, three counters a
+    # streamed tile for FIXUP 2, and the 64-bit products of Stream::owner
+    if T + grid > INT32_MAX or (fixup == 2 and 3 * sk > INT32_MAX) or \
+            sk * KT * (sk_blocks + 1) >= 2**63:
+        raise OverflowError(f"rung 14 cannot index {T} tiles of {KT} k-tiles over {grid} "
+                            f"blocks in its 32-bit (and 64-bit) arithmetic: batch {batch} is "
+                            "too large for it; let dispatch choose, or split the batch")
     slots = {0: sk_blocks + sk, 1: sk}.get(fixup, 0) if sk else 0
     return Plan(grid=grid, tiles_n=tiles_n, tiles_mn=tiles_mn, dp_tiles=dp, sk_tiles=sk,
                 sk_blocks=sk_blocks, k_tiles=KT, slots=slots, slot_floats=bm * bn,
