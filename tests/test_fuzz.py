@@ -108,3 +108,11 @@ def test_a_tf32_product_is_judged_against_the_product_of_its_tf32_operands():
     missing = got - float(fuzz.tf32(a, "truncate")[0, 7] * fuzz.tf32(b, "truncate")[7, 0])
     ok, why, _ = fuzz.judge(missing, kept, K, alpha_ab=kept, beta_c=None)
     assert not ok, "one product left out went unseen"
+
+
+def test_the_tf32_bound_covers_truncating_accumulation_and_no_more():
+    from sgemmlab.bench.check import error_bound
+
+    assert fuzz.tf32_bound(65536) == pytest.approx(65536 * 2.0**-24)
+    assert fuzz.tf32_bound(64) == 16 * error_bound(64)
+    assert fuzz.tf32_bound(2**20) == 2**20 * 2.0**-24  # linear in K past it
