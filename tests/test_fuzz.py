@@ -116,3 +116,29 @@ def test_the_tf32_bound_covers_truncating_accumulation_and_no_more():
     assert fuzz.tf32_bound(65536) == pytest.approx(65536 * 2.0**-24)
     assert fuzz.tf32_bound(64) == 16 * error_bound(64)
     assert fuzz.tf32_bound(2**20) == 2**20 * 2.0**-24  # linear in K past it
+
+
+def test_a_cancelling_dot_product_is_judged_against_its_terms_rms():
+    """The error of a sum whose terms cancel to a small value is measured against the root
+    sum of squares of its terms: an error of a few 2^-24 of each term passes, a k-tile of
+    32 products left out does not."""
+    gen = torch.Generator().manual_seed(5)
+    K = 16384
+    a = torch.rand(1, K, generator=gen).double() * 2 - 1
+    b = torch.rand(K, 1, generator=gen).double() * 2 - 1
+    j = int(a[0].abs().argmax())
+    b[j, 0] -= float(((a @ b).item() - 0.5) / a[0, j].item())
+    ref = a @ b
+    rms = (a * a) @ (b * b)
+    rms = rms.sqrt()
+    bound = fuzz.tf32_bound(K)
+    off = ref + 0.5 * bound * float(rms)  # half the bound of the terms' scale
+    ok, why, _ = fuzz.judge(off.float(), ref, K, alpha_ab=ref, beta_c=None, bound=bound,
+                            terms_rms=rms)
+    assert ok, why
+    ok, _, _ = fuzz.judge(off.float(), ref, K, alpha_ab=ref, beta_c=None, bound=bound)
+    assert not ok  # against its own value (0.5) the same error is too much
+    short = ref - float(a[0, 32:64] @ b[32:64, 0])
+    ok, _, _ = fuzz.judge(short.float(), ref, K, alpha_ab=ref, beta_c=None, bound=bound,
+                          terms_rms=rms)
+    assert not ok, "a k-tile left out went unseen"
