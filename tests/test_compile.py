@@ -536,3 +536,48 @@ def test_the_generated_measured_block_is_not_part_of_the_cache_key(tmp_path, mon
     assert compiler.cache_key("k.cu", {"BS": 8}, ARCH) == before
     (tmp_path / "k.cu").write_text(body.format("// 2.0 us").replace("{}", "{ }"))
     assert compiler.cache_key("k.cu", {"BS": 8}, ARCH) != before  # code outside: new key
+
+
+# -- (e) the full sweep (tools/compile_sweep.py) behind registry.py's compile guarantee ----
+
+
+def _sweep():
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import compile_sweep
+
+    path = compile_sweep.newest()
+    return compile_sweep, (compile_sweep.load(path) if path else None)
+
+
+def test_the_newest_compile_sweep_matches_the_registry_and_the_guarantee():
+    """Every rung the newest committed sweep covers, as its source is now: the sweep
+    compiled every distinct legal build of it, none failed, and the only spills are the ones
+    registry.py names (REGISTERED_SPILLS); the seed and tuned defaults never spill. A rung
+    whose source changed since must be swept again (tools/compile_sweep.py compiles only
+    those)."""
+    sweep, doc = _sweep()
+    if doc is None:
+        pytest.skip("no compile sweep committed yet")
+    assert doc["arch"] == ARCH
+    stale = []
+    for r in sweep.swept_rungs():
+        rec = doc["rungs"].get(r.label)
+        if rec is None:
+            continue  # not swept yet: registry.py says which are
+        if rec["source_digest"] != sweep.source_digest(r):
+            stale.append(r.label)
+            continue
+        records = rec["records"]
+        assert len(records) == len(_distinct(r)), f"{r.label}: the space changed since"
+        assert not [x for x in records if "error" in x], f"{r.label}: a legal build failed"
+        spilled = {config_key(r.macros(x["config"])) for x in records
+                   if x.get("spill_stores", 0) + x.get("spill_loads", 0) > 0}
+        named = {config_key(r.macros(c)) for c in registry.REGISTERED_SPILLS.get(r.label, [])}
+        assert spilled == named, f"{r.label}: spills {sorted(spilled)}, registry names " \
+                                 f"{sorted(named)}"
+        for d in [r.seed] + [t[r.label] for t in registry.tuned_defaults().values()
+                             if r.label in t]:
+            assert config_key(r.macros({**r.seed, **d})) not in spilled, r.label
+    assert not stale, f"sources changed since the sweep: {stale} (run tools/compile_sweep.py)"

@@ -218,7 +218,9 @@ def write_doc(paths: list[Path], tools: list[str]) -> None:
     records = sorted(merged.values(), key=lambda r: (
         registry.rung(r["rung"]).number, r["decomposition"]))
     clean = sum(r["clean"] for r in records)
-    names = ", ".join(f"`{p.relative_to(ROOT)}`" for p in paths)
+    names = ", ".join(f"`{p.resolve().relative_to(ROOT)}`" for p in paths)
+    commits = sorted({json.loads(p.read_text()).get("git_commit", "")[:7] for p in paths})
+    names += f" (made at {', '.join(c for c in commits if c) or 'an unrecorded commit'})"
     DOC.write_text(
         "# Every rung under every compute-sanitizer tool, on the H200\n\n"
         "Made by `python tools/sanitizer_matrix.py` (`tools/h200.sh matrix`); the table by "
