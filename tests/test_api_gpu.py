@@ -465,34 +465,45 @@ def test_two_threads_on_two_streams():
     import torch
 
     shapes = [(1024, 1024, 1024), (256, 256, 4096), (67, 45, 33), (512, 384, 640)]
-    errors, done = [], []
+    done = []
 
     def worker(index):
+        stream = torch.cuda.Stream()
+        results = []
+        with torch.cuda.stream(stream):
+            for i in range(24):
+                M, N, K = shapes[(i + index) % len(shapes)]
+                a = torch.rand(M, K, device="cuda") * 2 - 1
+                b = torch.rand(K, N, device="cuda") * 2 - 1
+                bt = b.t().contiguous().t() if i % 2 else b  # column-major half the time
+                results.append((sgemmlab.matmul(a, bt), a, b, K))
+        stream.synchronize()
+        for c, a, b, K in results:
+            assert_matches(c, a.double() @ b.double(), K)
+        done.append(index)
+
+    run_threads(worker, 2, timeout=300)
+    assert sorted(done) == [0, 1]
+
+
+def run_threads(worker, count: int, timeout: float) -> None:
+    """worker(0) ... worker(count - 1), each on a thread of its own, all at once: fails if
+    one hangs past `timeout` or raises (the first exception is reported)."""
+    errors = []
+
+    def guarded(index):
         try:
-            stream = torch.cuda.Stream()
-            results = []
-            with torch.cuda.stream(stream):
-                for i in range(24):
-                    M, N, K = shapes[(i + index) % len(shapes)]
-                    a = torch.rand(M, K, device="cuda") * 2 - 1
-                    b = torch.rand(K, N, device="cuda") * 2 - 1
-                    bt = b.t().contiguous().t() if i % 2 else b  # column-major half the time
-                    results.append((sgemmlab.matmul(a, bt), a, b, K))
-            stream.synchronize()
-            for c, a, b, K in results:
-                assert_matches(c, a.double() @ b.double(), K)
-            done.append(index)
+            worker(index)
         except Exception as exc:  # noqa: BLE001  (reported below)
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=timeout)
     assert not any(t.is_alive() for t in threads), "a thread hung"
     assert not errors, repr(errors[0])
-    assert sorted(done) == [0, 1]
 
 
 # ---------------------------------------------------------------------------------------

@@ -639,3 +639,18 @@ def test_a_cache_that_is_not_a_directory_or_unreadable_falls_back_with_one_warni
     assert not any(cached for _, cached in got)
     _assert_one_warning(messages, cache)
     assert _files(root) == before, f"{how}: the cache path was changed"
+
+
+def test_an_entry_an_older_sgemmlab_wrote_is_still_a_hit():
+    """Entries written before records held their key, or the NVRTC version (which the key
+    covers), are hits when the rest of the record is this compile: a user's cache stays
+    warm across the upgrade. The same old record for another configuration is not."""
+    ref = _fresh(SMALL)
+    meta = compiler.entry_meta(*SMALL, ARCH, ref.log, ref.resources)
+    for dropped in ({"nvrtc"}, set()):
+        old = {k: v for k, v in meta.items() if k not in dropped}
+        hit = compiler._recorded(compiler._unpack(compiler._pack(old, ref.cubin)), ref.key,
+                                 *SMALL, ARCH, compiler.nvrtc_version())
+        assert hit is not None and hit.cubin == ref.cubin, f"without {dropped or 'key'}"
+    other = compiler._unpack(_old_format(_other_config(SMALL)))
+    assert compiler._recorded(other, ref.key, *SMALL, ARCH, compiler.nvrtc_version()) is None

@@ -20,7 +20,7 @@ import pytest
 
 import sgemmlab
 from sgemmlab import api
-from test_api_gpu import assert_matches
+from test_api_gpu import _streamk_shape, assert_matches, run_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -55,12 +55,6 @@ def _operands(M, N, K, batch, layout, generator=None, device="cuda"):
     return one(M, K, layout[0] == "T"), one(K, N, layout[1] == "T")
 
 
-def _streamk_shape():
-    from test_api_gpu import _streamk_shape as find
-
-    return find()
-
-
 # ---------------------------------------------------------------------------------------
 # 8 threads x 8 streams
 # ---------------------------------------------------------------------------------------
@@ -71,34 +65,25 @@ def test_eight_threads_on_eight_streams_every_result_checked():
     import torch
 
     api.clear_caches()  # the plans are made concurrently, by the threads
-    threads, errors, results = 8, [], {}
+    threads, results = 8, {}
     start = threading.Barrier(threads)
 
     def worker(index):
-        try:
-            stream = torch.cuda.Stream()
-            mine = []
-            start.wait(timeout=60)
-            with torch.cuda.stream(stream):
-                order = MIXED[index % len(MIXED):] + MIXED[:index % len(MIXED)]
-                for M, N, K, batch, layout, precision, det in order * 2:
-                    a, b = _operands(M, N, K, batch, layout)
-                    shape = (batch, M, N) if batch > 1 else (M, N)
-                    out = torch.full(shape, NAN, device="cuda")
-                    sgemmlab.matmul(a, b, out=out, precision=precision, deterministic=det)
-                    mine.append((out, a, b, K))
-            stream.synchronize()
-            results[index] = mine
-        except Exception as exc:  # noqa: BLE001  (reported below)
-            errors.append(exc)
+        stream = torch.cuda.Stream()
+        mine = []
+        start.wait(timeout=60)
+        with torch.cuda.stream(stream):
+            order = MIXED[index % len(MIXED):] + MIXED[:index % len(MIXED)]
+            for M, N, K, batch, layout, precision, det in order * 2:
+                a, b = _operands(M, N, K, batch, layout)
+                shape = (batch, M, N) if batch > 1 else (M, N)
+                out = torch.full(shape, NAN, device="cuda")
+                sgemmlab.matmul(a, b, out=out, precision=precision, deterministic=det)
+                mine.append((out, a, b, K))
+        stream.synchronize()
+        results[index] = mine
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in pool), "a thread hung"
-    assert not errors, repr(errors[0])
+    run_threads(worker, threads, timeout=600)
     assert sorted(results) == list(range(threads))
     for index, mine in results.items():
         assert len(mine) == 2 * len(MIXED)

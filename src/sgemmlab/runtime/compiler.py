@@ -349,15 +349,17 @@ def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
 
 def _recorded(entry: tuple[dict, bytes] | None, key: str, source: str,
               macros: Mapping[str, int], arch: str, nvrtc: str) -> Compiled | None:
-    """The entry as a hit, if it records exactly this compile (an entry written before
-    records held their key passes on the rest) and has ptxas's report; else None: a
-    foreign entry copied under this name, or one another NVRTC or arch built, is not used."""
+    """The entry as a hit, if it records exactly this compile and has ptxas's report; else
+    None: a foreign entry copied under this name, or one another NVRTC or arch built, is
+    not used."""
     if entry is None:
         return None
     meta, cubin = entry
     want = {k: int(v) for k, v in macros.items()}
+    # an entry written before records held their key (or the NVRTC version, which the key
+    # covers) passes on the rest: a cache from an older sgemmlab stays warm
     if (meta.get("key", key), meta.get("source"), meta.get("macros"), meta.get("arch"),
-            meta.get("nvrtc")) != (key, source, want, arch, nvrtc):
+            meta.get("nvrtc", nvrtc)) != (key, source, want, arch, nvrtc):
         return None
     try:
         res = Resources(**meta["resources"])
