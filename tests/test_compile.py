@@ -4,10 +4,10 @@
     in both variants of a vectorized rung (with and without SGEMM_VEC4), and ptxas agrees
     with the registry about shared memory. Spaces of more than FULL_SPACE distinct builds
     (rungs 12-14: hundreds) are sampled: the seed, the tuned defaults, configurations that
-    together take every value of every constant, then evenly spread ones; `sgemmlab tune`
-    compiles the rest and drops whatever spills. In a sampled space a spill of a
-    configuration other than the seed and the tuned defaults is tolerated (the register
-    rule there is an estimate; the tuner reads the ptxas report). The column-major variants
+    together take every value of every constant, then evenly spread ones (the full sweep,
+    tools/compile_sweep.py, compiled all of them once: section (e)). A configuration may
+    spill only where that sweep found it spilling (registry.known_spills; the register rule
+    there is an estimate, and the tuner reads the ptxas report). The column-major variants
     of the rungs that have them compile too;
 (b) the registry's rules agree with the kernels' static_asserts, in both directions;
 (c) the ptxas report is read correctly;
@@ -93,13 +93,11 @@ def _asserts_fired(error: BaseException) -> list[str]:
 
 
 def _spills_tolerated(r: Rung, cfg: dict) -> bool:
-    """In a sampled space (rungs 11-14) the registry's register rule is an estimate: a
-    configuration may spill a few bytes, and `sgemmlab tune` drops it from the ptxas report.
-    The seed and the tuned defaults never may."""
-    defaults = [r.seed] + [t[r.label] for t in registry.tuned_defaults().values()
-                           if r.label in t]
-    return len(_distinct(r)) > FULL_SPACE and not any(
-        config_key(r.macros(cfg)) == config_key(r.macros(d)) for d in defaults)
+    """A configuration may spill only where the full compile sweep found it spilling
+    (registry.known_spills: rungs whose register rule is an estimate). The seed and the
+    tuned defaults are never among them (test_the_newest_compile_sweep_matches_...)."""
+    return config_key(r.macros(cfg)) in {config_key(r.macros(c))
+                                         for c in registry.known_spills().get(r.label, [])}
 
 
 # -- (a) every legal configuration compiles cleanly -------------------------------------
@@ -554,7 +552,8 @@ def _sweep():
 def test_the_newest_compile_sweep_matches_the_registry_and_the_guarantee():
     """Every rung the newest committed sweep covers, as its source is now: the sweep
     compiled every distinct legal build of it, none failed, and the only spills are the ones
-    registry.py names (REGISTERED_SPILLS); the seed and tuned defaults never spill. A rung
+    the package lists (registry.known_spills, data/spills.json); the seed and tuned defaults
+    never spill. A rung
     whose source changed since must be swept again (tools/compile_sweep.py compiles only
     those)."""
     sweep, doc = _sweep()
@@ -574,7 +573,7 @@ def test_the_newest_compile_sweep_matches_the_registry_and_the_guarantee():
         assert not [x for x in records if "error" in x], f"{r.label}: a legal build failed"
         spilled = {config_key(r.macros(x["config"])) for x in records
                    if x.get("spill_stores", 0) + x.get("spill_loads", 0) > 0}
-        named = {config_key(r.macros(c)) for c in registry.REGISTERED_SPILLS.get(r.label, [])}
+        named = {config_key(r.macros(c)) for c in registry.known_spills().get(r.label, [])}
         assert spilled == named, f"{r.label}: spills {sorted(spilled)}, registry names " \
                                  f"{sorted(named)}"
         for d in [r.seed] + [t[r.label] for t in registry.tuned_defaults().values()

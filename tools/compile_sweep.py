@@ -13,7 +13,8 @@ compiled on the covering sample of tests/test_compile.py.
 The file records each rung's source digest (the source and its includes). A rung whose
 digest is unchanged since the newest committed sweep is taken from that file, so after a
 kernel edit only the edited rungs compile again; tests/test_compile.py fails while the
-newest sweep does not cover the registry as it is. The compile cache makes an interrupted
+newest sweep does not cover the registry as it is. The spilling configurations go to the
+package's data/spills.json (registry.known_spills). The compile cache makes an interrupted
 sweep cheap to resume: what was built is read back, not rebuilt.
 """
 
@@ -141,8 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         write(path, rungs)  # partial progress stays on disk
         print(f"{r.label}: {rungs[r.label]['summary']}", flush=True)
     write(path, rungs)
-    print(f"wrote {path.relative_to(ROOT)}")
+    export_spills(path, rungs)
+    print(f"wrote {path.relative_to(ROOT)} and {SPILLS.relative_to(ROOT)}")
     return 0
+
+
+SPILLS = ROOT / "src" / "sgemmlab" / "data" / "spills.json"
+
+
+def export_spills(path: Path, rungs: dict) -> None:
+    """data/spills.json: each rung's spilling configurations (registry.known_spills)."""
+    spills = {label: [x["config"] for x in rec["records"]
+                      if x.get("spill_stores", 0) + x.get("spill_loads", 0) > 0]
+              for label, rec in rungs.items()}
+    doc = {"about": "legal configurations that spill, from the full compile sweep "
+                    "(tools/compile_sweep.py)", "sweep": path.name,
+           "rungs": {k: v for k, v in spills.items() if v}}
+    SPILLS.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -36,13 +36,12 @@ Legality is decided here, in Python, before anything compiles. The kernels repea
 structural rules as static_asserts, and the tests check both directions: every illegal
 configuration is refused by the compiler, and legal ones compile. What is guaranteed of
 the legal ones, exactly: tools/compile_sweep.py compiles every distinct legal build (both
-alignment variants) and results/compile/ keeps what ptxas said of each; for every rung that
-sweep covers, every build compiles, and none spills or has a stack frame but those named in
-REGISTERED_SPILLS (where the register rule is an estimate; `sgemmlab tune` drops them by the
-ptxas report; the seeds and tuned defaults are never among them). tests/test_compile.py
-holds the newest sweep to this registry and these sources, and compiles a covering sample of
-every space (both variants, every layout) in each CI run. Swept in full (session 9): rungs
-1-13; rungs 14-21 are compiled on the covering sample only, until the sweep reaches them.
+alignment variants) and results/compile/ keeps what ptxas said of each; every build of
+every rung compiles, and none spills or has a stack frame but those data/spills.json lists
+(`known_spills`: where the register rule is an estimate, rungs 13, 14 and 16; the seeds and
+tuned defaults are never among them). tests/test_compile.py holds the newest sweep to this
+registry, these sources and that list, and compiles a covering sample of every space (both
+variants, every layout) in each CI run.
 """
 
 from __future__ import annotations
@@ -268,6 +267,18 @@ def tuned_defaults_why() -> dict[str, dict[str, str]]:
     return json.loads(path.read_text()).get("why", {})
 
 
+@cache
+def known_spills() -> dict[str, list[dict[str, int]]]:
+    """Rung label -> the legal configurations the full compile sweep found spilling
+    (data/spills.json, written by tools/compile_sweep.py from results/compile/): where a
+    rung's register rule is an estimate, these few cost local memory. `sgemmlab tune`
+    drops them by the ptxas report as it would any spill."""
+    path = resources.files("sgemmlab").joinpath("data", "spills.json")
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())["rungs"]
+
+
 # ---------------------------------------------------------------------------------------
 # The rungs. Shared-memory sizes below mirror the __shared__ arrays in each file.
 # ---------------------------------------------------------------------------------------
@@ -450,13 +461,6 @@ _PATCH_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM":
 _PATCH_SEED = {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "TM": 16, "TN": 8, "PAD": 4,
                "STAGES": 3, "REG_TRANSPOSE": 1}
 
-
-#: legal configurations the full compile sweep found spilling (results/compile/): the
-#: register rule of rungs 11-14 is an estimate; these few cost a little local memory
-REGISTERED_SPILLS: dict[str, list[dict]] = {
-    "13_hoisted": [{"BM": 256, "BN": 64, "BK": 16, "WM": 128, "WN": 32, "TM": 8, "TN": 16,
-                    "PAD": 4, "STAGES": 2, "REG_TRANSPOSE": 1}],
-}
 
 RUNGS: tuple[Rung, ...] = (
     Rung(
