@@ -7,6 +7,7 @@ function of the lab, and prints what came back.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -420,6 +421,49 @@ def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to c
         keep.parent.mkdir(parents=True, exist_ok=True)
         keep.write_text(json.dumps(old + [failure], indent=1) + "\n")
         fail(f"minimal failing case: {failure} (kept in {keep})", 3)
+
+
+@app.command()
+def operands(build: Annotated[Optional[Path], typer.Option(
+                 help="only build: write the patched cubins and their manifest here (CPU: "
+                      "needs NVRTC, nvdisasm, pyelftools)")] = None,
+             source: Annotated[Optional[Path], typer.Option(
+                 "--from", help="run the cubins a --build wrote (GPU only)")] = None,
+             only: Annotated[Optional[str], typer.Option(
+                 help="comma-separated variant names (default: all)")] = None,
+             iters: Annotated[int, typer.Option(min=1, help="loop trips a launch")] = 4000):
+    """How Hopper feeds FFMA its operands (issue 19): 256-FFMA bodies whose registers,
+    banks, reuse flags, accumulator distance and stall counts are patched into the cubin,
+    timed with the SM clock at 1, 2 and 4 warps per scheduler. Writes
+    results/<gpu>/operands-*.json."""
+    from ..bench import operands as ops
+    from ..bench import results
+
+    if build is not None:
+        made = ops.build(build)
+        typer.echo(f"{len(made)} variants, {sum(v.checked for v in made)} FFMAs read back "
+                   f"through nvdisasm: {build}")
+        return
+    gpu = require_gpu()
+    require_torch()
+    if source is not None:
+        bodies, items = ops.load(source)
+    else:
+        made = ops.build(None)
+        bodies = {str(k): ops._body_meta(ops.compile_body(k)) for k in (0, 1)}
+        items = [(ops._meta(v), v.cubin) for v in made]
+    if only:
+        keep = set(only.split(","))
+        items = [(m, c) for m, c in items if m["name"] in keep]
+    run = results.new_run("operands", gpu, {"warps_per_scheduler": list(ops.WARPS),
+                                            "iters": iters, "repeats": ops.REPEATS,
+                                            "shape": ops.SHAPE, "bodies": bodies})
+    run["records"] = ops.measure(gpu, bodies, items, iters)
+    run["summary"] = rows = ops.summary(run["records"])
+    path = results.write(run, gpu.slug, f"operands-{results.stamp()}")
+    typer.echo("cycles per FFMA per warp (1.00 at W=1, W at W warps: the full rate)")
+    typer.echo(ops.table(rows))
+    typer.echo(f"results: {path}")
 
 
 @app.command()

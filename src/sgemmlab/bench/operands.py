@@ -1,0 +1,288 @@
+"""`sgemmlab operands`: how Hopper delivers FFMA operands, measured from SASS we write.
+
+Issue 19's first step. ptxas compiles kernels/micro/ffma_operands.cu into a loop of 256
+independent FFMAs (32 accumulators x 8 steps; with LDS=1 also 8 LDS.128 refilling the
+operands, as in the GEMM hot loop). Each *variant* rewrites that body in the cubin
+(inspect/sasspatch.py, every edit read back through nvdisasm): which registers each FFMA
+reads, in which bank, with which reuse flags, how soon an accumulator comes back, the stall
+count. Values are meaningless after the edit; only time is measured: every warp reads the
+SM clock before and after its loop, and the record is cycles per FFMA per warp (median over
+the warps of all SMs), at 1, 2 and 4 warps per scheduler (one block per SM of 4 W warps).
+A scheduler issues at most one instruction a cycle, so 1.00 cycle an FFMA at one warp is
+the full rate, and W warps at W cycles an FFMA each are the full rate too.
+
+The groups (what each asks):
+    compiled   ptxas's own body, and the same with its reuse flags cleared
+    banks      a, b, c each from registers of one class mod 4 (64 triples), no reuse, and
+               a register read twice (a = b): which register numbers share a read port
+    reuse      a and b held over runs of 8 FFMAs (the GEMM outer product), flags on none,
+               a, b or both, and flags on registers that change (does a stale flag cost?)
+    distance   an accumulator back after d FFMAs, stall 1: does the hardware wait?
+    stall      every FFMA's stall field set to 2 or 4: the encoding and the clock, checked
+    lds        the LDS=1 body, compiled and with the banks and reuse patterns above
+
+Building needs NVRTC, nvdisasm and pyelftools (the CPU machine has all three: `--build
+DIR` writes the cubins and a manifest); running needs only the GPU (`--from DIR`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SOURCE, KERNEL = "micro/ffma_operands.cu", "ffma_operands"
+SHAPE = {"NOPS": 16, "NACC": 32, "STEPS": 8}
+WARPS = (1, 2, 4)  # warps per scheduler (the SM has 4 schedulers)
+ITERS = 4000  # loop trips: ~0.5-4 ms a launch
+REPEATS = 3  # launches per variant and warp count; the median is kept
+RUN = 8  # FFMAs that hold one a (or b) register in the reuse patterns, as an 8-wide tile
+
+
+@dataclass
+class Body:
+    """The compiled loop and what the variants may use of it."""
+
+    lds: int
+    cubin: bytes
+    ffma: list[int]  # instruction indices of the loop's FFMAs, in order
+    accumulators: list[int]  # registers the FFMAs write (each its own c)
+    operands: list[int]  # registers they read as a or b (and never write)
+    sources: list[int]  # every register they read as a or b
+    registers: int  # ptxas's count: sources stay below it
+    instructions: int  # in the loop body, the branch included
+
+    def pool(self, kind: str, cls: int) -> list[int]:
+        """Registers = cls mod 4 for slot c (the accumulators), or for a and b (the
+        operands; where ptxas renamed every register, as in the LDS body, the sources)."""
+        regs = self.accumulators if kind == "c" else self.operands or self.sources
+        return [r for r in regs if r % 4 == cls]
+
+
+@dataclass
+class Variant:
+    name: str
+    group: str
+    what: str
+    lds: int = 0
+    edits: list = field(default_factory=list)  # one sasspatch.Ffma per FFMA (or none)
+    cubin: bytes = b""
+    checked: int = 0  # FFMAs read back through nvdisasm
+
+
+def compile_body(lds: int) -> Body:
+    """ptxas's loop, found as `sgemmlab inspect` finds a rung's hot loop."""
+    from ..inspect import sass, sasspatch
+    from ..runtime.compiler import compile_kernel
+
+    compiled = compile_kernel(SOURCE, SHAPE | {"LDS": lds})
+    cubin = compiled.cubin
+    insns, labels = sass.parse(sass.disassemble(cubin))
+    loop = sass.hot_loop(insns, labels)
+    if loop is None:
+        raise RuntimeError(f"{SOURCE}: no loop found in the SASS")
+    t = sasspatch.text(cubin, KERNEL)
+    lo, hi = loop.start // 16, loop.end // 16
+    ffma = [i for i in range(lo, hi + 1) if sasspatch.is_ffma(t.words[i])]
+    want = SHAPE["NACC"] * SHAPE["STEPS"]
+    if len(ffma) != want:
+        raise RuntimeError(f"{SOURCE}: the loop holds {len(ffma)} FFMA, not {want}")
+    get = sasspatch.get
+    accs = sorted({get(t.words[i], "rd") for i in ffma})
+    srcs = sorted({get(t.words[i], s) for i in ffma for s in ("ra", "rb")})
+    return Body(lds, cubin, ffma, accs, sorted(set(srcs) - set(accs)), srcs,
+                compiled.resources.registers, hi - lo + 1)
+
+
+def _spread(body: Body, ka: int, kb: int, kc: int | None, reuse: str = ""):
+    """a, b, c from classes ka, kb, kc mod 4, each register changing every FFMA (kc None:
+    c and d as ptxas left them, as in the LDS body, whose registers all change roles)."""
+    from ..inspect.sasspatch import Ffma
+
+    pa, pb = body.pool("ab", ka), body.pool("ab", kb)
+    pc = body.pool("c", kc) if kc is not None else None
+    out = []
+    for i in range(len(body.ffma)):
+        ra = pa[i % len(pa)]
+        rb = pb[(i + 1) % len(pb)] if ka == kb else pb[i % len(pb)]
+        out.append(Ffma(ra=ra, rb=rb, rc=pc[i % len(pc)] if pc else None, reuse=reuse))
+    return out
+
+
+def _held(body: Body, ka: int, kb: int, kc: int | None, flags: str):
+    """a and b each held for RUN FFMAs (c changes every FFMA), the flags in `flags` set on
+    all but the last FFMA of each run (ptxas's way: the next FFMA reads the cached value)."""
+    from ..inspect.sasspatch import Ffma
+
+    pa, pb = body.pool("ab", ka), body.pool("ab", kb)
+    pc = body.pool("c", kc) if kc is not None else None
+    out = []
+    for i in range(len(body.ffma)):
+        run, last = i // RUN, i % RUN == RUN - 1
+        ra = pa[run % len(pa)]
+        rb = pb[(run + 1) % len(pb)] if ka == kb else pb[run % len(pb)]
+        out.append(Ffma(ra=ra, rb=rb, rc=pc[i % len(pc)] if pc else None,
+                        reuse="" if last else flags))
+    return out
+
+
+def variants(body: Body, lds_body: Body) -> list[Variant]:
+    """Every variant, its edits made (not yet patched)."""
+    from ..inspect.sasspatch import Ffma
+
+    n = len(body.ffma)
+    out = [Variant("compiled", "compiled", "ptxas's body as it compiled it", 0, [None] * n),
+           Variant("compiled-noreuse", "compiled", "ptxas's registers, reuse flags cleared",
+                   0, [Ffma(reuse="")] * n)]
+    for ka in range(4):
+        for kb in range(4):
+            for kc in range(4):
+                out.append(Variant(f"banks-{ka}{kb}{kc}", "banks",
+                                   f"a, b, c from registers = {ka}, {kb}, {kc} mod 4; "
+                                   "each changes every FFMA; no reuse", 0,
+                                   _spread(body, ka, kb, kc)))
+    for kc in (0, 1):
+        pa, pc = body.pool("ab", 0), body.pool("c", kc)
+        out.append(Variant(f"same-ab-c{kc}", "banks",
+                           f"a = b, one register (= 0 mod 4) read twice; c = {kc} mod 4", 0,
+                           [Ffma(ra=pa[i % len(pa)], rb=pa[i % len(pa)],
+                                 rc=pc[i % len(pc)], reuse="") for i in range(n)]))
+    for label, (ka, kb, kc) in (("one-bank", (0, 0, 0)), ("spread", (0, 1, 2)),
+                                ("even", (0, 2, 0))):
+        for flags in ("", "a", "b", "ab"):
+            out.append(Variant(f"held-{label}-{flags or 'noflag'}", "reuse",
+                               f"a, b held {RUN} FFMAs (classes {ka}{kb}{kc} mod 4), reuse "
+                               f"flags: {flags or 'none'}", 0, _held(body, ka, kb, kc, flags)))
+        out.append(Variant(f"stale-{label}-ab", "reuse",
+                           f"registers change every FFMA (classes {ka}{kb}{kc}) but a and b "
+                           "carry reuse flags", 0, _spread(body, ka, kb, kc, reuse="ab")))
+    pa, pb = body.pool("ab", 0), body.pool("ab", 1)
+    for d in (1, 2, 3, 4, 6, 8, 32):
+        accs = body.accumulators[:d]
+        out.append(Variant(f"distance-{d}", "distance",
+                           f"an accumulator back after {d} FFMA(s), stall 1, a = 0 and "
+                           "b = 1 mod 4", 0,
+                           [Ffma(ra=pa[i % len(pa)], rb=pb[i % len(pb)], rc=accs[i % d],
+                                 reuse="", stall=1) for i in range(n)]))
+    for s in (2, 4):
+        out.append(Variant(f"stall-{s}", "stall", f"ptxas's body, every FFMA's stall = {s}",
+                           0, [Ffma(stall=s)] * n))
+    m = len(lds_body.ffma)
+    out.append(Variant("lds-compiled", "lds", "LDS=1: ptxas's body", 1, [None] * m))
+    out.append(Variant("lds-compiled-noreuse", "lds", "LDS=1: reuse flags cleared", 1,
+                       [Ffma(reuse="")] * m))
+    # the LDS body: only what FFMAs read is edited (ptxas renamed its registers across the
+    # steps, so a register written here may be an LDS address later)
+    for ka, kb in ((0, 1), (0, 0), (0, 2), (1, 3)):
+        out.append(Variant(f"lds-banks-{ka}{kb}", "lds",
+                           f"LDS=1: a, b = {ka}, {kb} mod 4, c as compiled, no reuse", 1,
+                           _spread(lds_body, ka, kb, None)))
+    for label, (ka, kb) in (("one-bank", (0, 0)), ("spread", (0, 1))):
+        for flags in ("", "ab"):
+            out.append(Variant(f"lds-held-{label}-{flags or 'noflag'}", "lds",
+                               f"LDS=1: a, b held {RUN} FFMAs ({ka}{kb} mod 4), c as "
+                               f"compiled, flags {flags or 'none'}", 1,
+                               _held(lds_body, ka, kb, None, flags)))
+    return out
+
+
+def build(out_dir: Path | None = None) -> list[Variant]:
+    """Compile both bodies, patch every variant, read each back through nvdisasm; with
+    `out_dir`, write the cubins and manifest.json there."""
+    from ..inspect import sasspatch
+
+    bodies = {0: compile_body(0), 1: compile_body(1)}
+    made = variants(bodies[0], bodies[1])
+    for v in made:
+        b = bodies[v.lds]
+        words = sasspatch.text(b.cubin, KERNEL).words
+        edits = {i: e.apply(words[i]) for i, e in zip(b.ffma, v.edits) if e is not None}
+        v.cubin = sasspatch.replace(b.cubin, KERNEL, edits)
+        v.checked = sasspatch.verify(v.cubin, KERNEL, b.ffma)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for v in made:
+            (out_dir / f"{v.name}.cubin").write_bytes(v.cubin)
+        (out_dir / "manifest.json").write_text(json.dumps(
+            {"bodies": {str(k): _body_meta(b) for k, b in bodies.items()},
+             "variants": [_meta(v) for v in made]}, indent=1) + "\n")
+    return made
+
+
+def _body_meta(b: Body) -> dict:
+    return {"lds": b.lds, "ffma": len(b.ffma), "instructions": b.instructions,
+            "registers": b.registers, "accumulators": b.accumulators, "operands": b.operands,
+            "sources": b.sources}
+
+
+def _meta(v: Variant) -> dict:
+    return {"name": v.name, "group": v.group, "what": v.what, "lds": v.lds,
+            "checked": v.checked,
+            "edits": [None if e is None else {k: x for k, x in asdict(e).items()
+                                              if x is not None} for e in v.edits]}
+
+
+def load(dir_: Path) -> tuple[dict, list[tuple[dict, bytes]]]:
+    """(the bodies' metadata, [(variant metadata, cubin)]) from a `--build` directory."""
+    manifest = json.loads((dir_ / "manifest.json").read_text())
+    return manifest["bodies"], [(m, (dir_ / f"{m['name']}.cubin").read_bytes())
+                                for m in manifest["variants"]]
+
+
+def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITERS
+            ) -> list[dict]:
+    """One record per variant and warp count: cycles per FFMA per warp."""
+    import numpy as np
+    import torch
+    from cuda.core import LaunchConfig, ObjectCode, launch
+
+    from ..runtime.arrays import stream_for
+    from ..runtime.device import device
+
+    device(gpu.index)
+    stream = stream_for(int(torch.cuda.current_stream().cuda_stream), gpu.index)
+    blocks = gpu.sm_count
+    most = blocks * 128 * max(WARPS)
+    src = torch.rand(64 * 32, device="cuda") + 0.5
+    out = torch.empty(most, device="cuda")
+    cycles = torch.zeros(most // 32, dtype=torch.int64, device="cuda")
+    records = []
+    for meta, cubin in items:
+        kernel = ObjectCode.from_cubin(cubin).get_kernel(KERNEL)
+        body = bodies[str(meta["lds"])]
+        for w in WARPS:
+            threads = 128 * w
+            config = LaunchConfig(grid=(blocks, 1, 1), block=(threads, 1, 1))
+            args = (src.data_ptr(), out.data_ptr(), cycles.data_ptr(), np.int32(iters))
+            per = []
+            for _ in range(REPEATS + 1):  # the first warms the clocks and the module
+                cycles.zero_()
+                launch(stream, config, kernel, *args)
+                torch.cuda.synchronize()
+                c = cycles[:blocks * threads // 32].cpu().numpy()
+                per.append(float(np.median(c)) / (iters * body["ffma"]))
+            kept = sorted(per[1:])[len(per[1:]) // 2]
+            records.append({"variant": meta["name"], "group": meta["group"],
+                            "what": meta["what"], "lds": meta["lds"], "warps": w,
+                            "cycles_per_ffma": kept, "ffma_per_cycle": w / kept,
+                            "samples": per[1:], "iters": iters})
+    return records
+
+
+def summary(records: list[dict]) -> dict:
+    """Per variant, cycles per FFMA per warp at each warp count (the table's rows)."""
+    rows: dict[str, dict] = {}
+    for r in records:
+        row = rows.setdefault(r["variant"], {"group": r["group"], "what": r["what"]})
+        row[f"w{r['warps']}"] = round(r["cycles_per_ffma"], 3)
+    return rows
+
+
+def table(rows: dict) -> str:
+    """The rows as text: variant, group, cycles per FFMA per warp at 1, 2, 4 warps."""
+    head = f"{'variant':<24} {'group':<9} " + " ".join(f"{f'W={w}':>6}" for w in WARPS)
+    lines = [head, "-" * len(head)]
+    for name, row in rows.items():
+        cells = " ".join(f"{row.get(f'w{w}', float('nan')):>6.2f}" for w in WARPS)
+        lines.append(f"{name:<24} {row['group']:<9} {cells}")
+    return "\n".join(lines)

@@ -1,0 +1,68 @@
+// How Hopper feeds FFMA its operands (issue 19): the body the operand microbenchmarks patch.
+//
+// Not a rung. Each thread holds NOPS operand registers and NACC accumulators, and its loop
+// runs STEPS x NACC multiply-adds per trip, every accumulator once a step. ptxas compiles it
+// into a straight run of FFMAs; bench/operands.py then rewrites the registers each FFMA
+// reads, its reuse flags and (for the dependent patterns) which accumulator it updates, in
+// the cubin itself (inspect/sasspatch.py), and times the result with the SM's own clock.
+// The values computed are meaningless once patched; only the issue rate is measured.
+//
+// LDS = 1 adds one 128-bit shared load per step into four of the operand registers, as the
+// GEMM hot loop does (a fragment refill beside the FFMAs that read the previous one).
+//
+// Per warp the kernel stores the cycles of the timed loop (clock64 before and after), so
+// the host divides by the FFMAs the warp issued: cycles per FFMA per warp, and with W warps
+// on each of the SM's four schedulers, W FFMAs per W x that many cycles.
+
+#ifndef NOPS
+#define NOPS 16
+#endif
+#ifndef NACC
+#define NACC 32
+#endif
+#ifndef STEPS
+#define STEPS 8
+#endif
+#ifndef LDS
+#define LDS 0
+#endif
+
+extern "C" __global__ void __launch_bounds__(1024)
+    ffma_operands(const float* __restrict__ in, float* __restrict__ out,
+                  long long* __restrict__ cycles, int iters) {
+    const int lane = threadIdx.x & 31;
+    float op[NOPS], acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NOPS; ++i) op[i] = in[i * 32 + lane];
+#pragma unroll
+    for (int j = 0; j < NACC; ++j) acc[j] = in[(NOPS + j) * 32 + lane];
+#if LDS
+    __shared__ float4 ring[256];
+    ring[threadIdx.x & 255] = make_float4(op[0], op[1], op[2], op[3]);
+    __syncthreads();
+#endif
+
+    long long start = clock64();
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+#if LDS
+            float4 v = ring[(it * STEPS + s + threadIdx.x) & 255];
+            op[(4 * s) % NOPS] = v.x;
+            op[(4 * s + 1) % NOPS] = v.y;
+            op[(4 * s + 2) % NOPS] = v.z;
+            op[(4 * s + 3) % NOPS] = v.w;
+#endif
+#pragma unroll
+            for (int j = 0; j < NACC; ++j)
+                acc[j] = fmaf(op[(s + j) % NOPS], op[(3 * s + j + 1) % NOPS], acc[j]);
+        }
+    }
+    long long stop = clock64();
+
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NACC; ++j) sum += acc[j];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+    if (lane == 0) cycles[(blockIdx.x * blockDim.x + threadIdx.x) >> 5] = stop - start;
+}
