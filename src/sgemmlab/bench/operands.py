@@ -19,6 +19,8 @@ The groups (what each asks):
                a, b or both, and flags on registers that change (does a stale flag cost?)
     distance   an accumulator back after d FFMAs, stall 1: does the hardware wait?
     stall      every FFMA's stall field set to 2 or 4: the encoding and the clock, checked
+    slack      every k-th FFMA replaced by a NOP: do a bank's extra reads move into a slot
+               that reads nothing?
     lds        the LDS=1 body, compiled and with the banks and reuse patterns above
 
 Building needs NVRTC, nvdisasm and pyelftools (the CPU machine has all three: `--build
@@ -37,6 +39,7 @@ WARPS = (1, 2, 4)  # warps per scheduler (the SM has 4 schedulers)
 ITERS = 4000  # loop trips: ~0.5-4 ms a launch
 REPEATS = 3  # launches per variant and warp count; the median is kept
 RUN = 8  # FFMAs that hold one a (or b) register in the reuse patterns, as an 8-wide tile
+NOP = "NOP"  # an edit that puts a NOP (ptxas's own encoding, stall 1) in the FFMA's place
 
 
 @dataclass
@@ -167,6 +170,21 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
     for s in (2, 4):
         out.append(Variant(f"stall-{s}", "stall", f"ptxas's body, every FFMA's stall = {s}",
                            0, [Ffma(stall=s)] * n))
+    # slack: every k-th FFMA a NOP (no register read): can the busy bank's extra reads move
+    # into that slot? Per instruction, a (2 even, 1 odd) FFMA then a NOP take 3 cycles; if
+    # reads pool across instructions, 2
+    pe, pc = body.pool("ab", 0), body.pool("c", 0)
+    for k in (2, 4, 8):
+        for e in (2, 3):
+            rb = pb if e == 2 else body.pool("ab", 2)
+            out.append(Variant(f"slack-{e}even-1of{k}", "slack",
+                               f"every {k}th slot a NOP, the others FFMAs reading {e} even "
+                               f"and {3 - e} odd registers", 0,
+                               [NOP if i % k == k - 1 else
+                                Ffma(ra=pe[i % len(pe)], rb=rb[(i + 1) % len(rb)],
+                                     rc=pc[i % len(pc)], reuse="") for i in range(n)]))
+    out.append(Variant("nops", "slack", "every slot a NOP: the issue rate alone", 0,
+                       [NOP] * n))
     m = len(lds_body.ffma)
     out.append(Variant("lds-compiled", "lds", "LDS=1: ptxas's body", 1, [None] * m))
     out.append(Variant("lds-compiled-noreuse", "lds", "LDS=1: reuse flags cleared", 1,
@@ -196,9 +214,12 @@ def build(out_dir: Path | None = None) -> list[Variant]:
     for v in made:
         b = bodies[v.lds]
         words = sasspatch.text(b.cubin, KERNEL).words
-        edits = {i: e.apply(words[i]) for i, e in zip(b.ffma, v.edits) if e is not None}
+        nop = _nop(words)
+        edits = {i: nop(words[i]) if e == NOP else e.apply(words[i])
+                 for i, e in zip(b.ffma, v.edits) if e is not None}
         v.cubin = sasspatch.replace(b.cubin, KERNEL, edits)
-        v.checked = sasspatch.verify(v.cubin, KERNEL, b.ffma)
+        v.checked = sasspatch.verify(v.cubin, KERNEL, [i for i, e in zip(b.ffma, v.edits)
+                                                      if e != NOP])
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         for v in made:
@@ -207,6 +228,15 @@ def build(out_dir: Path | None = None) -> list[Variant]:
             {"bodies": {str(k): _body_meta(b) for k, b in bodies.items()},
              "variants": [_meta(v) for v in made]}, indent=1) + "\n")
     return made
+
+
+def _nop(words):
+    """word -> a NOP with that word's control bits: ptxas's NOP (the padding after EXIT)."""
+    from ..inspect import sasspatch
+
+    pad = next(w for w in reversed(words) if sasspatch.get(w, "opcode") == 0x918)
+    mask = (1 << 105) - 1
+    return lambda w: (pad & mask) | (w & ~mask & ~(0xF << 122))
 
 
 def _body_meta(b: Body) -> dict:
@@ -218,8 +248,9 @@ def _body_meta(b: Body) -> dict:
 def _meta(v: Variant) -> dict:
     return {"name": v.name, "group": v.group, "what": v.what, "lds": v.lds,
             "checked": v.checked,
-            "edits": [None if e is None else {k: x for k, x in asdict(e).items()
-                                              if x is not None} for e in v.edits]}
+            "edits": [None if e is None else e if e == NOP else
+                      {k: x for k, x in asdict(e).items() if x is not None}
+                      for e in v.edits]}
 
 
 def load(dir_: Path) -> tuple[dict, list[tuple[dict, bytes]]]:
