@@ -344,7 +344,8 @@ def test_an_auto_record_carries_the_choice(monkeypatch):
     auto = runner.auto_candidate(gpu)
     rec = runner._record(auto, 1024, 1024, 1024, runner.CheckResult(True, 1e-6, 1e-5))
     assert rec["kernel"] == "auto" and rec["config"] == cfg14(0, 1)
-    assert rec["rung"] == "14_streamk" and rec["dispatch"]["source"] == "table"
+    # on sm_90 the table's rung 14 runs as its ordered twin, at the table's configuration
+    assert rec["rung"] == registry.TWIN_OF["14_streamk"] and rec["dispatch"]["source"] == "table"
     assert rec["registers"] == 200
     json.dumps(rec)  # goes into a results file as is
 
@@ -367,8 +368,23 @@ def test_explain_without_a_gpu_uses_the_shipped_table_gpu(no_gpu):
     out = explain(1100, 1000, 900)
     assert out.exit_code == 0, out.output
     assert "no GPU here: answering for the NVIDIA H200" in out.output
-    assert "runs:    14_streamk" in out.output and "source:  table" in out.output
+    assert "runs:    22_streamk_ordered" in out.output and "source:  table" in out.output
     assert "entry:   1024×1024×1024 NN" in out.output and "distance 0.1" in out.output
+    assert "14_streamk with its FFMAs reordered" in out.output
+
+
+def test_the_ordered_twins_stand_in_for_13_and_14_on_sm_90_only():
+    write_package_table()
+    plain = choose(1024, 1024, 1024)
+    hopper = choose(1024, 1024, 1024, arch="sm_90")
+    ampere = choose(1024, 1024, 1024, arch="sm_80")
+    assert plain.rung == ampere.rung == "14_streamk"
+    assert hopper.rung == registry.TWIN_OF["14_streamk"] == "22_streamk_ordered"
+    assert dict(hopper.config) == dict(plain.config)
+    assert hopper.decomposition == plain.decomposition
+    twin = registry.rung(hopper.rung)
+    assert twin.base == 14 and twin.post == "operand-order"
+    assert twin.space == registry.rung(14).space and twin.seed == registry.rung(14).seed
 
 
 def test_explain_shows_the_heuristics_reasoning(no_gpu):

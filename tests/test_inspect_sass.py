@@ -59,6 +59,20 @@ def test_bank_conflicts_model():
     assert sass.bank_conflicts(body) == 0  # R4 from the cache: R9 and R2 in two banks
     body.insert(1, sass.Insn(8, "IADD3", "R0, R0, 0x4, RZ", None))
     assert sass.bank_conflicts(body) == 1  # R4 read again, with R2 in bank 0
+    # a register named twice is read once (measured: docs/operands-h200.md)
+    assert sass.bank_conflicts(_ffmas("R9, R4, R4, R7")) == 0
+    assert sass.bank_conflicts(_ffmas("R9, R4, R4, R6")) == 1
+
+
+def test_bank_cycles_per_instruction_and_pooled():
+    # (2 even, 1 odd) then (1 even, 2 odd): 2 + 2 cycles one at a time, 3 + 3 reads pooled
+    body = _ffmas("R1, R2, R4, R5", "R3, R6, R7, R9")
+    assert sass.bank_cycles(body) == {"instructions": 2, "ffma": 2, "per_instruction": 4,
+                                      "pooled": 3}
+    # a NOP's slot takes a read: (2, 1) + NOP is 3 cycles one at a time, 2 pooled
+    body = _ffmas("R1, R2, R4, R5") + [sass.Insn(16, "NOP", "", None)]
+    assert sass.bank_cycles(body) == {"instructions": 2, "ffma": 1, "per_instruction": 3,
+                                      "pooled": 2}
 
 
 def test_categories():

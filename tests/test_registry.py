@@ -35,7 +35,8 @@ def test_lookup_by_number_name_and_label(r):
         assert registry.rung(key) is r, f"rung({key!r}) is not {r.label}"
 
 
-_LOOKED_UP = registry.ALL + registry.TENSOR + registry.HISTORY  # every rung rung() finds
+_LOOKED_UP = (registry.ALL + registry.TENSOR + registry.HISTORY  # every rung rung() finds
+              + registry.ORDERED)
 _PAST = max(r.number for r in _LOOKED_UP) + 1  # the first number no rung has
 
 

@@ -54,6 +54,9 @@ def work() -> list[tuple[str, dict]]:
 
     pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None)
               if "illegal" not in c and registry.rung(c["rung"]).precision == "ieee"]
+    # rungs 22 and 23 (the operand-order pass) wherever dispatch would run 14 or 13
+    pairs += [(registry.rung(registry.TWIN_OF[r.label]), cfg) for r, cfg in list(pairs)
+              if r.label in registry.TWIN_OF]
     out, seen = [], set()
     for r, cfg in pairs:
         layouts = list(itertools.product((False, True), repeat=2)) \

@@ -108,7 +108,7 @@ def shapes_for(r) -> list[list]:
 def cells(rungs: list[int] | None) -> list[dict]:
     gpu = "NVIDIA H200"
     out = []
-    for r in registry.ALL + registry.TENSOR + registry.HISTORY:
+    for r in registry.ALL + registry.TENSOR + registry.HISTORY + registry.ORDERED:
         if rungs and r.number not in rungs:
             continue
         for name, over in decompositions(r):

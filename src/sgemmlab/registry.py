@@ -128,6 +128,12 @@ class Rung:
     needs_cc: tuple[int, int] | None = None
     #: Dynamic shared memory of a launch ("tma" rungs; the kernels check the formula).
     dynamic_smem: Callable[[Config], int] = field(default=lambda cfg: 0)
+    #: A pass over the compiled cubin (runtime/sassedit.py): "operand-order" reorders each
+    #: run of FFMAs so it reads fewer registers per bank (rungs 22 and 23). "" for none.
+    post: str = ""
+    #: The rung whose kernel this one compiles and whose tuned defaults it takes (rungs 22
+    #: and 23: 14 and 13, ptxas's order, with the pass after it).
+    base: int | None = None
 
     @property
     def label(self) -> str:
@@ -179,7 +185,8 @@ class Rung:
         """Compile-time constants handed to NVRTC: the configuration plus derived values
         (host-only keys, such as rung 14's SPLIT, stay out: they change no instruction)."""
         kept = {k: v for k, v in cfg.items() if k not in self.host_only}
-        return {**kept, **self.derived(cfg), "THREADS": self.threads(cfg)}
+        post = {POST_MACROS[self.post]: 1} if self.post else {}
+        return {**kept, **self.derived(cfg), "THREADS": self.threads(cfg), **post}
 
     def supports(self, feature: str) -> bool:
         return feature in self.features
@@ -198,6 +205,8 @@ class Rung:
     def default(self, gpu: str | None = None) -> dict[str, int]:
         """The tuned configuration for `gpu` when one was measured, else the seed's."""
         tuned = tuned_defaults().get(gpu or "", {}).get(self.label)
+        if tuned is None and self.base is not None:
+            return rung(self.base).default(gpu)  # a twin runs its base's tuned kernel
         # a constant added to the space after the tuning keeps its seed value
         return {**self.seed, **tuned} if tuned is not None else dict(self.seed)
 
@@ -817,15 +826,48 @@ HISTORY: tuple[Rung, ...] = (
 )
 
 
+#: The macro that asks runtime/compiler.py for each post-compile pass (NVRTC sees it too,
+#: and nothing in the source reads it: it puts the pass in the compile cache's key).
+POST_MACROS = {"operand-order": "SGEMM_POST_ORDER"}
+
+
+def _ordered_twin(base: Rung, number: int, source: str, title: str) -> Rung:
+    """Rung `base` as ptxas compiles it, then the operand-order pass (issue 19): the same
+    space, rules, seed and launch, so any configuration of one is one of the other."""
+    from dataclasses import replace
+
+    return replace(base, number=number, name=f"{base.name}_ordered", title=title,
+                   source=source, post="operand-order", base=base.number)
+
+
+#: Rungs 14 and 13 with their FFMAs put in an order the register file can feed
+#: (kernels/22_streamk_ordered.cu tells the story; docs/operands-h200.md holds the table it
+#: rests on). Looked up like any rung; dispatch runs them in place of their bases on sm_90
+#: (dispatch.choose: the table keeps naming 13 and 14, whose configurations they take).
+#: Neither in ALL nor in the compile sweep: the pass moves instructions and flags, never a
+#: register or a byte of frame, so what registry guarantees of the base holds for the twin
+#: (tests/test_sassedit.py checks the resources are equal).
+ORDERED: tuple[Rung, ...] = (
+    _ordered_twin(RUNGS[13], 22, "22_streamk_ordered.cu",
+                  "Stream-K with its FFMAs reordered for the register banks"),
+    _ordered_twin(RUNGS[12], 23, "23_hoisted_ordered.cu",
+                  "rung 13 with its FFMAs reordered for the register banks"),
+)
+
+
 def best() -> Rung:
     """The rung `--kernel best` means, and `matmul(config=...)` without `kernel`: the
     highest-numbered rung of the ladder. (`matmul` with neither asks the dispatcher.)"""
     return max(RUNGS, key=lambda r: r.number)
 
 
-_LOOKED_UP = ALL + TENSOR + HISTORY  # every rung `rung()` finds, in number order
+_LOOKED_UP = ALL + TENSOR + HISTORY + ORDERED  # every rung `rung()` finds, in number order
 _BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | {
     str(r.number): r for r in _LOOKED_UP}
+
+
+#: base label -> its ordered twin's label (what dispatch swaps on sm_90)
+TWIN_OF = {_BY_NAME[str(t.base)].label: t.label for t in ORDERED}
 
 
 def rung(key: str | int) -> Rung:

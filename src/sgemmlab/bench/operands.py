@@ -317,3 +317,74 @@ def table(rows: dict) -> str:
         cells = " ".join(f"{row.get(f'w{w}', float('nan')):>6.2f}" for w in WARPS)
         lines.append(f"{name:<24} {row['group']:<9} {cells}")
     return "\n".join(lines)
+
+
+def rules(rows: dict) -> str:
+    """What the rows say, each rule with the rows (and their figures) that show it."""
+    def w(name: str, warps: int = 1) -> str:
+        row = rows.get(name, {})
+        return f"{row[f'w{warps}']:.2f}" if f"w{warps}" in row else "(not measured)"
+
+    per4 = (f"{rows['banks-000']['w4'] / 4:.2f}" if "w4" in rows.get("banks-000", {})
+            else "(not measured)")
+    return f"""\
+What the rows say (each rule with the rows that show it):
+
+1. **Two banks, by register parity.** a, b, c from one class mod 4 or from two classes of
+   the same parity cost alike (banks-000 {w("banks-000")}, banks-002 {w("banks-002")},
+   banks-022 {w("banks-022")}); the classes mod 4 matter only through their parity.
+2. **One operand a cycle from each bank.** Three reads from one bank take three cycles
+   (banks-000 {w("banks-000")}), two and one take two (banks-001 {w("banks-001")},
+   banks-012 {w("banks-012")}): no FFMA that reads three registers issues every cycle.
+3. **A register named twice is read once** (same-ab-c1, a = b even and c odd:
+   {w("same-ab-c1")}; same-ab-c0, all even: {w("same-ab-c0")}).
+4. **The reuse flag saves the read; the flag alone does nothing.** A held a with its flag
+   costs nothing (held-spread-a {w("held-spread-a")} against held-spread-noflag
+   {w("held-spread-noflag")}); flags on registers that change are free and useless
+   (stale-spread-ab {w("stale-spread-ab")}).
+5. **Reads pool across instructions.** Alternating (2 even, 1 odd) and (1 even, 2 odd)
+   FFMAs run at 1.5 cycles each, not 2 (distance-32 {w("distance-32")}); a NOP's slot
+   serves the busy bank (slack-2even-1of2 {w("slack-2even-1of2")} a slot, where one FFMA at
+   a time would need 1.5), over at least eight instructions (slack-2even-1of8
+   {w("slack-2even-1of8")}, pooled 1.75). The cost is the busier bank's reads over the
+   stretch.
+6. **A result read again within 3 FFMAs stops the pooling** (distance-1 {w("distance-1")},
+   distance-3 {w("distance-3")}, distance-4 {w("distance-4")}, distance-6
+   {w("distance-6")}): the hardware waits for the write, or will not read ahead past it.
+7. **The stall field is what the scheduler obeys** (stall-2 {w("stall-2")}, stall-4
+   {w("stall-4")} cycles at one warp): the control bits sit where the editor puts them.
+8. **More warps, more operands.** With four warps on a scheduler every pattern costs less
+   per FFMA than with one or two (banks-000: {w("banks-000", 4)} per warp at four warps,
+   {per4} per FFMA, against {w("banks-000")} at one): the banks are not the whole story at
+   high occupancy (not explained here).
+
+Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
+The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`,
+`inspect/sass.bank_cycles`) reproduces every compiled, banks and reuse row at one warp
+within 5 % (tests/test_sassedit.py); it does not cover rule 6, rule 8, or the LDS body,
+whose loads are consumed at once (latency, not banks).
+"""
+
+
+def markdown(runs: list[tuple[str, dict]]) -> str:
+    """docs/operands-h200.md: every variant's row from the newest file that measured it."""
+    rows: dict[str, dict] = {}
+    where: dict[str, str] = {}
+    for path, run in runs:
+        for name, row in summary(run["records"]).items():
+            rows[name], where[name] = row, path
+    head = ("# How the H200 feeds FFMA its operands\n\n"
+            "Written by `sgemmlab operands --table` from the results files named in the last "
+            "column (made by `sgemmlab operands` on the H200; issue 19). Cycles per FFMA per "
+            "warp, median over every warp of 132 SMs; 1.00 at one warp per scheduler is one "
+            "FFMA a cycle, W at W warps is too. Each variant is ptxas's 256-FFMA body of "
+            "kernels/micro/ffma_operands.cu with its registers, reuse flags, stall counts or "
+            "instructions rewritten in the cubin (bench/operands.py, inspect/sasspatch.py; "
+            "every edit read back through nvdisasm).\n\n")
+    lines = ["| variant | group | what | W=1 | W=2 | W=4 | file |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for name, row in rows.items():
+        cells = " | ".join(f"{row[f'w{w}']:.2f}" if f"w{w}" in row else "—" for w in WARPS)
+        lines.append(f"| {name} | {row['group']} | {row['what']} | {cells} | "
+                     f"{Path(where[name]).name} |")
+    return head + rules(rows) + "\n" + "\n".join(lines) + "\n"

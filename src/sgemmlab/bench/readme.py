@@ -246,7 +246,7 @@ def update_headers(paths: list[Path]) -> list[str]:
     from ..runtime.compiler import KERNEL_DIR
 
     done = []
-    for rung in registry.RUNGS + registry.HISTORY:
+    for rung in registry.RUNGS + registry.HISTORY + registry.ORDERED:
         src = KERNEL_DIR / rung.source
         text = src.read_text()
         lines = measured_lines(rung.label, paths)

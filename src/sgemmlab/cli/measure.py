@@ -431,7 +431,10 @@ def operands(build: Annotated[Optional[Path], typer.Option(
                  "--from", help="run the cubins a --build wrote (GPU only)")] = None,
              only: Annotated[Optional[str], typer.Option(
                  help="comma-separated variant names (default: all)")] = None,
-             iters: Annotated[int, typer.Option(min=1, help="loop trips a launch")] = 4000):
+             iters: Annotated[int, typer.Option(min=1, help="loop trips a launch")] = 4000,
+             table: Annotated[Optional[list[Path]], typer.Option(
+                 help="write docs/operands-h200.md from these results files (no GPU)")]
+             = None):
     """How Hopper feeds FFMA its operands (issue 19): 256-FFMA bodies whose registers,
     banks, reuse flags, accumulator distance and stall counts are patched into the cubin,
     timed with the SM clock at 1, 2 and 4 warps per scheduler. Writes
@@ -439,6 +442,14 @@ def operands(build: Annotated[Optional[Path], typer.Option(
     from ..bench import operands as ops
     from ..bench import results
 
+    if table:
+        import json as _json
+
+        runs = [(str(p), _json.loads(p.read_text())) for p in table]
+        out = results.REPO_DIR / "docs" / "operands-h200.md"
+        out.write_text(ops.markdown(runs))
+        typer.echo(f"wrote {out}")
+        return
     if build is not None:
         made = ops.build(build)
         typer.echo(f"{len(made)} variants, {sum(v.checked for v in made)} FFMAs read back "

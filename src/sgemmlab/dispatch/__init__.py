@@ -75,6 +75,8 @@ remembered and who is told when it is forgotten (`on_clear`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung
@@ -133,16 +135,33 @@ def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: boo
         req = Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b), batch,
                       bool(deterministic), bool(aligned))
         if check_precision(precision) == "ieee":
-            hit = _decide(req)
+            hit = ordered(_decide(req), arch)
         else:
             _check(req)
             why = why_not(req, precision, arch)
             hit = tensor_choice(req, precision) if why is None else with_note(
                 choose(M, N, K, gpu_name=gpu_name, sm_count=sm_count, trans_a=trans_a,
                        trans_b=trans_b, batch=batch, deterministic=deterministic,
-                       aligned=aligned), why)
+                       aligned=aligned, arch=arch), why)
         cache.choices[key] = hit
     return hit
+
+
+#: Where the ordered twins (registry.ORDERED) stand in for rungs 13 and 14: the machine code
+#: the pass edits, and the register banks it orders for, are those measured on sm_90.
+ORDERED_ARCHS = ("sm_90",)
+
+
+def ordered(choice: Choice, arch: str) -> Choice:
+    """The choice with rung 13 or 14 replaced by its ordered twin (rung 23 or 22) on an
+    architecture whose banks were measured: the same configuration and decomposition, the
+    operand-order pass over its cubin (tools/order_probe.py: faster at every shape probed,
+    by 0.2 to 2.5 %; `sgemmlab bench` measures both)."""
+    twin = registry.TWIN_OF.get(choice.rung)
+    if twin is None or arch not in ORDERED_ARCHS:
+        return choice
+    return replace(choice, rung=twin, reason=f"{choice.reason}\nruns {twin}: "
+                   f"{choice.rung} with its FFMAs reordered for the register banks of {arch}")
 
 
 def eligible_rungs(req: Request) -> list[Rung]:

@@ -121,33 +121,54 @@ OVERHEAD = ("integer/address", "branch", "float")
 _REG = re.compile(r"^[-|!]*R(\d+)(\.reuse)?")
 
 
-def bank_conflicts(body: list[Insn], banks: int = 2) -> int:
-    """FFMAs of `body` that read two or three operands from one register bank.
-
-    A model, not a hardware counter. Registers sit in `banks` banks (register number modulo
-    `banks`; two on Volta and later, per the microbenchmarks of Jia et al.), and a bank gives
-    one operand per cycle. An operand the previous FFMA marked `.reuse` in the same slot
-    comes from the reuse cache, not the register file. Ncu shows the cost as dispatch stalls:
-    the instruction was ready, and its operands were not."""
+def _bank_reads(body: list[Insn], banks: int) -> list[list[int]]:
+    """Per FFMA of `body`, the banks of the registers it takes from the register file."""
     cached: dict[int, int] = {}
-    conflicts = 0
+    out = []
     for insn in body:
         if insn.opcode.split(".")[0] != "FFMA":
             cached = {}  # any other instruction in between: assume the cache is gone
             continue
-        reads, keep = [], {}
+        regs, keep = set(), {}
         for slot, operand in enumerate(insn.operands.split(",")[1:4]):
             m = _REG.match(operand.strip())
             if not m:
                 continue  # an immediate, RZ or a constant-bank operand
             reg = int(m.group(1))
             if cached.get(slot) != reg:
-                reads.append(reg % banks)
+                regs.add(reg)  # a register read twice is read once (measured)
             if m.group(2):
                 keep[slot] = reg
         cached = keep
-        conflicts += len(reads) > len(set(reads))
-    return conflicts
+        out.append([r % banks for r in regs])
+    return out
+
+
+def bank_conflicts(body: list[Insn], banks: int = 2) -> int:
+    """FFMAs of `body` that read two or three registers from one register bank.
+
+    The rule as `sgemmlab operands` measured it on the H200 (docs/operands-h200.md): the
+    register file has two banks, even and odd register numbers, each giving one 32-bit
+    operand a cycle; a register an FFMA names twice is read once; an operand the previous
+    FFMA flagged `.reuse` in the same slot comes from the reuse cache, not the banks. Such an
+    FFMA needs two cycles of one bank (three for three reads); reads pool across
+    neighbouring instructions, so it costs issue time only where its neighbours keep that
+    bank busy too (`bank_cycles`). Ncu shows the cost as dispatch stalls."""
+    return sum(len(b) > len(set(b)) for b in _bank_reads(body, banks))
+
+
+def bank_cycles(body: list[Insn], banks: int = 2) -> dict[str, int]:
+    """The register banks' cycles over `body` under the measured rule: per instruction
+    (each FFMA waits for its own reads: the sum of its busier bank's reads, at least 1 a
+    slot) and pooled (reads free to move between instructions: the busier bank's total,
+    at least one cycle per instruction). The truth lies between; ptxas's hot loops sit at
+    1.00 pooled, and the per-instruction excess is what the operand-order pass lowers."""
+    reads = _bank_reads(body, banks)
+    per = sum(max([b.count(k) for k in range(banks)] + [1]) for b in reads)
+    busiest = max(sum(b.count(k) for b in reads) for k in range(banks))
+    return {"instructions": len(body), "ffma": len(reads),
+            "per_instruction": per + len(body) - len(reads),
+            "pooled": max(busiest, len(body))}
 
 
 @dataclass
@@ -157,6 +178,7 @@ class LoopMix:
     counts: Counter = field(default_factory=Counter)  # category -> instructions
     opcodes: Counter = field(default_factory=Counter)  # full opcode -> instructions
     bank_conflicts: int = 0  # FFMAs with two operands in one register bank (a model)
+    bank: dict = field(default_factory=dict)  # bank_cycles(): per instruction and pooled
 
     @property
     def total(self) -> int:
@@ -196,7 +218,7 @@ class LoopMix:
         return {"start": self.start, "end": self.end, "instructions": self.total,
                 "ffma": self.ffma, "ffma_share": self.ffma_share,
                 "overhead_per_ffma": self.overhead_per_ffma, "categories": dict(self.counts),
-                "bank_conflicts": self.bank_conflicts,
+                "bank_conflicts": self.bank_conflicts, "bank_cycles": self.bank,
                 "lds_widths": self.widths("LDS"), "ldg_widths": self.widths("LDG"),
                 "opcodes": dict(self.opcodes)}
 
@@ -225,7 +247,7 @@ def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
     _, lo, hi = min(inside, key=lambda r: (r[2] - r[1], -r[0], r[1]))
     body = insns[lo:hi + 1]
     return LoopMix(body[0].addr, body[-1].addr, Counter(category(i.opcode) for i in body),
-                   Counter(i.opcode for i in body), bank_conflicts(body))
+                   Counter(i.opcode for i in body), bank_conflicts(body), bank_cycles(body))
 
 
 def whole_kernel(insns: list[Insn]) -> Counter:

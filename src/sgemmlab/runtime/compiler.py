@@ -40,11 +40,15 @@ from functools import cache
 from pathlib import Path
 from typing import Mapping
 
+from ..registry import POST_MACROS
+from .elf import sections as _sections
+
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 #: The prebuilt entries shipped in the package (absent in a source checkout until
 #: `python tools/prebuild.py --bundle` writes them; a wheel carries them).
 BUNDLE_DIR = Path(__file__).resolve().parent.parent / "data" / "cubins"
 ENTRY = "sgemm"  # every rung's kernel is extern "C" sgemm
+POST_ORDER = POST_MACROS["operand-order"]  # the macro that asks for rungs 22-23's pass
 _MAGIC = b"SGLCUBIN1"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 # The <measured> block of a rung header is regenerated from results files; it is a comment,
@@ -175,23 +179,6 @@ def parse_ptxas(log: str) -> Resources:
 _EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE = 0x2F, 0x11  # .nv.info records: (symbol, value)
 _EIFMT_SVAL = 4  # a record with a 16-bit size and a payload; the others are 4 bytes long
 _RESERVED_SMEM = 1024
-
-
-def _sections(elf: bytes) -> dict[str, tuple[bytes, int]]:
-    """Section name -> (contents, size) of an ELF64 little-endian file (a cubin); a NOBITS
-    section (shared memory) has a size and no contents."""
-    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
-        raise ValueError("not an ELF64 little-endian file")
-    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
-    entsize, count, names_index = struct.unpack_from("<HHH", elf, 0x3A)
-    heads = [struct.unpack_from("<IIQQQQ", elf, shoff + i * entsize) for i in range(count)]
-    names_at = heads[names_index][4]
-
-    def name(offset: int) -> str:
-        start = names_at + offset
-        return elf[start:elf.index(b"\0", start)].decode()
-
-    return {name(h[0]): (b"" if h[1] == 8 else elf[h[4]:h[4] + h[5]], h[5]) for h in heads}
 
 
 def _nv_info(section: bytes) -> dict[int, list[bytes]]:
@@ -428,6 +415,10 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
             res = resources_from_cubin(cubin, ENTRY)
         except (ValueError, IndexError, struct.error):
             pass
+    if macros.get(POST_ORDER):  # rungs 22, 23: the operand-order pass over the cubin
+        from .sassedit import order_cubin
+
+        cubin = order_cubin(cubin, ENTRY)
     if use_cache and res.registers >= 0:  # an entry without its report is not kept
         _store(path, entry_meta(source, macros, arch, log, res, key), cubin)
     return Compiled(key, cubin, log, res, cached=False)

@@ -29,7 +29,6 @@ field was checked on the GPU (a body whose FFMAs say stall 2 takes 2.05 cycles a
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 FIELDS = {  # name: (first bit, width)
@@ -77,18 +76,17 @@ class Text:
 
 
 def text(cubin: bytes, kernel: str) -> Text:
-    """The `.text.<kernel>` section of the cubin (pyelftools reads the ELF)."""
-    from elftools.elf.elffile import ELFFile
+    """The `.text.<kernel>` section of the cubin."""
+    from .elf import section
 
-    elf = ELFFile(io.BytesIO(cubin))
-    sec = elf.get_section_by_name(f".text.{kernel}")
-    if sec is None:
-        raise ValueError(f"no .text.{kernel} section in the cubin")
-    data = sec.data()
+    try:
+        offset, data = section(cubin, f".text.{kernel}")
+    except KeyError:
+        raise ValueError(f"no .text.{kernel} section in the cubin") from None
     if len(data) % 16:
         raise ValueError(f".text.{kernel} is not whole 16-byte instructions")
     words = tuple(int.from_bytes(data[i:i + 16], "little") for i in range(0, len(data), 16))
-    return Text(sec["sh_offset"], words)
+    return Text(offset, words)
 
 
 def replace(cubin: bytes, kernel: str, edits: dict[int, int]) -> bytes:
@@ -101,6 +99,26 @@ def replace(cubin: bytes, kernel: str, edits: dict[int, int]) -> bytes:
         at = t.offset + 16 * index
         out[at:at + 16] = word.to_bytes(16, "little")
     return bytes(out)
+
+
+@dataclass(frozen=True)
+class Ffma:
+    """What one FFMA is to become (None: keep what is there)."""
+
+    ra: int | None = None
+    rb: int | None = None
+    rc: int | None = None  # also Rd: an accumulator updates itself
+    reuse: str | None = None  # the slots flagged: "", "a", "ab", "abc", ...
+    stall: int | None = None
+
+    def apply(self, word: int) -> int:
+        for name, value in (("ra", self.ra), ("rb", self.rb), ("rc", self.rc),
+                            ("rd", self.rc), ("stall", self.stall)):
+            if value is not None:
+                word = put(word, name, value)
+        if self.reuse is not None:
+            word = put(word, "reuse", sum(REUSE_BIT[s] for s in self.reuse))
+        return word
 
 
 def reads(word: int, prev: int | None) -> set[int]:
@@ -267,3 +285,10 @@ def operand_cycles(words: list[int]) -> dict:
         prev = w
     return {"ffma": n, "instructions": len(words), "even": even, "odd": odd,
             "per_instruction": per + len(words) - n, "pooled": max(even, odd, len(words))}
+
+
+def order_cubin(cubin: bytes, kernel: str) -> bytes:
+    """The cubin with `reorder` applied to `kernel`'s text (what rungs 22 and 23 run)."""
+    words = list(text(cubin, kernel).words)
+    new = reorder(words)
+    return replace(cubin, kernel, {i: w for i, (v, w) in enumerate(zip(words, new)) if v != w})

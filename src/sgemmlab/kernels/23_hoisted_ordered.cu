@@ -1,0 +1,18 @@
+// Rung 23 — rung 13 with its FFMAs put in an order the register file can feed.
+//
+// What changed from rung 13: no line of CUDA; the same pass over the cubin as rung 22 (read
+// its header: kernels/22_streamk_ordered.cu, and docs/operands-h200.md for the measured
+// table). Rung 13 is what dispatch runs where whole tiles fill the GPU (8192^3, 8192 x 8192 x
+// 512 on the H200); rung 23 is it with each run of FFMAs reordered so fewer registers are read
+// from one bank, the reuse flags set to match.
+//
+// The bill (`sgemmlab inspect 23 --gpu h200`): rung 13's, instruction for instruction; the
+// model's cycles of the busier bank over the hot loop fall from 1336 to 1278 per 1177
+// instructions (1024 FFMA).
+//
+// Prediction: +0.5-1.5 % where the loop is issue-bound; nothing where it waits on memory.
+//
+// Measured: the generated block below; the story: docs/worklog.md, session 10.
+// <measured>
+// </measured>
+#include "13_hoisted.cu"
