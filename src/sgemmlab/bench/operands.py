@@ -260,9 +260,17 @@ def load(dir_: Path) -> tuple[dict, list[tuple[dict, bytes]]]:
                                 for m in manifest["variants"]]
 
 
-def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITERS
-            ) -> list[dict]:
-    """One record per variant and warp count: cycles per FFMA per warp."""
+#: Blocks of 16 warps (4 per scheduler: warp w runs on scheduler w mod 4) of which only
+#: some run: do two warps on a scheduler get more operands when they sit in other slots
+#: (rule 8: four warps do)? name -> the bit mask of running warps.
+SLOTS = {"all 16": 0xFFFF, "0-7": 0x00FF, "8-15": 0xFF00, "0-3 + 8-11": 0x0F0F,
+         "0-3 + 12-15": 0xF00F, "0-3": 0x000F}
+
+
+def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITERS,
+            slots: bool = False) -> list[dict]:
+    """One record per variant and warp count (cycles per FFMA per running warp); with
+    `slots`, per variant and SLOTS pattern in blocks of 16 warps instead."""
     import numpy as np
     import torch
     from cuda.core import LaunchConfig, ObjectCode, launch
@@ -278,25 +286,31 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
     out = torch.empty(most, device="cuda")
     cycles = torch.zeros(most // 32, dtype=torch.int64, device="cuda")
     records = []
+    runs = ([(f"slots {name}", 16, mask, bin(mask).count("1") / 4)
+             for name, mask in SLOTS.items()] if slots else
+            [(None, 4 * w, (1 << 4 * w) - 1, w) for w in WARPS])
     for meta, cubin in items:
         kernel = ObjectCode.from_cubin(cubin).get_kernel(KERNEL)
         body = bodies[str(meta["lds"])]
-        for w in WARPS:
-            threads = 128 * w
+        for label, warps, mask, w in runs:
+            threads = 32 * warps
             config = LaunchConfig(grid=(blocks, 1, 1), block=(threads, 1, 1))
-            args = (src.data_ptr(), out.data_ptr(), cycles.data_ptr(), np.int32(iters))
+            args = (src.data_ptr(), out.data_ptr(), cycles.data_ptr(), np.int32(iters),
+                    np.uint32(mask))
             per = []
             for _ in range(REPEATS + 1):  # the first warms the clocks and the module
                 cycles.zero_()
                 launch(stream, config, kernel, *args)
                 torch.cuda.synchronize()
                 c = cycles[:blocks * threads // 32].cpu().numpy()
-                per.append(float(np.median(c)) / (iters * body["ffma"]))
+                per.append(float(np.median(c[c > 0])) / (iters * body["ffma"]))
             kept = sorted(per[1:])[len(per[1:]) // 2]
-            records.append({"variant": meta["name"], "group": meta["group"],
-                            "what": meta["what"], "lds": meta["lds"], "warps": w,
-                            "cycles_per_ffma": kept, "ffma_per_cycle": w / kept,
-                            "samples": per[1:], "iters": iters})
+            rec = {"variant": meta["name"], "group": meta["group"], "what": meta["what"],
+                   "lds": meta["lds"], "warps": w, "cycles_per_ffma": kept,
+                   "ffma_per_cycle": w / kept, "samples": per[1:], "iters": iters}
+            if label:
+                rec |= {"slots": label, "mask": mask, "block_warps": warps}
+            records.append(rec)
     return records
 
 

@@ -432,6 +432,9 @@ def operands(build: Annotated[Optional[Path], typer.Option(
              only: Annotated[Optional[str], typer.Option(
                  help="comma-separated variant names (default: all)")] = None,
              iters: Annotated[int, typer.Option(min=1, help="loop trips a launch")] = 4000,
+             slots: Annotated[bool, typer.Option(
+                 help="blocks of 16 warps with only some running (operands.SLOTS), instead "
+                      "of 1, 2, 4 warps per scheduler")] = False,
              table: Annotated[Optional[list[Path]], typer.Option(
                  help="write docs/operands-h200.md from these results files (no GPU)")]
              = None):
@@ -469,7 +472,15 @@ def operands(build: Annotated[Optional[Path], typer.Option(
     run = results.new_run("operands", gpu, {"warps_per_scheduler": list(ops.WARPS),
                                             "iters": iters, "repeats": ops.REPEATS,
                                             "shape": ops.SHAPE, "bodies": bodies})
-    run["records"] = ops.measure(gpu, bodies, items, iters)
+    run["records"] = ops.measure(gpu, bodies, items, iters, slots=slots)
+    if slots:
+        run["method"]["slots"] = ops.SLOTS
+        for r in run["records"]:
+            typer.echo(f"{r['variant']:<24} {r['slots']:<18} {r['cycles_per_ffma']:6.2f} "
+                       f"cycles per FFMA per running warp")
+        path = results.write(run, gpu.slug, f"operands-slots-{results.stamp()}")
+        typer.echo(f"results: {path}")
+        return
     run["summary"] = rows = ops.summary(run["records"])
     path = results.write(run, gpu.slug, f"operands-{results.stamp()}")
     typer.echo("cycles per FFMA per warp (1.00 at W=1, W at W warps: the full rate)")

@@ -22,11 +22,19 @@
 //
 // Prediction: two models bracket it. Per instruction (each FFMA waits for its own reads), the
 // pass saves 77 of 1384 cycles: up to 5.6 %. Pooled (reads move into any free slot, as the
-// table's slack rows show), nothing: the loop's 1175 even reads already fit its 1195 issue
-// slots. The 0.23 dispatch stalls per instruction ncu counts at 4096^3 say the truth lies
-// between; tools/order_probe.py measured +1.0 to +1.2 % over 2048^3 to 8192^3, paired.
+// table's slack rows show), nothing: the loop's 1175 even reads already fit its 1195 slots.
+// Measured: +0.8 to +1.9 points of cuBLAS over rung 14 on the five squares 2048^3-8192^3
+// (-0.9 to +0.7 on the three thin target shapes), paired in one run; ncu at 4096^3: dispatch stalls 0.18 -> 0.15 per instruction (cuBLAS 0.10), issue
+// 83.2 -> 84.0 % (results/nvidia-h200/ncu-stalls-4096-20261202T0033Z.txt). Pooling is the
+// better model; what remains is where reads cannot pool (rule 6) and the other stalls.
 //
-// Measured: the generated block below; the story: docs/worklog.md, session 10.
+// The generated block below; the story: docs/worklog.md, session 10.
 // <measured>
+// NVIDIA H200 4096x4096x4096: 2781.0 us, 49421 GFLOP/s, 99.6 % of cuBLAS, 255 registers
+//   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
+//   (results/nvidia-h200/bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192-8192x-20261202T003023Z.json)
+// NVIDIA H200 8192x8192x8192: 21774.6 us, 50495 GFLOP/s, 99.6 % of cuBLAS, 255 registers
+//   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
+//   (results/nvidia-h200/bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192-8192x-20261202T003023Z.json)
 // </measured>
 #include "14_streamk.cu"

@@ -14,5 +14,7 @@
 //
 // Measured: the generated block below; the story: docs/worklog.md, session 10.
 // <measured>
+// (not yet measured by name: dispatch ran it inside `matmul` at 8192^3 and 8192 x 8192 x 512
+//  in results/nvidia-h200/bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144...)
 // </measured>
 #include "13_hoisted.cu"

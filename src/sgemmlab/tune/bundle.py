@@ -3,7 +3,8 @@ package's bundle of prebuilt cubins.
 
 What dispatch can choose on a GPU is finite: each (rung, configuration) of the shipped
 table's entries, every rung's default for that GPU, the grid's candidates (tune/grid.py) and
-the tensor-core rungs' defaults with their pre-pass; each in every layout variant the rung
+the tensor-core rungs' defaults with their pre-pass, and on sm_90 the ordered twins (22, 23)
+of every rung 14 and 13 among them; each in every layout variant the rung
 reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses.
 `variants` lists those compiles; `compile_all` runs them in parallel (NVRTC needs no GPU);
 `write_bundle` copies the results into a directory that ships in the wheel
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .. import registry
+from ..dispatch import ORDERED_ARCHS
 from ..dispatch import table as table_mod
 from ..runtime.compiler import compile_kernel, write_bundle_entry
 from ..runtime.launch import variant_macros
@@ -56,7 +58,11 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
             seen.add(k)
             out.append((source, macros, target))
 
-    for r, cfg in chosen_configs(gpu_name):
+    pairs = chosen_configs(gpu_name)
+    if arch in ORDERED_ARCHS:  # dispatch runs 14 and 13 as their ordered twins there
+        pairs += [(registry.rung(registry.TWIN_OF[r.label]), cfg) for r, cfg in pairs
+                  if r.label in registry.TWIN_OF]
+    for r, cfg in pairs:
         if r.supports("tma"):
             if arch.startswith("sm_90"):
                 add(r.source, r.macros(cfg) | {"SMEM_EXPECT": r.dynamic_smem(cfg)}, r.arch)

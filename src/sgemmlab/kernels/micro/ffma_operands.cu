@@ -10,7 +10,7 @@
 // LDS = 1 adds one 128-bit shared load per step into four of the operand registers, as the
 // GEMM hot loop does (a fragment refill beside the FFMAs that read the previous one).
 //
-// Per warp the kernel stores the cycles of the timed loop (clock64 before and after), so
+// Per warp that runs, the kernel stores the cycles of the timed loop (clock64 around it), so
 // the host divides by the FFMAs the warp issued: cycles per FFMA per warp, and with W warps
 // on each of the SM's four schedulers, W FFMAs per W x that many cycles.
 
@@ -29,7 +29,10 @@
 
 extern "C" __global__ void __launch_bounds__(1024)
     ffma_operands(const float* __restrict__ in, float* __restrict__ out,
-                  long long* __restrict__ cycles, int iters) {
+                  long long* __restrict__ cycles, int iters, unsigned active) {
+    // `active`: bit w set = warp w of the block runs (the others leave at once, after their
+    // registers were allocated): which warp slots share a scheduler's register file
+    if (!((active >> (threadIdx.x >> 5)) & 1u)) return;
     const int lane = threadIdx.x & 31;
     float op[NOPS], acc[NACC];
 #pragma unroll
