@@ -284,7 +284,7 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
     most = blocks * 128 * max(WARPS)
     src = torch.rand(64 * 32, device="cuda") + 0.5
     out = torch.empty(most, device="cuda")
-    cycles = torch.zeros(most // 32, dtype=torch.int64, device="cuda")
+    cycles = torch.zeros(2 * (most // 32), dtype=torch.int64, device="cuda")
     records = []
     runs = ([(f"slots {name}", 16, mask, bin(mask).count("1") / 4)
              for name, mask in SLOTS.items()] if slots else
@@ -297,17 +297,23 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
             config = LaunchConfig(grid=(blocks, 1, 1), block=(threads, 1, 1))
             args = (src.data_ptr(), out.data_ptr(), cycles.data_ptr(), np.int32(iters),
                     np.uint32(mask))
-            per = []
+            per, own = [], []
             for _ in range(REPEATS + 1):  # the first warms the clocks and the module
                 cycles.zero_()
                 launch(stream, config, kernel, *args)
                 torch.cuda.synchronize()
-                c = cycles[:blocks * threads // 32].cpu().numpy()
-                per.append(float(np.median(c[c > 0])) / (iters * body["ffma"]))
+                c = cycles[:2 * blocks * warps].cpu().numpy().reshape(blocks, warps, 2)
+                ran = c[:, :, 1] > 0  # warps that ran (the mask's)
+                span = [c[b, ran[b], 1].max() - c[b, ran[b], 0].min() for b in range(blocks)]
+                per.append(float(np.median(span)) / (iters * body["ffma"]))
+                own.append(float(np.median((c[:, :, 1] - c[:, :, 0])[ran]))
+                           / (iters * body["ffma"]))
             kept = sorted(per[1:])[len(per[1:]) // 2]
             rec = {"variant": meta["name"], "group": meta["group"], "what": meta["what"],
                    "lds": meta["lds"], "warps": w, "cycles_per_ffma": kept,
-                   "ffma_per_cycle": w / kept, "samples": per[1:], "iters": iters}
+                   "ffma_per_cycle": w / kept, "samples": per[1:], "iters": iters,
+                   "own_cycles_per_ffma": sorted(own[1:])[len(own[1:]) // 2],
+                   "metric": "block span"}
             if label:
                 rec |= {"slots": label, "mask": mask, "block_warps": warps}
             records.append(rec)
@@ -369,8 +375,9 @@ What the rows say (each rule with the rows that show it):
    {w("stall-4")} cycles at one warp): the control bits sit where the editor puts them.
 8. **More warps, more operands.** With four warps on a scheduler every pattern costs less
    per FFMA than with one or two (banks-000: {w("banks-000", 4)} per warp at four warps,
-   {per4} per FFMA, against {w("banks-000")} at one): the banks are not the whole story at
-   high occupancy (not explained here).
+   {per4} per FFMA, against {w("banks-000")} at one). It is not which slots the warps sit
+   in: two running warps of a 16-warp block cost the same in any slots (the warp-slot table
+   below). What gives four warps more operands is not explained here.
 
 Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
 The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`,
@@ -384,7 +391,10 @@ def markdown(runs: list[tuple[str, dict]]) -> str:
     """docs/operands-h200.md: every variant's row from the newest file that measured it."""
     rows: dict[str, dict] = {}
     where: dict[str, str] = {}
+    slot_runs = [(p, r) for p, r in runs if r["method"].get("slots")]
     for path, run in runs:
+        if run["method"].get("slots"):
+            continue
         for name, row in summary(run["records"]).items():
             rows[name], where[name] = row, path
     head = ("# How the H200 feeds FFMA its operands\n\n"
@@ -401,4 +411,17 @@ def markdown(runs: list[tuple[str, dict]]) -> str:
         cells = " | ".join(f"{row[f'w{w}']:.2f}" if f"w{w}" in row else "—" for w in WARPS)
         lines.append(f"| {name} | {row['group']} | {row['what']} | {cells} | "
                      f"{Path(where[name]).name} |")
+    for path, run in slot_runs:
+        names = list(run["method"]["slots"])
+        lines += ["", f"Warp slots ({Path(path).name}): blocks of 16 warps, only those named "
+                  "running (warp w on scheduler w mod 4); cycles per FFMA per running warp.", "",
+                  "| variant | " + " | ".join(names) + " |",
+                  "| --- | " + " | ".join("---:" for _ in names) + " |"]
+        by: dict[str, dict] = {}
+        for r in run["records"]:
+            by.setdefault(r["variant"], {})[r["slots"].removeprefix("slots ")] = \
+                r["cycles_per_ffma"]
+        for variant, cells in by.items():
+            lines.append(f"| {variant} | " + " | ".join(
+                f"{cells[n]:.2f}" if n in cells else "—" for n in names) + " |")
     return head + rules(rows) + "\n" + "\n".join(lines) + "\n"

@@ -10,9 +10,11 @@
 // LDS = 1 adds one 128-bit shared load per step into four of the operand registers, as the
 // GEMM hot loop does (a fragment refill beside the FFMAs that read the previous one).
 //
-// Per warp that runs, the kernel stores the cycles of the timed loop (clock64 around it), so
-// the host divides by the FFMAs the warp issued: cycles per FFMA per warp, and with W warps
-// on each of the SM's four schedulers, W FFMAs per W x that many cycles.
+// Per warp that runs, the kernel stores the SM clock before and after the timed loop. The host
+// takes each block's span (first start to last stop: one block per SM, so the SM's time) over
+// the FFMAs one warp issued: cycles per FFMA per warp when all warps overlap, which with W
+// warps on each of the SM's four schedulers is W at the full rate. (Each warp's own duration
+// alone undercounts when warps do not overlap entirely.)
 
 #ifndef NOPS
 #define NOPS 16
@@ -67,5 +69,9 @@ extern "C" __global__ void __launch_bounds__(1024)
 #pragma unroll
     for (int j = 0; j < NACC; ++j) sum += acc[j];
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
-    if (lane == 0) cycles[(blockIdx.x * blockDim.x + threadIdx.x) >> 5] = stop - start;
+    if (lane == 0) {  // both ends: the host also takes the block's span, first start to last stop
+        const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+        cycles[2 * w] = start;
+        cycles[2 * w + 1] = stop;
+    }
 }
