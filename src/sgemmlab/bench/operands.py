@@ -262,7 +262,7 @@ def load(dir_: Path) -> tuple[dict, list[tuple[dict, bytes]]]:
 
 #: Blocks of 16 warps (4 per scheduler: warp w runs on scheduler w mod 4) of which only
 #: some run: do two warps on a scheduler get more operands when they sit in other slots
-#: (rule 8: four warps do)? name -> the bit mask of running warps.
+#: (they do not: rule 8)? name -> the bit mask of running warps.
 SLOTS = {"all 16": 0xFFFF, "0-7": 0x00FF, "8-15": 0xFF00, "0-3 + 8-11": 0x0F0F,
          "0-3 + 12-15": 0xF00F, "0-3": 0x000F}
 
@@ -345,8 +345,6 @@ def rules(rows: dict) -> str:
         row = rows.get(name, {})
         return f"{row[f'w{warps}']:.2f}" if f"w{warps}" in row else "(not measured)"
 
-    per4 = (f"{rows['banks-000']['w4'] / 4:.2f}" if "w4" in rows.get("banks-000", {})
-            else "(not measured)")
     return f"""\
 What the rows say (each rule with the rows that show it):
 
@@ -373,16 +371,18 @@ What the rows say (each rule with the rows that show it):
    {w("distance-6")}): the hardware waits for the write, or will not read ahead past it.
 7. **The stall field is what the scheduler obeys** (stall-2 {w("stall-2")}, stall-4
    {w("stall-4")} cycles at one warp): the control bits sit where the editor puts them.
-8. **More warps, more operands.** With four warps on a scheduler every pattern costs less
-   per FFMA than with one or two (banks-000: {w("banks-000", 4)} per warp at four warps,
-   {per4} per FFMA, against {w("banks-000")} at one). It is not which slots the warps sit
-   in: two running warps of a 16-warp block cost the same in any slots (the warp-slot table
-   below). What gives four warps more operands is not explained here.
+8. **The banks serve a scheduler, not a warp.** Two warps on a scheduler take twice one
+   warp's time per warp, four take four times (banks-000: {w("banks-000")},
+   {w("banks-000", 2)}, {w("banks-000", 4)}; nops: {w("nops")}, {w("nops", 2)},
+   {w("nops", 4)}), in whichever slots they sit (the warp-slot table below): more warps
+   hide latency, never a bank's limit. (A first run timed each warp's own loop and showed
+   four warps faster; the warps did not overlap entirely. The figures here are each
+   block's span, first start to last stop.)
 
 Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
 The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`,
 `inspect/sass.bank_cycles`) reproduces every compiled, banks and reuse row at one warp
-within 5 % (tests/test_sassedit.py); it does not cover rule 6, rule 8, or the LDS body,
+within 5 % (tests/test_sassedit.py); it does not cover rule 6 or the LDS body,
 whose loads are consumed at once (latency, not banks).
 """
 
