@@ -21,6 +21,7 @@ The groups (what each asks):
     stall      every FFMA's stall field set to 2 or 4: the encoding and the clock, checked
     slack      every k-th FFMA replaced by a NOP: do a bank's extra reads move into a slot
                that reads nothing?
+    window     the busy bank's reads and the free slots in runs of r: how far do reads move?
     lds        the LDS=1 body, compiled and with the banks and reuse patterns above
 
 Building needs NVRTC, nvdisasm and pyelftools (the CPU machine has all three: `--build
@@ -185,6 +186,23 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
                                      rc=pc[i % len(pc)], reuse="") for i in range(n)]))
     out.append(Variant("nops", "slack", "every slot a NOP: the issue rate alone", 0,
                        [NOP] * n))
+    # window: how far apart may the busy bank's reads and the free slots be? Runs of r
+    # (2 even, 1 odd) FFMAs, then r NOPs (pooled: 1.00 a slot; one at a time: 1.50); and runs
+    # of r (2, 1) then r (1, 2) FFMAs (pooled: 1.50; one at a time: 2.00)
+    po = body.pool("c", 1)
+    for r in (1, 2, 4, 8, 16, 32):
+        out.append(Variant(f"window-nop-{r}", "window",
+                           f"runs of {r} FFMAs reading 2 even and 1 odd, then {r} NOPs", 0,
+                           [NOP if (i // r) % 2 else
+                            Ffma(ra=pe[i % len(pe)], rb=pb[(i + 1) % len(pb)],
+                                 rc=pc[i % len(pc)], reuse="") for i in range(n)]))
+        out.append(Variant(f"window-swap-{r}", "window",
+                           f"runs of {r} FFMAs reading 2 even and 1 odd, then {r} reading 1 "
+                           "even and 2 odd", 0,
+                           [Ffma(ra=pe[i % len(pe)], rb=pb[(i + 1) % len(pb)],
+                                 rc=(po if (i // r) % 2 else pc)[i % len(po if (i // r) % 2
+                                                                     else pc)],
+                                 reuse="") for i in range(n)]))
     m = len(lds_body.ffma)
     out.append(Variant("lds-compiled", "lds", "LDS=1: ptxas's body", 1, [None] * m))
     out.append(Variant("lds-compiled-noreuse", "lds", "LDS=1: reuse flags cleared", 1,
