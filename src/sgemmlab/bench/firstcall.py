@@ -63,11 +63,10 @@ def _child(todo_path: str, out_path: str) -> None:
     def entries() -> int:
         return len(list(cubins.glob("*.bin"))) if cubins.is_dir() else 0
 
+    from sgemmlab.bench.check import uniform_matrices
+
     def operand(rows: int, cols: int, col_major: bool, batch: int):
-        shape = (batch, cols, rows) if col_major else (batch, rows, cols)
-        x = torch.rand(shape, device="cuda")
-        x = x.mT if col_major else x
-        return x[0] if batch == 1 else x
+        return uniform_matrices(rows, cols, col_major=col_major, batch=batch)
 
     todo = json.loads(Path(todo_path).read_text())
     # the reference: torch.matmul's (cuBLAS's) first call in this process, at the first

@@ -1,9 +1,10 @@
 """What every Python rung shares: edge-guarded loads and stores, and the host-side launch.
 
 The device helpers mirror kernels/common.cuh: `load_or_zero` reads one element or 0.0 past
-an edge, `store_c` writes alpha * acc + beta * C for an element inside C and never reads C
-when beta == 0 (C may hold NaN). Indices here are global (row, col) of the matrix, where the
-CUDA helpers take a row pointer: Numba arrays carry their shape, not a leading dimension.
+an edge, `copy_tile` fills a shared tile with them (rungs 4 and 5), `store_c` writes
+alpha * acc + beta * C for an element inside C and never reads C when beta == 0 (C may hold
+NaN). Indices here are global (row, col) of the matrix, where the CUDA helpers take a row
+pointer: Numba arrays carry their shape, not a leading dimension.
 """
 
 from __future__ import annotations
@@ -23,6 +24,17 @@ def load_or_zero(X, r, c, rows, cols):
     if r < rows and c < cols:
         return X[r, c]
     return float32(0.0)
+
+
+@cuda.jit(device=True)
+def copy_tile(S, X, row0, col0, rows, cols, tid, threads):
+    """S (a shared h x w tile) = X[row0:row0+h, col0:col0+w], zero past the rows x cols
+    matrix's edges; the block's `threads` threads share the h*w elements, thread `tid`
+    taking every threads-th one (consecutive threads: consecutive columns, coalesced)."""
+    h, w = S.shape
+    for i in range(tid, h * w, threads):
+        r, c = i // w, i % w
+        S[r, c] = load_or_zero(X, row0 + r, col0 + c, rows, cols)
 
 
 @cuda.jit(device=True)

@@ -47,12 +47,9 @@ def kernel(cfg):
         for i in range(TM):
             acc[i] = float32(0.0)
         for k0 in range(0, K, BK):
-            for i in range(tid, BM * BK, THREADS):
-                r, c = i // BK, i % BK
-                As[r, c] = common.load_or_zero(A, row0 + r, k0 + c, M, K)
-            for i in range(tid, BK * BN, THREADS):
-                r, c = i // BN, i % BN
-                Bs[r, c] = common.load_or_zero(B, k0 + r, col0 + c, K, N)
+            # the block's threads copy both tiles, zero past the edges (common.copy_tile)
+            common.copy_tile(As, A, row0, k0, M, K, tid, THREADS)
+            common.copy_tile(Bs, B, k0, col0, K, N, tid, THREADS)
             cuda.syncthreads()
             for k in range(BK):
                 b = Bs[k, tc]  # one load, reused TM times
