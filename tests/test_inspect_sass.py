@@ -67,12 +67,19 @@ def test_bank_conflicts_model():
 def test_bank_cycles_per_instruction_and_pooled():
     # (2 even, 1 odd) then (1 even, 2 odd): 2 + 2 cycles one at a time, 3 + 3 reads pooled
     body = _ffmas("R1, R2, R4, R5", "R3, R6, R7, R9")
+    # reading ahead, the second borrows the first's free odd slot: 2 + 1
     assert sass.bank_cycles(body) == {"instructions": 2, "ffma": 2, "per_instruction": 4,
-                                      "pooled": 3}
+                                      "pooled": 3, "lookahead": 3}
     # a NOP's slot takes a read: (2, 1) + NOP is 3 cycles one at a time, 2 pooled
-    body = _ffmas("R1, R2, R4, R5") + [sass.Insn(16, "NOP", "", None)]
+    body = [sass.Insn(0, "NOP", "", None)] + _ffmas("R1, R2, R4, R5")
     assert sass.bank_cycles(body) == {"instructions": 2, "ffma": 1, "per_instruction": 3,
-                                      "pooled": 2}
+                                      "pooled": 2, "lookahead": 2}
+    # two such FFMAs after the NOP: only the first borrows (reads go one instruction early)
+    body = [sass.Insn(0, "NOP", "", None)] + _ffmas("R1, R2, R4, R5", "R3, R6, R8, R7")
+    assert sass.bank_cycles(body)["lookahead"] == 4 and sass.bank_cycles(body)["pooled"] == 4
+    body = [sass.Insn(0, "NOP", "", None), sass.Insn(16, "NOP", "", None)] + \
+        _ffmas("R1, R2, R4, R5", "R3, R6, R8, R7")
+    assert sass.bank_cycles(body)["lookahead"] == 5 and sass.bank_cycles(body)["pooled"] == 4
 
 
 def test_categories():

@@ -142,6 +142,7 @@ def test_the_pass_changes_no_resource_and_lowers_the_bank_cycles(label):
     new = se.operand_cycles(list(se.text(twin.cubin, "sgemm").words)[lo:hi + 1])
     assert old["ffma"] == new["ffma"] == 1024
     assert new["per_instruction"] < 0.97 * old["per_instruction"]
+    assert new["lookahead"] < 0.97 * old["lookahead"]  # the model the H200 table supports
     assert new["even"] + new["odd"] <= old["even"] + old["odd"]
 
 
@@ -150,36 +151,46 @@ def test_the_pass_is_deterministic():
     assert se.order_cubin(cubin, "sgemm") == se.order_cubin(cubin, "sgemm")
 
 
-def _newest_table() -> dict:
-    files = sorted((ROOT / "results" / "nvidia-h200").glob("operands-*.json"))
-    full = [f for f in files if len(json.loads(f.read_text())["records"]) > 200]
-    return json.loads(full[-1].read_text())
+def _measured_at_one_warp() -> dict[str, float]:
+    """Variant -> cycles per FFMA at one warp, from every committed operand table (a newer
+    file's row wins)."""
+    out = {}
+    for f in sorted((ROOT / "results" / "nvidia-h200").glob("operands-2*.json")):
+        for r in json.loads(f.read_text())["records"]:
+            if r["warps"] == 1 and "slots" not in r:
+                out[r["variant"]] = r["cycles_per_ffma"]
+    return out
 
 
 @needs_nvdisasm
 def test_the_model_reproduces_the_measured_operand_table():
-    """Pooled over the body (each bank one read a cycle, reads free to move between
-    neighbouring instructions), the model gives every banks, reuse and compiled pattern's
-    cycles per FFMA at one warp within 5 %; the dependent distances (2-4) and the LDS body
-    are what it does not cover (docs/operands-h200.md)."""
+    """Reading ahead by one instruction (an instruction may make reads in a bank slot the
+    one before it left free, no earlier), the model gives every compiled, banks, reuse,
+    slack and window pattern's cycles per FFMA at one warp within 5 %, where pooling over
+    the whole body and one instruction at a time each miss some by far more. The dependent
+    distances (2-4), the stall rows and the LDS body are what it does not cover
+    (docs/operands-h200.md)."""
     from sgemmlab.bench import operands as ops
 
-    run = _newest_table()
-    measured = {r["variant"]: r["cycles_per_ffma"] for r in run["records"]
-                if r["warps"] == 1}
+    measured = _measured_at_one_warp()
     body = ops.compile_body(0)
     words = list(se.text(body.cubin, ops.KERNEL).words)
+    nop = ops._nop(words)
     lo, hi = body.ffma[0], body.ffma[-1]
-    checked = 0
+    checked, pooled_off, alone_off = 0, 0, 0
     for v in ops.variants(body, ops.compile_body(1)):
-        if v.group not in ("compiled", "banks", "reuse") or v.name not in measured:
+        if v.group not in ("compiled", "banks", "reuse", "slack", "window") or \
+                v.name not in measured:
             continue
         edited = list(words)
         for i, e in zip(body.ffma, v.edits):
             if e is not None:
-                edited[i] = e.apply(edited[i])
+                edited[i] = nop(edited[i]) if e == ops.NOP else e.apply(edited[i])
         m = se.operand_cycles(edited[lo:hi + 1])
-        model = m["pooled"] / m["ffma"]
-        assert model == pytest.approx(measured[v.name], rel=0.05), v.name
+        assert m["lookahead"] / 256 == pytest.approx(measured[v.name], rel=0.05), v.name
+        pooled_off += abs(m["pooled"] / 256 - measured[v.name]) > 0.1 * measured[v.name]
+        alone_off += abs(m["per_instruction"] / 256 - measured[v.name]) > \
+            0.1 * measured[v.name]
         checked += 1
-    assert checked >= 80
+    assert checked >= 100
+    assert pooled_off >= 4 and alone_off >= 10  # the other two models do miss

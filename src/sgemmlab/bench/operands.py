@@ -378,13 +378,15 @@ What the rows say (each rule with the rows that show it):
    costs nothing (held-spread-a {w("held-spread-a")} against held-spread-noflag
    {w("held-spread-noflag")}); flags on registers that change are free and useless
    (stale-spread-ab {w("stale-spread-ab")}).
-5. **Reads pool across instructions.** Alternating (2 even, 1 odd) and (1 even, 2 odd)
-   FFMAs run at 1.5 cycles each, not 2 (distance-32 {w("distance-32")}); a NOP's slot
-   serves the busy bank (slack-2even-1of2 {w("slack-2even-1of2")} a slot, where one FFMA at
-   a time would need 1.5), over at least eight instructions (slack-2even-1of8
-   {w("slack-2even-1of8")}, pooled 1.75). The cost is the busier bank's reads over the
-   stretch.
-6. **A result read again within 3 FFMAs stops the pooling** (distance-1 {w("distance-1")},
+5. **Reads go at most one instruction early.** An instruction may make a read in a bank
+   slot the instruction before it left free, and no earlier: alternating (2 even, 1 odd) and
+   (1 even, 2 odd) FFMAs run at 1.5 cycles each, not 2 (window-swap-1 {w("window-swap-1")});
+   an FFMA (2, 1) after a NOP costs one cycle (window-nop-1 {w("window-nop-1")}), but runs
+   of them after runs of NOPs approach one cycle of excess each, whatever the free slots
+   further back (window-nop-2 {w("window-nop-2")}, -8 {w("window-nop-8")}, -32
+   {w("window-nop-32")}; window-swap-4 {w("window-swap-4")}, -32 {w("window-swap-32")}).
+   Evenly spread slack serves (slack-2even-1of2 {w("slack-2even-1of2")}).
+6. **A result read again within 3 FFMAs stops the read-ahead** (distance-1 {w("distance-1")},
    distance-3 {w("distance-3")}, distance-4 {w("distance-4")}, distance-6
    {w("distance-6")}): the hardware waits for the write, or will not read ahead past it.
 7. **The stall field is what the scheduler obeys** (stall-2 {w("stall-2")}, stall-4
@@ -398,10 +400,11 @@ What the rows say (each rule with the rows that show it):
    block's span, first start to last stop.)
 
 Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
-The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`,
-`inspect/sass.bank_cycles`) reproduces every compiled, banks and reuse row at one warp
-within 5 % (tests/test_sassedit.py); it does not cover rule 6 or the LDS body,
-whose loads are consumed at once (latency, not banks).
+The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`' "lookahead",
+`inspect/sass.bank_cycles`) reproduces every compiled, banks, reuse, slack and window row
+at one warp within 5 % (tests/test_sassedit.py), where pooling over the whole body or taking
+one instruction at a time each miss rows by more than 10 %; it does not cover rule 6, the
+stall rows or the LDS body, whose loads are consumed at once (latency, not banks).
 """
 
 

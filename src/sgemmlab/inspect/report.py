@@ -244,8 +244,9 @@ def rung_text(it: dict) -> str:
               f"instructions, {s['ffma']} FFMA ({100 * s['ffma_share']:.1f} %), overhead "
               f"{s['overhead_per_ffma']:.3f} per FFMA, {s.get('bank_conflicts', 0)} FFMA with "
               "two operands in one register bank (measured rule: docs/operands-h200.md)"
-              + (f"; bank cycles {s['bank_cycles']['per_instruction']} per instruction, "
-                 f"{s['bank_cycles']['pooled']} pooled" if s.get("bank_cycles") else ""),
+              + (f"; bank cycles {s['bank_cycles']['lookahead']} as the H200 reads ahead "
+                 f"({s['bank_cycles']['per_instruction']} one at a time, "
+                 f"{s['bank_cycles']['pooled']} pooled)" if s.get("bank_cycles") else ""),
               f"  categories: {s['categories']}",
               f"  LDS by width (bits): {s['lds_widths']}; LDG: {s['ldg_widths']}; local memory "
               f"instructions in the kernel: {s['local_memory_instructions']}"]

@@ -159,16 +159,25 @@ def bank_conflicts(body: list[Insn], banks: int = 2) -> int:
 
 def bank_cycles(body: list[Insn], banks: int = 2) -> dict[str, int]:
     """The register banks' cycles over `body` under the measured rule: per instruction
-    (each FFMA waits for its own reads: the sum of its busier bank's reads, at least 1 a
-    slot) and pooled (reads free to move between instructions: the busier bank's total,
-    at least one cycle per instruction). The truth lies between; ptxas's hot loops sit at
-    1.00 pooled, and the per-instruction excess is what the operand-order pass lowers."""
+    (each FFMA waits for its own reads), pooled (reads free to move anywhere: a lower
+    bound), and `lookahead`, what the H200 does (docs/operands-h200.md, the window rows):
+    an instruction may make reads in a bank slot the one before it left free, no earlier."""
     reads = _bank_reads(body, banks)
     per = sum(max([b.count(k) for k in range(banks)] + [1]) for b in reads)
     busiest = max(sum(b.count(k) for b in reads) for k in range(banks))
+    # as the H200 does it: reads may go one instruction early, into a bank slot the
+    # instruction before left free in its last cycle (other instructions: no reads)
+    look, free, it = 0, [1] * banks, iter(reads)
+    for insn in body:
+        b = next(it) if insn.opcode.split(".")[0] == "FFMA" else []
+        own = [max(0, b.count(k) - min(free[k], max(b.count(k) - 1, 0)))
+               for k in range(banks)]
+        cycles = max(1, *own)
+        look += cycles
+        free = [1 if cycles - n >= 1 else 0 for n in own]
     return {"instructions": len(body), "ffma": len(reads),
             "per_instruction": per + len(body) - len(reads),
-            "pooled": max(busiest, len(body))}
+            "pooled": max(busiest, len(body)), "lookahead": look}
 
 
 @dataclass

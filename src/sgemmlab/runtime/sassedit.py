@@ -275,16 +275,27 @@ def reorder(words: list[int]) -> list[int]:
 
 def operand_cycles(words: list[int]) -> dict:
     """The measured model applied to a body: per FFMA, the reads from each bank (after
-    reuse), and the cycles they need per instruction and pooled over the body."""
+    reuse), and the cycles they need three ways: one instruction at a time
+    (`per_instruction`), pooled over the body (`pooled`: a lower bound), and as the H200
+    does it (`lookahead`: an instruction may make reads in a bank the instruction before it
+    left free in its last cycle, and no earlier; docs/operands-h200.md, the window rows).
+    Instructions other than FFMA are counted as reading nothing (an optimistic guess)."""
     even = odd = per = n = 0
+    look = 0
+    free = [1, 1]  # free read slots, even and odd, in the previous instruction's last cycle
     prev = None
     for w in words:
+        need = list(bank_reads(reads(w, prev))) if is_ffma(w) else [0, 0]
         if is_ffma(w):
-            e, o = bank_reads(reads(w, prev))
-            even, odd, per, n = even + e, odd + o, per + max(e, o, 1), n + 1
+            even, odd, per, n = even + need[0], odd + need[1], per + max(*need, 1), n + 1
+        own = [max(0, k - min(f, max(k - 1, 0))) for k, f in zip(need, free)]
+        cycles = max(1, *own)
+        look += cycles
+        free = [1 if cycles - k >= 1 else 0 for k in own]
         prev = w
     return {"ffma": n, "instructions": len(words), "even": even, "odd": odd,
-            "per_instruction": per + len(words) - n, "pooled": max(even, odd, len(words))}
+            "per_instruction": per + len(words) - n, "pooled": max(even, odd, len(words)),
+            "lookahead": look}
 
 
 def order_cubin(cubin: bytes, kernel: str) -> bytes:
