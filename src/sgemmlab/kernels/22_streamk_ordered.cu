@@ -22,8 +22,8 @@
 // instruction (cuBLAS 0.10), issue 83.2 -> 84.0 % (ncu-stalls-4096-20261202T0033Z.txt).
 // The table's window rows, measured after, give the rule: reads go one instruction early,
 // no further. By it the loop needs 1318 cycles as ptxas ordered it and 1245 after the pass
-// (of a 1195 floor); a greedy pass on that model finds no better order, so what is left
-// needs other registers (b and c of one parity), not another order.
+// (of a 1195 floor); a greedy pass on that model finds no better order, and even a free
+// choice of every c's bank would leave 1227: the banks are nearly spent for this loop.
 //
 // The generated block below; the story: docs/worklog.md, session 10.
 // <measured>
