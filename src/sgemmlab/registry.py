@@ -847,10 +847,11 @@ def _ordered_twin(base: Rung, number: int, source: str, title: str) -> Rung:
 #: Neither in ALL nor in the compile sweep: the pass moves instructions and flags, never a
 #: register or a byte of frame, so what registry guarantees of the base holds for the twin
 #: (tests/test_sassedit.py checks the resources are equal).
+_LADDER = {r.number: r for r in RUNGS}
 ORDERED: tuple[Rung, ...] = (
-    _ordered_twin(RUNGS[13], 22, "22_streamk_ordered.cu",
+    _ordered_twin(_LADDER[14], 22, "22_streamk_ordered.cu",
                   "Stream-K with its FFMAs reordered for the register banks"),
-    _ordered_twin(RUNGS[12], 23, "23_hoisted_ordered.cu",
+    _ordered_twin(_LADDER[13], 23, "23_hoisted_ordered.cu",
                   "rung 13 with its FFMAs reordered for the register banks"),
 )
 
