@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,21 +27,13 @@ import pytest
 
 import sgemmlab
 from sgemmlab import registry
+from sgemmlab.bench.ceilings import cuda_tool
 from sgemmlab.runtime.compiler import KERNEL_DIR, compile_kernel
 from test_tensor_gpu import HOPPER, PRECISION, tensor_rung
 
-
-def _find_sanitizer() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/compute-sanitizer")
-    return str(default) if os.access(default, os.X_OK) else None
-
-
-SANITIZER = _find_sanitizer()
+SANITIZER = cuda_tool("compute-sanitizer")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
-    SANITIZER is None, reason="compute-sanitizer is neither on PATH nor in /usr/local/cuda/bin")]
+    SANITIZER is None, reason="compute-sanitizer not found (PATH, $CUDA_HOME, /usr/local/cuda)")]
 
 DONE = "sgemmlab: all launches returned"
 SCRIPT = f"""

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from sgemmlab import registry  # noqa: E402
+from sgemmlab.bench.ceilings import cuda_tool  # noqa: E402
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 GENERIC = [(1, 1, 1), (67, 45, 33), (68, 44, 36), (130, 129, 257), (300, 200, 1000)]
@@ -72,14 +72,6 @@ for i, (M, N, K, layout, batch) in enumerate(spec["shapes"]):
     print(f"{MARK} done {i} {'right' if ok else 'WRONG ' + res.reason}", flush=True)
 print(f"{MARK} all", flush=True)
 """.replace("MARK", repr(MARK))
-
-
-def sanitizer() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/compute-sanitizer")
-    return str(default) if os.access(default, os.X_OK) else None
 
 
 def decompositions(r) -> list[tuple[str, dict]]:
@@ -258,7 +250,7 @@ def main(argv=None) -> int:
             print(c["rung"], c["decomposition"], c.get("shapes") or c["illegal"])
         print(f"{len(runnable)} cells x {len(tools)} tools")
         return 0
-    exe = sanitizer()
+    exe = cuda_tool("compute-sanitizer")
     if exe is None:
         print("compute-sanitizer is neither on PATH nor in /usr/local/cuda/bin")
         return 2

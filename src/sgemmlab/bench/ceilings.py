@@ -51,9 +51,10 @@ class CeilingError(RuntimeError):
     """The measurement would be wrong (the compiler removed the work it times)."""
 
 
-def _tool(name: str) -> str | None:
-    """A CUDA binary utility: from the pip wheels (cuda-pathfinder), the PATH, or a toolkit
-    at $CUDA_HOME, $CUDA_PATH or /usr/local/cuda."""
+def cuda_tool(name: str) -> str | None:
+    """A CUDA binary utility (nvdisasm, cuobjdump, compute-sanitizer, ...): from the pip
+    wheels (cuda-pathfinder), the PATH, or a toolkit at $CUDA_HOME, $CUDA_PATH or
+    /usr/local/cuda."""
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
 
@@ -69,7 +70,7 @@ def _tool(name: str) -> str | None:
 def sass_count(cubin: bytes, opcode: str) -> int | None:
     """How many `opcode` instructions the cubin's SASS holds; None if no disassembler."""
     for name, flags in (("nvdisasm", []), ("cuobjdump", ["-sass"])):
-        if (tool := _tool(name)) is None:
+        if (tool := cuda_tool(name)) is None:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "kernel.cubin"

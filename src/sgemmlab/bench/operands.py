@@ -98,35 +98,25 @@ def compile_body(lds: int) -> Body:
                 compiled.resources.registers, hi - lo + 1)
 
 
-def _spread(body: Body, ka: int, kb: int, kc: int | None, reuse: str = ""):
-    """a, b, c from classes ka, kb, kc mod 4, each register changing every FFMA (kc None:
-    c and d as ptxas left them, as in the LDS body, whose registers all change roles)."""
+def _pattern(body: Body, ka: int, kb: int, kc: int | None, *, hold: int = 1,
+             flags: str = "", stale: bool = False):
+    """a, b, c from registers of classes ka, kb, kc mod 4 (kc None: c and d as ptxas left
+    them, as in the LDS body, whose registers all change roles). a and b each stay for
+    `hold` FFMAs (1: they change every FFMA; RUN: the GEMM outer product) while c changes
+    every FFMA; `flags` are set on all but the last FFMA of each hold (ptxas's way: the
+    next FFMA reads the cached value), or with `stale` on every FFMA, where the registers
+    change and the flags can serve nothing."""
     from ..inspect.sasspatch import Ffma
 
     pa, pb = body.pool("ab", ka), body.pool("ab", kb)
     pc = body.pool("c", kc) if kc is not None else None
     out = []
     for i in range(len(body.ffma)):
-        ra = pa[i % len(pa)]
-        rb = pb[(i + 1) % len(pb)] if ka == kb else pb[i % len(pb)]
-        out.append(Ffma(ra=ra, rb=rb, rc=pc[i % len(pc)] if pc else None, reuse=reuse))
-    return out
-
-
-def _held(body: Body, ka: int, kb: int, kc: int | None, flags: str):
-    """a and b each held for RUN FFMAs (c changes every FFMA), the flags in `flags` set on
-    all but the last FFMA of each run (ptxas's way: the next FFMA reads the cached value)."""
-    from ..inspect.sasspatch import Ffma
-
-    pa, pb = body.pool("ab", ka), body.pool("ab", kb)
-    pc = body.pool("c", kc) if kc is not None else None
-    out = []
-    for i in range(len(body.ffma)):
-        run, last = i // RUN, i % RUN == RUN - 1
+        run, last = i // hold, i % hold == hold - 1
         ra = pa[run % len(pa)]
         rb = pb[(run + 1) % len(pb)] if ka == kb else pb[run % len(pb)]
         out.append(Ffma(ra=ra, rb=rb, rc=pc[i % len(pc)] if pc else None,
-                        reuse="" if last else flags))
+                        reuse=flags if stale or not last else ""))
     return out
 
 
@@ -144,7 +134,7 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
                 out.append(Variant(f"banks-{ka}{kb}{kc}", "banks",
                                    f"a, b, c from registers = {ka}, {kb}, {kc} mod 4; "
                                    "each changes every FFMA; no reuse", 0,
-                                   _spread(body, ka, kb, kc)))
+                                   _pattern(body, ka, kb, kc)))
     for kc in (0, 1):
         pa, pc = body.pool("ab", 0), body.pool("c", kc)
         out.append(Variant(f"same-ab-c{kc}", "banks",
@@ -156,10 +146,12 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
         for flags in ("", "a", "b", "ab"):
             out.append(Variant(f"held-{label}-{flags or 'noflag'}", "reuse",
                                f"a, b held {RUN} FFMAs (classes {ka}{kb}{kc} mod 4), reuse "
-                               f"flags: {flags or 'none'}", 0, _held(body, ka, kb, kc, flags)))
+                               f"flags: {flags or 'none'}", 0,
+                               _pattern(body, ka, kb, kc, hold=RUN, flags=flags)))
         out.append(Variant(f"stale-{label}-ab", "reuse",
                            f"registers change every FFMA (classes {ka}{kb}{kc}) but a and b "
-                           "carry reuse flags", 0, _spread(body, ka, kb, kc, reuse="ab")))
+                           "carry reuse flags", 0,
+                           _pattern(body, ka, kb, kc, flags="ab", stale=True)))
     pa, pb = body.pool("ab", 0), body.pool("ab", 1)
     for d in (1, 2, 3, 4, 6, 8, 32):
         accs = body.accumulators[:d]
@@ -212,13 +204,13 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
     for ka, kb in ((0, 1), (0, 0), (0, 2), (1, 3)):
         out.append(Variant(f"lds-banks-{ka}{kb}", "lds",
                            f"LDS=1: a, b = {ka}, {kb} mod 4, c as compiled, no reuse", 1,
-                           _spread(lds_body, ka, kb, None)))
+                           _pattern(lds_body, ka, kb, None)))
     for label, (ka, kb) in (("one-bank", (0, 0)), ("spread", (0, 1))):
         for flags in ("", "ab"):
             out.append(Variant(f"lds-held-{label}-{flags or 'noflag'}", "lds",
                                f"LDS=1: a, b held {RUN} FFMAs ({ka}{kb} mod 4), c as "
                                f"compiled, flags {flags or 'none'}", 1,
-                               _held(lds_body, ka, kb, None, flags)))
+                               _pattern(lds_body, ka, kb, None, hold=RUN, flags=flags)))
     return out
 
 

@@ -151,9 +151,9 @@ def bank_conflicts(body: list[Insn], banks: int = 2) -> int:
     register file has two banks, even and odd register numbers, each giving one 32-bit
     operand a cycle; a register an FFMA names twice is read once; an operand the previous
     FFMA flagged `.reuse` in the same slot comes from the reuse cache, not the banks. Such an
-    FFMA needs two cycles of one bank (three for three reads); reads pool across
-    neighbouring instructions, so it costs issue time only where its neighbours keep that
-    bank busy too (`bank_cycles`). Ncu shows the cost as dispatch stalls."""
+    FFMA needs two cycles of one bank (three for three reads); a read may go one
+    instruction early, so it costs issue time unless the instruction before it left that
+    bank a free slot (`bank_cycles`). Ncu shows the cost as dispatch stalls."""
     return sum(len(b) > len(set(b)) for b in _bank_reads(body, banks))
 
 
@@ -165,16 +165,14 @@ def bank_cycles(body: list[Insn], banks: int = 2) -> dict[str, int]:
     reads = _bank_reads(body, banks)
     per = sum(max([b.count(k) for k in range(banks)] + [1]) for b in reads)
     busiest = max(sum(b.count(k) for b in reads) for k in range(banks))
-    # as the H200 does it: reads may go one instruction early, into a bank slot the
-    # instruction before left free in its last cycle (other instructions: no reads)
+    # as the H200 does it (runtime/sassedit.read_ahead; other instructions read nothing)
+    from ..runtime.sassedit import read_ahead
+
     look, free, it = 0, [1] * banks, iter(reads)
     for insn in body:
         b = next(it) if insn.opcode.split(".")[0] == "FFMA" else []
-        own = [max(0, b.count(k) - min(free[k], max(b.count(k) - 1, 0)))
-               for k in range(banks)]
-        cycles = max(1, *own)
+        cycles, free = read_ahead([b.count(k) for k in range(banks)], free)
         look += cycles
-        free = [1 if cycles - n >= 1 else 0 for n in own]
     return {"instructions": len(body), "ffma": len(reads),
             "per_instruction": per + len(body) - len(reads),
             "pooled": max(busiest, len(body)), "lookahead": look}

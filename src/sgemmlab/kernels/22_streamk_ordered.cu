@@ -14,16 +14,12 @@
 // The bill (`sgemmlab inspect 22 --gpu h200`): rung 14's, instruction for instruction; even
 // reads per FFMA in the hot loop 1.15 -> 1.08; bank cycles 1384 -> 1307 one at a time.
 //
-// Prediction: two models bracket it. Per instruction (each FFMA waits for its own reads), the
-// pass saves 77 of 1384 cycles: up to 5.6 %. Pooled (reads move into any free slot), nothing:
-// the loop's 1175 even reads already fit its 1195 slots. Measured: +0.8 to +1.9 points of
-// cuBLAS over rung 14 on the five squares 2048^3-8192^3 (-0.9 to +0.7 on the three thin
-// target shapes), paired in one run; ncu at 4096^3: dispatch stalls 0.18 -> 0.15 per
-// instruction (cuBLAS 0.10), issue 83.2 -> 84.0 % (ncu-stalls-4096-20261202T0033Z.txt).
-// The table's window rows, measured after, give the rule: reads go one instruction early,
-// no further. By it the loop needs 1318 cycles as ptxas ordered it and 1245 after the pass
-// (of a 1195 floor); a greedy pass on that model finds no better order, and even a free
-// choice of every c's bank would leave 1227: the banks are nearly spent for this loop.
+// Prediction: one FFMA at a time, up to 5.6 % (77 of 1384 cycles); reads pooled freely, 0
+// (the loop's 1175 even reads fit its 1195 slots). Measured: +0.8 to +1.9 points of cuBLAS
+// over rung 14 on the squares 2048^3-8192^3, paired; ncu at 4096^3 dispatch stalls 0.18 ->
+// 0.15 per instruction (ncu-stalls-4096-20261202T0033Z.txt). The rule found after it (reads
+// go one instruction early) gives 1318 -> 1245 cycles over a 1195 floor, and no better
+// order nor free choice of c's bank (1227) is left: the banks are nearly spent here.
 //
 // The generated block below; the story: docs/worklog.md, session 10.
 // <measured>

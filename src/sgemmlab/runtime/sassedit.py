@@ -233,8 +233,7 @@ def _order(words: list[int], lo: int, hi: int) -> list[int] | None:
             if not ready:
                 return None
             pick = min(ready, key=lambda i: (
-                *(_cost(words[i], prev, {"a", "b", "c"}) if prev is not None else (0, 0)),
-                i))
+                *(_cost(words[i], prev) if prev is not None else (0, 0)), i))
             free.remove(pick)
         if not all(d in at and place - at[d] >= gap for d, gap in deps[pick]):
             return None  # a pinned FFMA whose predecessor has not come far enough back
@@ -243,18 +242,11 @@ def _order(words: list[int], lo: int, hi: int) -> list[int] | None:
     return order
 
 
-def _cost(word: int, prev: int, held: set[str]) -> tuple[int, int]:
-    """(cycles of the busier bank, reads) for `word` after `prev`, when `held` are the
-    slots in which prev's registers would be flagged for reuse."""
-    regs = set()
-    for slot, name in SLOTS:
-        reg = get(word, name)
-        if reg == RZ or (slot in held and get(prev, name) == reg
-                         and get(prev, "rd") != reg):
-            continue
-        regs.add(reg)
-    even, odd = bank_reads(regs)
-    return max(even, odd), len(regs)
+def _cost(word: int, prev: int) -> tuple[int, int]:
+    """(cycles of the busier bank, reads) for `word` right after `prev`, with prev's reuse
+    flags as `with_reuse` will set them for that pair."""
+    regs = reads(word, with_reuse([prev, word])[0])
+    return max(bank_reads(regs)), len(regs)
 
 
 def reorder(words: list[int]) -> list[int]:
@@ -273,25 +265,31 @@ def reorder(words: list[int]) -> list[int]:
     return with_reuse(out)
 
 
+def read_ahead(need: list[int], free: list[int]) -> tuple[int, list[int]]:
+    """One instruction as the H200 reads its registers (docs/operands-h200.md, rule 5):
+    `need` its reads per bank, `free` the slots per bank the instruction before it left
+    free in its last cycle, which it may use for all but one of a bank's reads. Returns
+    (its cycles, the slots it leaves free for the next one)."""
+    own = [max(0, k - min(f, max(k - 1, 0))) for k, f in zip(need, free)]
+    cycles = max(1, *own)
+    return cycles, [1 if cycles - k >= 1 else 0 for k in own]
+
+
 def operand_cycles(words: list[int]) -> dict:
     """The measured model applied to a body: per FFMA, the reads from each bank (after
     reuse), and the cycles they need three ways: one instruction at a time
     (`per_instruction`), pooled over the body (`pooled`: a lower bound), and as the H200
-    does it (`lookahead`: an instruction may make reads in a bank the instruction before it
-    left free in its last cycle, and no earlier; docs/operands-h200.md, the window rows).
-    Instructions other than FFMA are counted as reading nothing (an optimistic guess)."""
-    even = odd = per = n = 0
-    look = 0
-    free = [1, 1]  # free read slots, even and odd, in the previous instruction's last cycle
+    does it (`lookahead`: `read_ahead`, instruction by instruction). Instructions other
+    than FFMA are counted as reading nothing (an optimistic guess)."""
+    even = odd = per = n = look = 0
+    free = [1, 1]
     prev = None
     for w in words:
         need = list(bank_reads(reads(w, prev))) if is_ffma(w) else [0, 0]
         if is_ffma(w):
             even, odd, per, n = even + need[0], odd + need[1], per + max(*need, 1), n + 1
-        own = [max(0, k - min(f, max(k - 1, 0))) for k, f in zip(need, free)]
-        cycles = max(1, *own)
+        cycles, free = read_ahead(need, free)
         look += cycles
-        free = [1 if cycles - k >= 1 else 0 for k in own]
         prev = w
     return {"ffma": n, "instructions": len(words), "even": even, "odd": odd,
             "per_instruction": per + len(words) - n, "pooled": max(even, odd, len(words)),
