@@ -142,14 +142,38 @@ NESTED = """
 
 def test_a_persistent_loop_narrows_to_its_k_loop():
     insns, labels = sass.parse(NESTED)
-    # the outer loop holds 6 FFMAs, the inner one 3: at least half, so the inner one is hot
+    # the outer loop holds 6 FFMAs, the inner one 3: at least a third, so the inner one is hot
     loop = sass.hot_loop(insns, labels)
     assert (loop.start, loop.end, loop.ffma) == (0x20, 0x50, 3)
-    # with one FFMA fewer inside, the inner loop holds less than half: the outer one stays
-    fewer = NESTED.replace("FFMA R11, R6, R8, R11", "IADD3 R11, R11, 0x1, RZ")
+    # with two FFMAs fewer inside, the inner loop holds less than a third: the outer one stays
+    fewer = NESTED.replace("FFMA R11, R6, R8, R11", "IADD3 R11, R11, 0x1, RZ").replace(
+        "FFMA R10, R5, R8, R10", "IADD3 R10, R10, 0x1, RZ")
     insns, labels = sass.parse(fewer)
     loop = sass.hot_loop(insns, labels)
-    assert (loop.start, loop.end, loop.ffma) == (0x10, 0x80, 5)
+    assert (loop.start, loop.end, loop.ffma) == (0x10, 0x80, 4)
+
+
+SPLIT = """
+.L_x_0:
+        /*0000*/                   FFMA R1, R2, R3, R1 ;
+.L_x_1:
+        /*0010*/                   FFMA R9, R4, R8, R9 ;
+        /*0020*/                   FFMA R10, R5, R8, R10 ;
+        /*0030*/              @P0 BRA `(.L_x_1) ;
+.L_x_2:
+        /*0040*/                   IADD3 R11, R11, 0x1, RZ ;
+        /*0050*/                   FFMA R9, R4, R8, R9 ;
+        /*0060*/                   FFMA R10, R5, R8, R10 ;
+        /*0070*/              @P1 BRA `(.L_x_2) ;
+        /*0080*/              @P2 BRA `(.L_x_0) ;
+"""
+
+
+def test_a_split_k_loop_narrows_to_its_smaller_part():
+    """Rung 24: a steady k-loop and the last steps' loop inside the loop over tiles, each with
+    a third of its FFMAs or more: the smaller is the hot loop."""
+    loop = sass.hot_loop(*sass.parse(SPLIT))
+    assert (loop.start, loop.end, loop.ffma) == (0x10, 0x30, 2)
 
 
 @needs_nvdisasm

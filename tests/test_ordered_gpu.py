@@ -1,7 +1,9 @@
-"""Rungs 22 and 23 (the operand-order pass over rungs 14 and 13) on the GPU.
+"""Rungs 22 and 23 (the operand-order pass over rungs 14 and 13) and 24 and 25 (the same
+with the k-loop's steady state split off) on the GPU.
 
 The pass only reorders FFMAs that update different accumulators, so every accumulator sees
-its multiply-adds in the same order as in the base rung: with a fixed-order decomposition
+its multiply-adds in the same order as in the base rung (and the split k-loop of 24 and 25
+runs the same steps in the same order): with a fixed-order decomposition
 the twin's result must equal its base's bit for bit, at every shape, layout and batch. That
 is a stronger check than any bound (a moved dependence, a wrong reuse flag or a stale
 operand would change bits), and it comes with the float64 check beside it. Dispatch runs the
@@ -24,6 +26,10 @@ CASES = [  # M, N, K, layout, batch
     (1, 1, 1, "NN", 1), (17, 33, 65, "TN", 1), (129, 257, 31, "NT", 1),
     (300, 200, 1000, "TT", 1), (1000, 999, 257, "NN", 1), (128, 96, 64, "NN", 3),
     (1024, 1024, 1024, "NN", 1), (256, 256, 4096, "TN", 1), (4096, 4096, 4096, "NN", 1),
+    # where 24 and 25's steady loop ends: no steady step (2 k-tiles, or 3 with a partial
+    # one), one, and a partial last k-tile after many
+    (100, 200, 16, "NN", 1), (100, 200, 17, "TN", 1), (70, 300, 24, "NT", 1),
+    (70, 300, 25, "TT", 1), (513, 257, 1003, "NN", 1),
 ]
 
 
@@ -39,7 +45,7 @@ def _operands(M, N, K, layout, batch):
     return one(M, K, layout[0] == "T"), one(K, N, layout[1] == "T")
 
 
-@pytest.mark.parametrize("twin", [22, 23])
+@pytest.mark.parametrize("twin", [22, 23, 24, 25])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
 def test_the_twin_equals_its_base_bit_for_bit_and_float64(twin, case):
     import torch
@@ -61,7 +67,7 @@ def test_the_twin_equals_its_base_bit_for_bit_and_float64(twin, case):
         f"rung {twin} differs from rung {rung.base}"
 
 
-@pytest.mark.parametrize("twin", [22, 23])
+@pytest.mark.parametrize("twin", [22, 23, 24, 25])
 def test_the_twin_at_its_atomic_default_is_right(twin):
     """The H200 default of rung 22 splits tiles with atomics into C (FIXUP=2)."""
     import torch

@@ -54,9 +54,9 @@ def work() -> list[tuple[str, dict]]:
 
     pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None)
               if "illegal" not in c and registry.rung(c["rung"]).precision == "ieee"]
-    # rungs 22 and 23 (the operand-order pass) wherever dispatch would run 14 or 13
-    pairs += [(registry.rung(registry.TWIN_OF[r.label]), cfg) for r, cfg in list(pairs)
-              if r.label in registry.TWIN_OF]
+    # the twins (rungs 22-25) wherever dispatch would run 14 or 13: the bench times them all
+    pairs += [(t, cfg) for r, cfg in list(pairs) for t in registry.ORDERED
+              if registry.rung(t.base).label == r.label]
     out, seen = [], set()
     for r, cfg in pairs:
         layouts = list(itertools.product((False, True), repeat=2)) \

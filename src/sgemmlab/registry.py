@@ -831,12 +831,14 @@ HISTORY: tuple[Rung, ...] = (
 POST_MACROS = {"operand-order": "SGEMM_POST_ORDER"}
 
 
-def _ordered_twin(base: Rung, number: int, source: str, title: str) -> Rung:
-    """Rung `base` as ptxas compiles it, then the operand-order pass (issue 19): the same
-    space, rules, seed and launch, so any configuration of one is one of the other."""
+def _ordered_twin(base: Rung, number: int, source: str, title: str,
+                  name: str = "ordered") -> Rung:
+    """Rung `base` as ptxas compiles it (its source, or `source` that includes it with a
+    switch set), then the operand-order pass (issue 19): the same space, rules, seed and
+    launch, so any configuration of one is one of the other."""
     from dataclasses import replace
 
-    return replace(base, number=number, name=f"{base.name}_ordered", title=title,
+    return replace(base, number=number, name=f"{base.name}_{name}", title=title,
                    source=source, post="operand-order", base=base.number)
 
 
@@ -853,6 +855,11 @@ ORDERED: tuple[Rung, ...] = (
                   "Stream-K with its FFMAs reordered for the register banks"),
     _ordered_twin(_LADDER[13], 23, "23_hoisted_ordered.cu",
                   "rung 13 with its FFMAs reordered for the register banks"),
+    # kernels/24_streamk_steady.cu: and the k-loop's steady state split off, branch-free
+    _ordered_twin(_LADDER[14], 24, "24_streamk_steady.cu",
+                  "Stream-K with a branch-free steady-state k-loop", "steady"),
+    _ordered_twin(_LADDER[13], 25, "25_hoisted_steady.cu",
+                  "rung 13 with a branch-free steady-state k-loop", "steady"),
 )
 
 
@@ -867,8 +874,9 @@ _BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | 
     str(r.number): r for r in _LOOKED_UP}
 
 
-#: base label -> its ordered twin's label (what dispatch swaps on sm_90)
-TWIN_OF = {_BY_NAME[str(t.base)].label: t.label for t in ORDERED}
+#: base label -> the label of its last (highest-numbered) twin: what dispatch swaps on sm_90
+TWIN_OF = {_BY_NAME[str(t.base)].label: t.label
+           for t in sorted(ORDERED, key=lambda t: t.number)}
 
 
 def rung(key: str | int) -> Rung:

@@ -147,21 +147,22 @@ def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: boo
     return hit
 
 
-#: Where the ordered twins (registry.ORDERED) stand in for rungs 13 and 14: the machine code
-#: the pass edits, and the register banks it orders for, are those measured on sm_90.
+#: Where the twins (registry.ORDERED) stand in for rungs 13 and 14: the machine code the
+#: operand-order pass edits, and the register banks it orders for, are those measured on sm_90.
 ORDERED_ARCHS = ("sm_90",)
 
 
 def ordered(choice: Choice, arch: str) -> Choice:
-    """The choice with rung 13 or 14 replaced by its ordered twin (rung 23 or 22) on an
-    architecture whose banks were measured: the same configuration and decomposition, the
-    operand-order pass over its cubin (tools/order_probe.py: faster at every shape probed,
-    by 0.2 to 2.5 %; `sgemmlab bench` measures both)."""
+    """The choice with rung 13 or 14 replaced by its last twin (registry.TWIN_OF: rung 25
+    or 24) on an architecture whose banks were measured: the same configuration and
+    decomposition, the k-loop's steady state split off and the operand-order pass over the
+    cubin (`sgemmlab bench -k 14 -k 22 -k 24` measures them side by side)."""
     twin = registry.TWIN_OF.get(choice.rung)
     if twin is None or arch not in ORDERED_ARCHS:
         return choice
-    return replace(choice, rung=twin, reason=f"{choice.reason}\nruns {twin}: "
-                   f"{choice.rung} with its FFMAs reordered for the register banks of {arch}")
+    title = registry.rung(twin).title
+    return replace(choice, rung=twin, reason=f"{choice.reason}\nruns {twin}: {title}, "
+                   f"at {choice.rung}'s configuration (its twin on {arch})")
 
 
 def eligible_rungs(req: Request) -> list[Rung]:

@@ -246,7 +246,9 @@ def rung_text(it: dict) -> str:
               "two operands in one register bank (measured rule: docs/operands-h200.md)"
               + (f"; bank cycles {s['bank_cycles']['lookahead']} as the H200 reads ahead "
                  f"({s['bank_cycles']['per_instruction']} one at a time, "
-                 f"{s['bank_cycles']['pooled']} pooled)" if s.get("bank_cycles") else ""),
+                 f"{s['bank_cycles']['pooled']} pooled)" if s.get("bank_cycles") else "")
+              + (f"; stall counts in its control bits add up to {s['stall_cycles']} cycles"
+                 if s.get("stall_cycles") else ""),
               f"  categories: {s['categories']}",
               f"  LDS by width (bits): {s['lds_widths']}; LDG: {s['ldg_widths']}; local memory "
               f"instructions in the kernel: {s['local_memory_instructions']}"]

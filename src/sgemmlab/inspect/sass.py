@@ -186,6 +186,7 @@ class LoopMix:
     opcodes: Counter = field(default_factory=Counter)  # full opcode -> instructions
     bank_conflicts: int = 0  # FFMAs with two operands in one register bank (a model)
     bank: dict = field(default_factory=dict)  # bank_cycles(): per instruction and pooled
+    stalls: int | None = None  # stall_cycles(): the stall counts of the loop's control bits
 
     @property
     def total(self) -> int:
@@ -226,15 +227,17 @@ class LoopMix:
                 "ffma": self.ffma, "ffma_share": self.ffma_share,
                 "overhead_per_ffma": self.overhead_per_ffma, "categories": dict(self.counts),
                 "bank_conflicts": self.bank_conflicts, "bank_cycles": self.bank,
+                "stall_cycles": self.stalls,
                 "lds_widths": self.widths("LDS"), "ldg_widths": self.widths("LDG"),
                 "opcodes": dict(self.opcodes)}
 
 
 def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
     """The loop with the most FFMAs (the smallest on a tie), narrowed to the innermost loop
-    inside it that still holds at least half of them: a persistent kernel (rung 14) wraps
+    inside it that still holds at least a third of them: a persistent kernel (rung 14) wraps
     its k loop in a loop over work that also holds the epilogue's FFMAs, and the hot loop
-    is the k loop, not the loop over tiles."""
+    is the k loop, not the loop over tiles; rung 24 has two k loops in it, the steady one
+    and the last steps', of 1024 FFMAs each, and the steady one is the smaller."""
     regions: list[tuple[int, int, int]] = []  # (FFMAs, first, last instruction index)
     addrs = [i.addr for i in insns]
     for br in insns:
@@ -250,7 +253,7 @@ def hot_loop(insns: list[Insn], labels: dict[str, int]) -> LoopMix | None:
     most, lo, hi = max(regions, key=lambda r: (r[0], -(r[2] - r[1]), r[1], r[2]))
     if most == 0:
         return None
-    inside = [r for r in regions if lo <= r[1] and r[2] <= hi and 2 * r[0] >= most]
+    inside = [r for r in regions if lo <= r[1] and r[2] <= hi and 3 * r[0] >= most]
     _, lo, hi = min(inside, key=lambda r: (r[2] - r[1], -r[0], r[1]))
     body = insns[lo:hi + 1]
     return LoopMix(body[0].addr, body[-1].addr, Counter(category(i.opcode) for i in body),
@@ -261,7 +264,27 @@ def whole_kernel(insns: list[Insn]) -> Counter:
     return Counter(category(i.opcode) for i in insns)
 
 
+def stall_cycles(cubin: bytes, insns: list[Insn], loop: LoopMix) -> int | None:
+    """The stall counts ptxas wrote into the loop's control bits, added up: the cycles one
+    warp takes for one pass when nothing else holds it (the fixed latencies and issue
+    spacing the compiler planned; scoreboard waits and the register banks come on top).
+    None when the cubin's code is not one kernel's (the words cannot be matched)."""
+    from ..runtime.elf import sections
+    from ..runtime.sassedit import get
+
+    texts = [data for name, (data, _) in sections(cubin).items() if name.startswith(".text.")]
+    if len(texts) != 1 or len(texts[0]) != 16 * len(insns):
+        return None
+    lo = next(k for k, i in enumerate(insns) if i.addr == loop.start)
+    hi = next(k for k, i in enumerate(insns) if i.addr == loop.end)
+    return sum(get(int.from_bytes(texts[0][16 * k:16 * k + 16], "little"), "stall")
+               for k in range(lo, hi + 1))
+
+
 def analyse(cubin: bytes) -> tuple[LoopMix | None, Counter]:
     """(hot loop mix, categories of the whole kernel); NoDisassembler without nvdisasm."""
     insns, labels = parse(disassemble(cubin))
-    return hot_loop(insns, labels), whole_kernel(insns)
+    loop = hot_loop(insns, labels)
+    if loop is not None:
+        loop.stalls = stall_cycles(cubin, insns, loop)
+    return loop, whole_kernel(insns)

@@ -37,6 +37,9 @@
 #ifndef REG_TRANSPOSE
 #define REG_TRANSPOSE 0
 #endif
+#ifndef STEADY  // 1: rung 24's split of the k-loop (kernels/24_steady.cu)
+#define STEADY 0
+#endif
 
 static_assert(BM > 0 && BN > 0 && BK > 0 && WM > 0 && WN > 0 && TM > 0 && TN > 0 && STAGES > 0 &&
                   PAD >= 0 && REG_TRANSPOSE >= 0,
@@ -230,8 +233,8 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     // tile is issued, stashed at the end of that step (its stage is free since the barrier
     // that ended the step before, and it is not read before STAGES-2 more barriers).
     constexpr bool A_REGS = REG_TRANSPOSE && !SGEMM_TA, B_REGS = REG_TRANSPOSE && SGEMM_TB;
-    auto issue = [&](int stage) {
-        if (k_left >= BK) {
+    auto issue = [&](int stage, bool whole) {  // whole: the caller knows k_left >= BK
+        if (whole || k_left >= BK) {
             if (A_REGS) ca.fetch<false>(BK); else ca.copy<false>(As + stage * A_STAGE, BK);
             if (B_REGS) cb.fetch<false>(BK); else cb.copy<false>(Bs + stage * B_STAGE, BK);
         } else {
@@ -250,7 +253,7 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < tiles) {
-            issue(s);
+            issue(s, false);
             stash(s);
         }
         cp_async_commit();  // empty past the end: the group count stays uniform
@@ -282,9 +285,11 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     const float* as = As + p.row;
     const float* bs = Bs + p.col;
     load(0, as, bs, 0);
-    for (int t = 0; t < tiles; ++t) {
-        const bool more = t + STAGES - 1 < tiles;
-        if (more) issue(write);  // the stage read in step t-1
+    // step t multiplies k-tile t while tile t + STAGES - 1 is copied in (more: it exists);
+    // steady: the caller knows it exists and is whole, so the step tests nothing
+    auto step = [&](int t, bool steady) {
+        const bool more = steady || t + STAGES - 1 < tiles;
+        if (more) issue(write, steady);  // the stage read in step t-1
         cp_async_commit();
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -303,7 +308,15 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
                 for (int j = 0; j < TN; ++j) acc[i][j] += fa[k % 2][i] * fb[k % 2][j];
         }
         write = write + 1 == STAGES ? 0 : write + 1;
-    }
+    };
+    int t = 0;
+#if STEADY
+    // rung 24: first the steps whose copy is a whole k-tile, in a loop of their own with no
+    // branch in its body, then the last STAGES - 1 (or STAGES, after a partial k-tile)
+    const int partial = kt_end == ceil_div(K, BK) && K % BK != 0;
+    for (const int steady = tiles - (STAGES - 1) - partial; t < steady; ++t) step(t, true);
+#endif
+    for (; t < tiles; ++t) step(t, false);
     cp_async_wait<0>();
 }
 
