@@ -217,20 +217,25 @@ def kernels_for(kernels: list[str]) -> tuple[list[registry.Rung], list[str]]:
 
 
 def candidates(rungs: list[registry.Rung], special: list[str], baselines: list[str], gpu,
-               precision: str = "ieee") -> tuple[list, list[str]]:
+               precision: str = "ieee", changed: list[tuple[registry.Rung, dict]] = ()
+               ) -> tuple[list, list[str]]:
     """What `sgemmlab bench` measures: each rung at this GPU's default configuration (and
-    at its own precision), then 'auto' and 'matmul' if asked, at `precision`, then the extra
+    at its own precision), then each of `changed` (a rung and the values its default takes
+    instead: `--config`), then 'auto' and 'matmul' if asked, at `precision`, then the extra
     baselines; and a note for each baseline that cannot run here. ValueError names a rung
-    that cannot be built."""
+    that cannot be built, or a changed configuration that is not one of the rung's."""
     from ..errors import ConfigError
     from ..runtime.compiler import CompileError
     from .baselines import BaselineUnavailable, candidate
     from .runner import auto_candidate, matmul_candidate, rung_candidate
 
     out, notes = [], []
-    for r in rungs:
+    for r, cfg in [(r, r.default(gpu.name)) for r in rungs] + [
+            (r, r.default(gpu.name) | values) for r, values in changed]:
+        if problems := r.violations(cfg):
+            raise ValueError(f"{r.label} at {registry.config_key(cfg)}: " + "; ".join(problems))
         try:
-            out.append(rung_candidate(r, r.default(gpu.name)))
+            out.append(rung_candidate(r, cfg))
         except (CompileError, ConfigError, OSError) as exc:
             raise ValueError(f"{r.label} cannot be built: {str(exc).splitlines()[0]}") from None
     for name in special:

@@ -95,6 +95,22 @@ def rungs_from(kernels: list[str] | None):
         raise typer.BadParameter(exc.args[0]) from None
 
 
+def extra_configs(texts: list[str]):
+    """--config RUNG:NAME=V,... -> [(rung, config)] (typer.BadParameter when malformed)."""
+    from .. import registry
+
+    out = []
+    for text in texts:
+        key, sep, body = text.partition(":")
+        if not sep:
+            raise typer.BadParameter(f"--config {text!r}: expected RUNG:NAME=VALUE,...")
+        try:
+            out.append((registry.rung(key.strip()), registry.parse_config(body)))
+        except (KeyError, ValueError) as exc:
+            raise typer.BadParameter(f"--config {text!r}: {exc.args[0]}") from None
+    return out
+
+
 def python_rungs_from(kernels: list[str] | None):
     """Python rungs named on the command line (1-7, py3, py03_smem, 'all'); all by default."""
     from .. import registry

@@ -18,6 +18,7 @@ from .common import (
     ShapeOpt,
     SizeOpt,
     app,
+    extra_configs,
     fail,
     python_rungs_from,
     require_gpu,
@@ -221,7 +222,10 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
           mode: Annotated[str, typer.Option(
               help="isolated: each call timed alone on a flushed L2, host work included; "
               "throughput: calls back to back")] = "isolated",
-          quiet: Annotated[bool, typer.Option(help="no live display")] = False):
+          quiet: Annotated[bool, typer.Option(help="no live display")] = False,
+          config: Annotated[Optional[list[str]], typer.Option(
+              help="one more candidate: RUNG:NAME=VALUE,..., the rung at its default with "
+              "these values changed (e.g. 24:REG_TRANSPOSE=0); repeatable")] = None):
     """Check kernels and baselines, then time each against cuBLAS FP32 over suites of
     problems (shapes, batches, layouts)."""
     from ..bench import report, runner, suites
@@ -242,10 +246,12 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
         extra = suites.baselines_for(baseline or [], precision)
     except (KeyError, ValueError) as exc:
         fail(exc.args[0], 2)
+    changed = extra_configs(config or [])
     gpu = require_gpu()
     require_torch()
     try:
-        candidates, notes = suites.candidates(rungs, special, extra, gpu, precision)
+        candidates, notes = suites.candidates(rungs, special, extra, gpu, precision,
+                                              changed)
     except ValueError as exc:
         fail(str(exc), 2)
     for note in notes:

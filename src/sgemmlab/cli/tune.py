@@ -13,6 +13,7 @@ from .common import (
     SizeOpt,
     app,
     echo,
+    extra_configs,
     fail,
     gpu_and_arch,
     parse_shape,
@@ -22,21 +23,6 @@ from .common import (
     split,
 )
 from .measure import _suite_names
-
-
-def _extra_configs(texts: list[str]):
-    """--config RUNG:NAME=V,... -> [(rung, config)] (typer.BadParameter when malformed)."""
-    out = []
-    for text in texts:
-        key, sep, body = text.partition(":")
-        if not sep:
-            raise typer.BadParameter(f"--config {text!r}: expected RUNG:NAME=VALUE,...")
-        try:
-            out.append((registry.rung(key.strip()), registry.parse_config(body)))
-        except (KeyError, ValueError) as exc:
-            raise typer.BadParameter(f"--config {text!r}: {exc.args[0]}") from None
-    return out
-
 
 TUNE_TABLE_SUITES = ["square", "ragged", "skinny"]
 
@@ -122,7 +108,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
             if names or picked or table else [(4096, 4096, 4096)]
         rungs = suites.rungs_for(split(kernel)) if kernel else None
         layouts = [x.upper() for x in split(layout)] or ["NN"]
-        extra = _extra_configs(config or [])
+        extra = extra_configs(config or [])
     except typer.BadParameter as exc:
         fail(exc.message)
     except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite

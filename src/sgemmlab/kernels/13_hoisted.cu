@@ -233,10 +233,12 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     // tile is issued, stashed at the end of that step (its stage is free since the barrier
     // that ended the step before, and it is not read before STAGES-2 more barriers).
     constexpr bool A_REGS = REG_TRANSPOSE && !SGEMM_TA, B_REGS = REG_TRANSPOSE && SGEMM_TB;
-    auto issue = [&](int stage, bool whole) {  // whole: the caller knows k_left >= BK
+    // whole: the caller knows k_left >= BK; fetch: false when the registers already hold
+    // the k-tile (rung 24's steady steps fetch the next step's one at their end)
+    auto issue = [&](int stage, bool whole, bool fetch) {
         if (whole || k_left >= BK) {
-            if (A_REGS) ca.fetch<false>(BK); else ca.copy<false>(As + stage * A_STAGE, BK);
-            if (B_REGS) cb.fetch<false>(BK); else cb.copy<false>(Bs + stage * B_STAGE, BK);
+            if (A_REGS) { if (fetch) ca.fetch<false>(BK); } else ca.copy<false>(As + stage * A_STAGE, BK);
+            if (B_REGS) { if (fetch) cb.fetch<false>(BK); } else cb.copy<false>(Bs + stage * B_STAGE, BK);
         } else {
             if (A_REGS) ca.fetch<true>(k_left); else ca.copy<true>(As + stage * A_STAGE, k_left);
             if (B_REGS) cb.fetch<true>(k_left); else cb.copy<true>(Bs + stage * B_STAGE, k_left);
@@ -253,7 +255,7 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < tiles) {
-            issue(s, false);
+            issue(s, false, true);
             stash(s);
         }
         cp_async_commit();  // empty past the end: the group count stays uniform
@@ -286,15 +288,22 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     const float* bs = Bs + p.col;
     load(0, as, bs, 0);
     // step t multiplies k-tile t while tile t + STAGES - 1 is copied in (more: it exists);
-    // steady: the caller knows it exists and is whole, so the step tests nothing
-    auto step = [&](int t, bool steady) {
+    // steady: the caller knows it exists and is whole, so the step tests nothing, and at
+    // its end it fetches the next step's k-tile into the registers it has just stored
+    // (fetched: this step's is there already)
+    constexpr bool REGS = A_REGS || B_REGS;
+    auto step = [&](int t, bool steady, bool fetched) {
         const bool more = steady || t + STAGES - 1 < tiles;
-        if (more) issue(write, steady);  // the stage read in step t-1
+        if (more) issue(write, steady, !fetched);  // the stage read in step t-1
         cp_async_commit();
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             if (k == BK - 1) {  // publish the next tile, then prefetch its first k
-                if ((A_REGS || B_REGS) && more) stash(write);
+                if (REGS && more) stash(write);
+                if (REGS && steady) {  // at the block's end: nothing below waits for it
+                    if (A_REGS) ca.fetch<false>(BK);
+                    if (B_REGS) cb.fetch<false>(BK);
+                }
                 cp_async_wait<STAGES - 2>();
                 __syncthreads();
                 read = read + 1 == STAGES ? 0 : read + 1;
@@ -310,13 +319,23 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
         write = write + 1 == STAGES ? 0 : write + 1;
     };
     int t = 0;
+    bool fetched = false;
 #if STEADY
-    // rung 24: first the steps whose copy is a whole k-tile, in a loop of their own with no
-    // branch in its body, then the last STAGES - 1 (or STAGES, after a partial k-tile)
+    // rung 24: first the steps whose copy is a whole k-tile and (through registers) whose
+    // next step's is too, in a loop of their own with no branch in its body; then the
+    // rest in the loop below. The register fetch sits at the end of the step before: in
+    // the step that stores it, ptxas sinks the load next to its STS (rung 24's first
+    // build: the STS then waited on the load, ncu's long-scoreboard stalls 0.05 -> 0.13)
     const int partial = kt_end == ceil_div(K, BK) && K % BK != 0;
-    for (const int steady = tiles - (STAGES - 1) - partial; t < steady; ++t) step(t, true);
+    const int steady = tiles - (STAGES - 1) - partial - REGS;
+    if (REGS && steady > 0) {
+        if (A_REGS) ca.fetch<false>(BK);
+        if (B_REGS) cb.fetch<false>(BK);
+    }
+    for (; t < steady; ++t) step(t, true, true);
+    fetched = REGS && steady > 0;
 #endif
-    for (; t < tiles; ++t) step(t, false);
+    for (; t < tiles; ++t, fetched = false) step(t, false, fetched);
     cp_async_wait<0>();
 }
 
