@@ -117,6 +117,20 @@ def test_the_candidates_of_a_precision():
     assert notes == []
 
 
+def test_a_changed_configuration_is_its_rung_at_the_default_with_those_values(monkeypatch):
+    """`bench --config 24:REG_TRANSPOSE=1`: rung 24 once more, its default changed."""
+    from sgemmlab import registry
+
+    monkeypatch.setattr(runner, "rung_candidate", lambda rung, cfg: (rung.label, cfg))
+    r = registry.rung(24)
+    got, _ = suites.candidates([r], [], [], GPU, "ieee", [(r, {"REG_TRANSPOSE": 1})])
+    assert got == [(r.label, r.default(GPU.name)),
+                   (r.label, r.default(GPU.name) | {"REG_TRANSPOSE": 1})]
+    assert got[0][1] != got[1][1]
+    with pytest.raises(ValueError, match="24_streamk_steady at .*configuration must set"):
+        suites.candidates([], [], [], GPU, "ieee", [(r, {"FOO": 1})])
+
+
 # -- the command line ----------------------------------------------------------------------
 TIMES_US = {"cublas": 100.0, "matmul[tf32x3]": 40.0, "auto[tf32x3]": 50.0,
             "tf32x3_torch": 120.0, "cublas_tf32": 30.0}

@@ -281,7 +281,8 @@ def test_default_uses_the_tuned_configuration_of_that_gpu(monkeypatch):
 
 
 def test_shipped_defaults_are_legal_configurations_of_known_rungs():
-    labels = {r.label: r for r in registry.ALL + registry.TENSOR + registry.HISTORY}
+    labels = {r.label: r for r in registry.ALL + registry.TENSOR + registry.HISTORY
+              + registry.ORDERED}
     for gpu, per_rung in registry.tuned_defaults().items():
         for label, cfg in per_rung.items():
             assert label in labels, f"defaults for {gpu} name an unknown rung {label!r}"

@@ -874,9 +874,11 @@ _BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | 
     str(r.number): r for r in _LOOKED_UP}
 
 
-#: base label -> the label of its last (highest-numbered) twin: what dispatch swaps on sm_90
-TWIN_OF = {_BY_NAME[str(t.base)].label: t.label
-           for t in sorted(ORDERED, key=lambda t: t.number)}
+#: base label -> the twin dispatch runs in its place on sm_90, at the table's configuration
+#: of the base: rungs 22 and 23. Rungs 24 and 25 want other settings than their bases'
+#: (rung 24: A by cp.async, REG_TRANSPOSE=0; at rung 14's REG_TRANSPOSE=1 it is slower than
+#: 22), so dispatch reaches them through table entries that name them.
+TWIN_OF = {_BY_NAME[str(t.base)].label: t.label for t in ORDERED if t.name.endswith("ordered")}
 
 
 def rung(key: str | int) -> Rung:

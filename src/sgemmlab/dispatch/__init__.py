@@ -153,10 +153,10 @@ ORDERED_ARCHS = ("sm_90",)
 
 
 def ordered(choice: Choice, arch: str) -> Choice:
-    """The choice with rung 13 or 14 replaced by its last twin (registry.TWIN_OF: rung 25
-    or 24) on an architecture whose banks were measured: the same configuration and
-    decomposition, the k-loop's steady state split off and the operand-order pass over the
-    cubin (`sgemmlab bench -k 14 -k 22 -k 24` measures them side by side)."""
+    """The choice with rung 13 or 14 replaced by its twin (registry.TWIN_OF: rung 23 or
+    22) on an architecture whose banks were measured: the same configuration and
+    decomposition, the operand-order pass over the cubin (`sgemmlab bench -k 14 -k 22`
+    measures both side by side)."""
     twin = registry.TWIN_OF.get(choice.rung)
     if twin is None or arch not in ORDERED_ARCHS:
         return choice
