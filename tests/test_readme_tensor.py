@@ -74,3 +74,21 @@ def test_a_readme_without_the_tensor_markers_is_refused(tmp_path):
     md.write_text(f"{readme.BEGIN}\n{readme.END}\n")
     with pytest.raises(ValueError, match="no markers"):
         readme.update(md, [_bench(tmp_path)])
+
+
+def test_a_rung_header_quotes_its_default_at_the_shapes_asked():
+    """A bench file with `--config` candidates holds rung 24 at two configurations: its
+    header's block quotes the default only, at the shapes named."""
+    from pathlib import Path
+
+    from sgemmlab.bench.readme import measured_lines
+
+    f = (Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" /
+         "bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192"
+         "-8192x-20261202T025914Z.json")
+    every = measured_lines("24_streamk_steady", [f])
+    assert len(every) == 3 * 8  # 8 shapes, 3 lines each; the SPLIT=1 records left out
+    assert all("SPLIT=1" not in line for line in every)
+    one = measured_lines("24_streamk_steady", [f], {(4096, 4096, 4096)})
+    assert len(one) == 3 and one[0].startswith("// NVIDIA H200 4096x4096x4096:")
+    assert "REG_TRANSPOSE=0,SPLIT=0" in one[1]

@@ -213,8 +213,13 @@ def update(readme: Path, paths: list[Path]) -> None:
 H_BEGIN, H_END = "// <measured>", "// </measured>"
 
 
-def measured_lines(label: str, paths: list[Path]) -> list[str]:
-    """One comment line per (results file, shape) for rung `label`."""
+def measured_lines(label: str, paths: list[Path],
+                   shapes: set[tuple[int, int, int]] | None = None) -> list[str]:
+    """One comment line per (results file, shape) for rung `label` at its default
+    configuration on the file's GPU (a bench file may hold others: `--config`), at
+    `shapes` only when given."""
+    from .. import registry
+
     lines = []
     for p in paths:
         run = results.load(p)
@@ -222,8 +227,11 @@ def measured_lines(label: str, paths: list[Path]) -> list[str]:
         # ladder's own files already give: no header line
         if run.get("kind") in ("accuracy", "ladder-numba"):
             continue
+        default = registry.rung(label).default(run["environment"]["gpu"])
         for r in run["records"]:
-            if r["kernel"] != label:
+            if r["kernel"] != label or r.get("config") and r["config"] != default:
+                continue
+            if shapes is not None and (r["M"], r["N"], r["K"]) not in shapes:
                 continue
             shape = str(key(r))
             if r.get("status") != "ok":
@@ -240,8 +248,10 @@ def measured_lines(label: str, paths: list[Path]) -> list[str]:
     return lines
 
 
-def update_headers(paths: list[Path]) -> list[str]:
-    """Rewrite the <measured> block of every rung header from the results; returns labels."""
+def update_headers(paths: list[Path],
+                   shapes: set[tuple[int, int, int]] | None = None) -> list[str]:
+    """Rewrite the <measured> block of every rung header from the results (at `shapes`
+    only, when given); returns labels."""
     from .. import registry
     from ..runtime.compiler import KERNEL_DIR
 
@@ -249,7 +259,7 @@ def update_headers(paths: list[Path]) -> list[str]:
     for rung in registry.RUNGS + registry.HISTORY + registry.ORDERED:
         src = KERNEL_DIR / rung.source
         text = src.read_text()
-        lines = measured_lines(rung.label, paths)
+        lines = measured_lines(rung.label, paths, shapes)
         if H_BEGIN not in text or not lines:
             continue
         head, rest = text.split(H_BEGIN, 1)

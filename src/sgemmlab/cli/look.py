@@ -275,18 +275,31 @@ def report(files: Annotated[list[Path], typer.Argument(
 def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON files")],
            file: Annotated[str, typer.Option(help="the Markdown file to update")] = "README.md",
            headers: Annotated[bool, typer.Option(
-               help="also fill each rung header's <measured> block")] = True):
+               help="also fill each rung header's <measured> block")] = True,
+           only_headers: Annotated[bool, typer.Option(
+               "--only-headers", help="fill the rung headers and leave the Markdown file "
+               "alone (from a bench file, say)")] = False,
+           shape: Annotated[Optional[list[str]], typer.Option(
+               help="M,N,K: the headers quote only these shapes (repeatable; default all)")]
+           = None):
     """Regenerate the scoreboard block of README.md (and the rung headers) from results."""
     from ..bench.readme import update, update_headers
 
     files = [Path(p) for p in paths]
     try:
-        update(Path(file), files)
-        if headers:
-            typer.echo(f"rung headers updated: {', '.join(update_headers(files)) or 'none'}")
+        shapes = {parse_shape(s) for s in shape or []} or None
+    except ValueError as exc:
+        fail(f"--shape: {exc}", 2)
+    try:
+        if not only_headers:
+            update(Path(file), files)
+        if headers or only_headers:
+            done = update_headers(files, shapes)
+            typer.echo(f"rung headers updated: {', '.join(done) or 'none'}")
     except (OSError, ValueError, KeyError) as exc:
         fail(str(exc))
-    typer.echo(f"updated {file}")
+    if not only_headers:
+        typer.echo(f"updated {file}")
 
 
 @app.command()

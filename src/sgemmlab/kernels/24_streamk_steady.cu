@@ -1,31 +1,34 @@
 // Rung 24 — Stream-K whose steady-state k-loop has no branch: ptxas covers its waits.
 //
-// What changed from rung 22: the k-loop is split in two (kernels/13_hoisted.cu, STEADY).
-// Every step of rung 22's loop tests two things before it copies the next k-tile in: is there
-// one (the last STAGES - 1 steps copy nothing), and is it whole (a partial last k-tile takes
-// the checking path). Each test is a branch, and a branch ends ptxas's scheduling block: the
-// copy's address arithmetic and the A tile's four STS.32 sat between branches, alone, where
-// their fixed latencies (a compare 13 cycles before its branch, a chain of dependent address
-// instructions) were waits with nothing to fill them. ncu at 4096^3 counted 0.12 such
-// "wait" stalls per instruction against cuBLAS's 0.01. Here the steps whose copy is a whole
-// k-tile run first, in a loop of their own that tests nothing: its body is one block of
-// straight-line code, and ptxas interleaves the copies with the FFMAs; the last STAGES - 1
-// steps (STAGES after a partial k-tile) run the old loop. The same FFMAs in the same order:
-// the result is bit-identical to rungs 14 and 22. Then rung 22's operand-order pass.
+// What changed from rung 22: the k-loop is split in two (kernels/13_hoisted.cu, STEADY),
+// and A is copied by 4-byte cp.async instead of through registers (H200 default
+// REG_TRANSPOSE=0). Each step of rung 22's loop tests two things before it copies the next
+// k-tile in (is there one; is it whole), and a branch ends ptxas's scheduling block: the
+// copy's address arithmetic and A's STS.32 sat between branches, their latencies waits
+// with nothing to fill them (ncu at 4096^3: 0.12 "wait" stalls per instruction, cuBLAS
+// 0.01). Here the steps whose copy is a whole k-tile run first, in a loop whose body is one
+// block of straight-line code; the last few run the old loop. Same FFMAs, same order: the
+// result is bit-identical to rungs 14 and 22. Then rung 22's operand-order pass.
 //
-// The bill (`sgemmlab inspect 24 --gpu h200`): rung 14's FFMAs and bytes. The hot loop
-// (H200 default, aligned, A and B row-major): 1122 instructions a step instead of 1141 on
-// rung 22's path through its loop, and the stall counts ptxas wrote add up to 1194 cycles
-// a warp instead of 1267 (1024 FFMA).
+// The bill (`sgemmlab inspect 24 --gpu h200`): rung 14's FFMAs and bytes; the hot loop 1117
+// instructions (rung 22: 1195 with its edge path), 0.099 -> 0.033 non-FFMA per FFMA, stall
+// counts 1402 -> 1154 cycles a warp, bank cycles 1245 -> 1181.
 //
-// Prediction: the 73 cycles of a warp's 1267 are 5.8 %; the second warp on each scheduler
-// hid some of them already. +1.5-3 % over rung 22 where the loop is issue-bound (2048^3 to
-// 8192^3), ncu's wait stalls from 0.12 to about 0.05 per instruction, no change in the
-// instruction count beyond the 1.7 % fewer in the loop.
+// Prediction: +1.5-3 % over rung 22. Measured, three builds (docs/worklog.md, session 11):
+// with A still through registers ptxas sank the LDG next to its STS (long-scoreboard stalls
+// 0.05 -> 0.13) and the rung lost 1-5 points to 22; with the fetch a step ahead the STS
+// crowded the fragment loads (short scoreboard 0.07 -> 0.24); with A by cp.async nothing is
+// staged and it passed cuBLAS at 4096^3-8192^3 and 8192 x 8192 x 512. Still short: 2048^3
+// (97 %), 256 x 4096 x 4096 (97 %) and K = 256 at this decomposition (91 %; SPLIT=1: 99 %).
 //
 // Measured: the generated block below; the story: docs/worklog.md, session 11.
 // <measured>
-// (not yet measured)
+// NVIDIA H200 4096x4096x4096: 2713.2 us, 50656 GFLOP/s, 101.2 % of cuBLAS, 255 registers
+//   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=0,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
+//   (results/nvidia-h200/bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192-8192x-20261202T025914Z.json)
+// NVIDIA H200 8192x8192x8192: 21342.2 us, 51518 GFLOP/s, 101.6 % of cuBLAS, 255 registers
+//   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=0,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
+//   (results/nvidia-h200/bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192-8192x-20261202T025914Z.json)
 // </measured>
 #define STEADY 1
 #include "14_streamk.cu"
