@@ -54,7 +54,7 @@ def work() -> list[tuple[str, dict]]:
 
     pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None)
               if "illegal" not in c and registry.rung(c["rung"]).precision == "ieee"]
-    # the twins (rungs 22-25) wherever dispatch would run 14 or 13: the bench times them all
+    # the twins (rungs 22-25) at every configuration of 14 or 13 above: the bench times them
     pairs += [(t, cfg) for r, cfg in list(pairs) for t in registry.ORDERED
               if registry.rung(t.base).label == r.label]
     out, seen = [], set()

@@ -490,7 +490,7 @@ def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
     for a rung whose replay is not written (the family, 15-18: their bill is in their
     headers)."""
     M, N, K = shape
-    # an ordered twin (22, 23) runs its base's kernel: the same threads, the same bill
+    # a twin (22-25) runs its base's threads and tiles: the same bill
     replay = _REPLAY.get(rung.number if rung.base is None else rung.base)
     if replay is None:
         raise ValueError(f"rung {rung.label} has no per-thread replay yet (inspect covers "
