@@ -195,3 +195,19 @@ def test_the_model_reproduces_the_measured_operand_table():
         checked += 1
     assert checked >= 100
     assert pooled_off >= 4 and alone_off >= 10  # the other two models do miss
+
+
+@needs_nvdisasm
+def test_inspect_adds_up_the_stall_fields_of_the_hot_loop():
+    """`sass.stall_cycles` reads the loop's control bits: raising one stall field inside the
+    loop by 3 raises the sum by 3, and one outside it changes nothing."""
+    cubin = _cubin(24).cubin
+    insns, labels = sass.parse(sass.disassemble(cubin))
+    loop = sass.hot_loop(insns, labels)
+    base = sass.stall_cycles(cubin, insns, loop)
+    words = se.text(cubin, "sgemm").words
+    inside, outside = loop.start // 16 + 5, 0
+    bump = {inside: se.put(words[inside], "stall", se.get(words[inside], "stall") + 3)}
+    assert sass.stall_cycles(se.replace(cubin, "sgemm", bump), insns, loop) == base + 3
+    other = {outside: se.put(words[outside], "stall", (se.get(words[outside], "stall") + 3) % 16)}
+    assert sass.stall_cycles(se.replace(cubin, "sgemm", other), insns, loop) == base

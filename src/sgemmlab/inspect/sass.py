@@ -269,16 +269,18 @@ def stall_cycles(cubin: bytes, insns: list[Insn], loop: LoopMix) -> int | None:
     warp takes for one pass when nothing else holds it (the fixed latencies and issue
     spacing the compiler planned; scoreboard waits and the register banks come on top).
     None when the cubin's code is not one kernel's (the words cannot be matched)."""
-    from ..runtime.elf import sections
-    from ..runtime.sassedit import get
+    from ..runtime.elf import section_heads
+    from ..runtime.sassedit import get, text
 
-    texts = [data for name, (data, _) in sections(cubin).items() if name.startswith(".text.")]
-    if len(texts) != 1 or len(texts[0]) != 16 * len(insns):
+    names = [n for n in section_heads(cubin) if n.startswith(".text.")]
+    if len(names) != 1:
+        return None
+    words = text(cubin, names[0][len(".text."):]).words
+    if len(words) != len(insns):
         return None
     lo = next(k for k, i in enumerate(insns) if i.addr == loop.start)
     hi = next(k for k, i in enumerate(insns) if i.addr == loop.end)
-    return sum(get(int.from_bytes(texts[0][16 * k:16 * k + 16], "little"), "stall")
-               for k in range(lo, hi + 1))
+    return sum(get(w, "stall") for w in words[lo:hi + 1])
 
 
 def analyse(cubin: bytes) -> tuple[LoopMix | None, Counter]:
