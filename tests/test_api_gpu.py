@@ -402,6 +402,67 @@ def test_sgemm_into_a_tensor_saved_for_backward_is_caught_by_autograd():
         loss.backward()
 
 
+def test_matmul_out_hot_path_bumps_the_version_and_is_caught_by_autograd():
+    """The out= hot path (the bound launch found by one lookup) bumps out's version like
+    the general path: a tensor saved for backward then fails loudly."""
+    import torch
+
+    a = torch.rand(8, 8, device="cuda")
+    out = torch.rand(8, 8, device="cuda")
+    sgemmlab.matmul(a, a, out=out)  # the general path: checks, binds, fills the hot cache
+    w = torch.rand(8, 8, device="cuda", requires_grad=True)
+    loss = (w * out).sum()
+    v = out._version
+    assert sgemmlab.matmul(a, a, out=out) is out  # the hot path
+    assert out._version > v
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_hot_path_with_inference_tensors_and_in_place_metadata_changes():
+    """Inference-mode outputs (no version counter), and a tensor whose strides change in
+    place (same pointer, same shape): the hot path must neither crash nor reuse a launch
+    bound for the old strides."""
+    import torch
+
+    with torch.inference_mode():
+        a = torch.rand(96, 96, device="cuda") * 2 - 1
+        b = torch.rand(96, 96, device="cuda") * 2 - 1
+        out = torch.full((96, 96), NAN, device="cuda")
+        for _ in range(3):
+            assert sgemmlab.matmul(a, b, out=out) is out
+            assert_matches(out, a.double() @ b.double(), 96)
+    x = torch.rand(96, 96, device="cuda") * 2 - 1
+    y = torch.rand(96, 96, device="cuda") * 2 - 1
+    out = torch.full((96, 96), NAN, device="cuda")
+    for i in range(6):
+        x.t_()  # in place: the pointer and shape stay, the strides swap
+        out.fill_(NAN)
+        assert sgemmlab.matmul(x, y, out=out) is out
+        assert_matches(out, x.double() @ y.double(), 96)
+        assert_matches(sgemmlab.matmul(x, y), x.double() @ y.double(), 96)
+
+
+def test_hot_path_options_as_passed():
+    """Keys hold the options as passed: deterministic=1 is the same call as True, and a
+    precision that is refused stays refused after the same tensors were served."""
+    import torch
+
+    a = torch.rand(64, 300, device="cuda") * 2 - 1
+    b = torch.rand(300, 50, device="cuda") * 2 - 1
+    out = torch.full((64, 50), NAN, device="cuda")
+    for det in (True, 1, True):
+        assert sgemmlab.matmul(a, b, out=out, deterministic=det) is out
+        assert_matches(out, a.double() @ b.double(), 300)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="precision"):
+            sgemmlab.matmul(a, b, out=out, precision="fp64")
+        with pytest.raises(ValueError, match="precision"):
+            sgemmlab.matmul(a, b, precision="fp64")
+        with pytest.raises(ValueError, match="precision"):
+            sgemmlab.matmul(a, b, out=out, precision=["ieee"])  # unhashable
+
+
 def test_the_hot_path_runs_on_torchs_current_stream():
     """Second call of a shape (the cached plan): still behind the caller's stream's work."""
     import torch
@@ -424,10 +485,10 @@ def test_the_hot_path_runs_on_torchs_current_stream():
 # Determinism, threads and streams
 # ---------------------------------------------------------------------------------------
 def _plans_for(shape, deterministic):
-    # product._fast_key: (shapes, strides, devices, aligned, deterministic, precision, ...)
+    # product.fast_key: (shapes, strides, dtypes, devices, aligned, deterministic, precision)
     M, N, K = shape
     return [p for key, p in list(plan.PLANS.fast.items())
-            if key[7] == deterministic and key[8] == "ieee" and p.kind == "gemm"
+            if key[-2] == deterministic and key[-1] == "ieee" and p.kind == "gemm"
             and (p.gemm.M, p.gemm.N, p.gemm.K) in ((M, N, K), (N, M, K))]
 
 

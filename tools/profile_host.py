@@ -12,8 +12,9 @@ call (perf_counter around it) and the median event time (the whole call as the G
 host work, launch and kernel). After a synchronize the host runs the call from cold caches,
 so these host times are larger than the loop's; the difference between two paths' event
 times is what a `bench --confirm` ratio pays for it. The hot path is also timed in steps
-(checks, key, lookups, launch, version bump) from a replica of product.torch_product, so
-the step that grows cold is named. --out writes the figures as JSON.
+(key, lookup, launch, version bump) from a replica of product.hot, so the step that grows
+cold is named, and the bound launch's own packed cuLaunchKernel (runtime/launch.Packed) is
+timed beside cuda.core's launch() of the same kernel and arguments. --out writes JSON.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ import torch
 import sgemmlab
 from sgemmlab.bench.measure import L2Flusher
 from sgemmlab.plan import PLANS
-from sgemmlab.product import TORCH, _fast_key
+from sgemmlab.product import TORCH, out_key
 from sgemmlab.runtime.device import gpu_info
+from sgemmlab.runtime.launch import Packed
 
 CALLS = 3000
 COLD = 200
@@ -69,31 +71,37 @@ def cold_us(fn, flush, n: int = COLD) -> dict:
 
 
 def stepped(a, b, out, marks: list):
-    """product.torch_product's `out` branch, with a perf_counter_ns mark after each step."""
+    """product.hot's `out` branch, with a perf_counter_ns mark after each step."""
     t = TORCH
     ns = time.perf_counter_ns
     marks.append(ns())
-    ok = a.dtype is t.f32 and b.dtype is t.f32 and a.is_cuda and b.is_cuda and \
-        out.dtype is t.f32 and out.is_cuda
-    pa, pb = a.data_ptr(), b.data_ptr()
+    key = out_key(a, b, out, False, "ieee")
     marks.append(ns())
-    key = _fast_key(a, b, pa, pb, False, "ieee", out)
+    fn = PLANS.hot.get(key)
     marks.append(ns())
-    plan = PLANS.fast.get(key)
-    dev = plan.device_id
-    fn = plan.bound.get((pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0))
-    marks.append(ns())
-    prev = t.device_ready(dev)
+    prev = t.device_ready(a.get_device())
     marks.append(ns())
     fn()
     marks.append(ns())
     t.restore(prev)
     t.bump_version(out)
     marks.append(ns())
-    assert ok
 
 
-STEPS = ("checks+pointers", "key", "lookups", "device", "launch", "restore+version")
+STEPS = ("key", "lookup", "device", "launch", "restore+version")
+
+
+def packed_of(fn):
+    """The runtime.launch.Packed a bound launch calls (itself, or in a workspace launch's
+    closure state)."""
+    if isinstance(fn, Packed):
+        return fn
+    for cell in fn.__closure__ or ():
+        v = cell.cell_contents
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, Packed):
+                return x
+    return None
 
 
 def cold_steps(a, b, c, flush, n: int = COLD) -> dict:
@@ -123,12 +131,20 @@ def main() -> None:
         b = torch.rand(K, N, device="cuda")
         c = torch.empty(M, N, device="cuda")
         sgemmlab.matmul(a, b, out=c)
-        plan = next(iter(p for p in PLANS.fast.values()))
-        fn = next(iter(plan.bound.values()))
+        plan = next(iter(p for p in PLANS.general.values()))
+        fn = next(iter(PLANS.hot.values()))
         rows = {"matmul(out=)": lambda: sgemmlab.matmul(a, b, out=c),
                 "matmul()": lambda: sgemmlab.matmul(a, b),
                 "bound launch": fn,
                 "torch.matmul(out=)": lambda: torch.matmul(a, b, out=c)}
+        packed = packed_of(fn)
+        if packed is not None:
+            from cuda.core import LaunchConfig, launch
+
+            cfg = LaunchConfig(grid=packed.grid, block=packed.block)
+            rows["packed launch"] = packed
+            rows["cuda.core launch"] = lambda: launch(packed.stream, cfg, packed.kernel,
+                                                      *packed.args)
         if args.cold:
             for f in rows.values():  # warm every path (torch's allocator for matmul())
                 for _ in range(3):

@@ -29,7 +29,7 @@ from typing import Any
 
 from .dispatch import check_precision
 from .plan import PLANS
-from .product import TORCH, general, scalars, torch_product
+from .product import TORCH, general, hot, scalars, torch_product
 from .registry import Config
 from .runtime import arrays
 
@@ -118,6 +118,11 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
     torch tensors that require grad (with grad mode on), tensor subclasses, and every call
     under torch.compile go through torch.ops.sgemmlab.matmul instead (differentiable,
     traceable, CUDA-graph safe); `kernel` and `config` are then left to dispatch."""
+    if kernel is None and config is None and TORCH.Tensor is not None and \
+            not _compiling() and _hot(a, b, out):
+        r = hot(a, b, out, deterministic, precision)  # what an earlier call checked
+        if r is not None:
+            return r
     precision = check_precision(precision)
     if TORCH.Tensor is not None or find_torch() is not None:
         T = TORCH.Tensor

@@ -204,12 +204,14 @@ class Plan:
         self.lock = threading.Lock()
 
     def launch(self, pa: int, pb: int, pc: int, handle: int, alpha: float,
-               beta: float) -> None:
+               beta: float) -> Callable[[], None]:
+        """Launch on these pointers; returns the bound launch (the hot path keeps it)."""
         key = (pa, pb, pc, handle, alpha, beta)
         fn = self.bound.get(key)
         if fn is None:
             fn = self._bind(key)
         fn()
+        return fn
 
     def _bind(self, key: tuple) -> Callable[[], None]:
         pa, pb, pc, handle, alpha, beta = key
@@ -266,13 +268,16 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
 
 class PlanCache:
     """Every plan the API has made: the general path's, keyed by the full call shape, and
-    the torch hot path's (two plain tensors, keyed by what `Tensor` says of them). Bounded
-    (cleared when full), thread-safe, and forgotten whenever dispatch's choices are."""
+    the torch hot path's (two plain tensors, keyed by what `Tensor` says of them: `fast`,
+    plans for a new output; `hot`, the bound launch itself for an `out` and these very
+    pointers, so that such a call is one dict lookup and the launch). Bounded (cleared when
+    full), thread-safe, and forgotten whenever dispatch's choices are."""
 
     def __init__(self, limit: int = PLAN_LIMIT):
         self.limit = limit
         self.general: dict[tuple, Plan] = {}
         self.fast: dict[tuple, Plan] = {}
+        self.hot: dict[tuple, Callable[[], None]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: tuple, make: Callable[[], Plan]) -> Plan:
@@ -296,10 +301,18 @@ class PlanCache:
                     self.fast.clear()
                 self.fast[key] = plan
 
+    def remember_hot(self, key: tuple, launch: Callable[[], None]) -> None:
+        if key not in self.hot:
+            with self._lock:
+                if len(self.hot) >= self.limit:
+                    self.hot.clear()
+                self.hot[key] = launch
+
     def clear(self) -> None:
         with self._lock:
             self.general.clear()
             self.fast.clear()
+            self.hot.clear()
 
 
 PLANS = PlanCache()

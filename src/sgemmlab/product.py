@@ -126,45 +126,66 @@ class TorchGlue:
 TORCH = TorchGlue()
 
 
-def _fast_key(a, b, pa: int, pb: int, deterministic: bool, precision: str,
-              out=None) -> tuple:
-    key = (a.shape, a.stride(), b.shape, b.stride(), a.get_device(), b.get_device(),
-           (pa | pb) & 15 == 0, deterministic, precision)
-    return key if out is None else key + (out.shape, out.stride(), out.get_device())
+def fast_key(a, b, deterministic, precision) -> tuple:
+    """The hot path's key for a @ b into a new tensor: what its plan depends on (shapes,
+    strides, dtypes, devices, whether both pointers are 16-byte aligned, the options)."""
+    return (a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype, a.get_device(),
+            b.get_device(), (a.data_ptr() | b.data_ptr()) & 15 == 0, deterministic, precision)
+
+
+def out_key(a, b, out, deterministic, precision) -> tuple:
+    """The hot path's key for a @ b into `out`: these very pointers on the current stream of
+    a's device, and everything the checks of the bound launch read."""
+    dev = a.get_device()
+    return (a.data_ptr(), b.data_ptr(), out.data_ptr(), TORCH.raw_stream(dev), a.shape,
+            a.stride(), b.shape, b.stride(), out.shape, out.stride(), a.dtype, b.dtype,
+            out.dtype, dev, b.get_device(), out.get_device(), deterministic, precision)
+
+
+def hot(a, b, out, deterministic, precision):
+    """a @ b for two plain torch tensors (and `out`, plain too), or None when no earlier
+    call checked these: the first thing `matmul` tries. Only lookups: an entry exists only
+    where the general path checked the same key (the caller has checked the types and that
+    autograd need not see the product). Keys hold the options as passed, so a value the
+    general path would normalize or refuse finds nothing here and goes there."""
+    if a.get_device() < 0:
+        return None
+    t = TORCH
+    try:
+        key = (fast_key(a, b, deterministic, precision) if out is None else
+               out_key(a, b, out, deterministic, precision))
+        found = (PLANS.fast if out is None else PLANS.hot).get(key)
+    except TypeError:  # an unhashable option: the general path names the problem
+        return None
+    if found is None:
+        return None
+    if out is None:
+        plan = found
+        out = a.new_empty(plan.out_shape)
+        if plan.kind == "gemm":
+            dev = plan.device_id
+            prev = t.device_ready(dev)
+            plan.launch(a.data_ptr(), b.data_ptr(), out.data_ptr(), t.raw_stream(dev), 1.0,
+                        0.0)
+            t.restore(prev)
+        elif plan.kind == "scale":
+            out.zero_()
+        return out
+    prev = t.device_ready(a.get_device())
+    found()
+    t.restore(prev)
+    t.bump_version(out)
+    return out
 
 
 def torch_product(a, b, deterministic: bool = False, out=None, precision: str = "ieee"):
-    """a @ b for plain torch tensors (into `out`, or a new tensor): the hot path of
-    `matmul` and of torch.ops.sgemmlab.matmul. It only looks up what an earlier call
-    checked: the plan of these shapes and strides and, with `out`, the bound launch of
-    these very pointers (whose overlap checks passed when it was bound). Anything new goes
-    through the general path, which checks it all and fills the caches."""
-    t = TORCH
-    if a.dtype is t.f32 and b.dtype is t.f32 and a.is_cuda and b.is_cuda:
-        pa, pb = a.data_ptr(), b.data_ptr()
-        if out is None:
-            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, precision))
-            if plan is not None:
-                out = a.new_empty(plan.out_shape)
-                if plan.kind == "gemm":
-                    dev = plan.device_id
-                    prev = t.device_ready(dev)
-                    plan.launch(pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0)
-                    t.restore(prev)
-                elif plan.kind == "scale":
-                    out.zero_()
-                return out
-        elif out.dtype is t.f32 and out.is_cuda:
-            plan = PLANS.fast.get(_fast_key(a, b, pa, pb, deterministic, precision, out))
-            if plan is not None:
-                dev = plan.device_id
-                fn = plan.bound.get((pa, pb, out.data_ptr(), t.raw_stream(dev), 1.0, 0.0))
-                if fn is not None:
-                    prev = t.device_ready(dev)
-                    fn()
-                    t.restore(prev)
-                    t.bump_version(out)
-                    return out
+    """a @ b for plain torch tensors (into `out`, or a new tensor): torch.ops.sgemmlab.matmul's
+    path. `hot` serves what an earlier call checked; anything new goes through the general
+    path, which checks it all and fills the caches."""
+    if a.dtype is TORCH.f32 and b.dtype is TORCH.f32 and a.is_cuda and b.is_cuda:
+        r = hot(a, b, out, deterministic, precision)
+        if r is not None:
+            return r
     return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True,
                    precision=precision)
 
@@ -256,7 +277,7 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         plan = plan_for((out_shape, arrays.contiguous_strides(out_shape)),
                         (A.ptr | B.ptr) & 15 == 0)
         if fast:  # the hot path serves these two tensors from now on
-            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, precision), plan)
+            PLANS.remember_fast(fast_key(a, b, deterministic, precision), plan)
         target = new_output(A, out_shape)
         C = as_operand(target, name)
     else:
@@ -268,9 +289,6 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         if C.readonly:
             raise OperandError(f"{name}: the array is read-only")
         plan = plan_for((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
-        if fast and plan.kind == "gemm":  # the hot path, once this call has bound a launch
-            PLANS.remember_fast(_fast_key(a, b, A.ptr, B.ptr, deterministic, precision,
-                                          target), plan)
         for other, m in (("a", A), ("b", B)):
             if C.overlaps(m):
                 raise ValueError(f"{name} overlaps {other}: the kernels read {other} while "
@@ -288,8 +306,10 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         handle = current_stream_handle(lead)
         if lead.library == "torch":
             prev = TORCH.device_ready(A.device_id)
-            plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
+            fn = plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
             TORCH.restore(prev)
+            if fast and out is not None:  # every check passed: the hot path has this launch
+                PLANS.remember_hot(out_key(a, b, out, deterministic, precision), fn)
         else:
             make_current(A.device_id)
             plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)

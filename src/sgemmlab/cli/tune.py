@@ -66,6 +66,10 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "--grid: only these passes (NN with the batches, or the others)")] = None,
          config: Annotated[Optional[list[str]], typer.Option(
              help="with --table: one more candidate, RUNG:NAME=VALUE,...; repeatable")] = None,
+         confirm: Annotated[bool, typer.Option(
+             help="with --table: time every candidate as bench --confirm does (40 launches x "
+             "15 rounds) instead of the quick method, where the winner's margin is a few "
+             "points")] = False,
          resume: Annotated[bool, typer.Option(
              help="pick an interrupted tune up where it stopped")] = True,
          write_defaults: Annotated[bool, typer.Option(
@@ -113,8 +117,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.message)
     except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite
         fail(exc.args[0])
-    if not (table or grid) and layout or not table and config:
-        fail("--layout applies to --table and --grid, --config to --table")
+    if not (table or grid) and layout or not table and (config or confirm):
+        fail("--layout applies to --table and --grid, --config and --confirm to --table")
     if table and (write_defaults or limit is not None or where or candidates):
         fail("--write-defaults, --limit, --where and --candidates apply to the configuration "
              "search, not --table", 2)
@@ -142,7 +146,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         _tune_grid(layouts if layout else None, jobs, resume, export, quiet)
         return
     if table:
-        _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet)
+        _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet,
+                    confirm)
         return
     from ..tune import search
 
@@ -159,7 +164,9 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         typer.echo(f"{r.label}: best {best}  ->  {path}")
 
 
-def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet):
+def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet,
+                confirm=False):
+    from ..bench.measure import CONFIRM, QUICK
     from ..bench.runner import BaselineError
     from ..registry import config_key
     from ..tune import table as table_mod
@@ -169,7 +176,7 @@ def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export
     try:
         done = table_mod.build_table(todo, rungs, layouts=layouts, extra=extra, jobs=jobs,
                                      resume=resume, tag=tag, export=export, live=not quiet,
-                                     echo=typer.echo)
+                                     echo=typer.echo, method=CONFIRM if confirm else QUICK)
     except BaselineError as exc:
         fail(str(exc), 4)
     except ValueError as exc:

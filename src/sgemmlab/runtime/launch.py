@@ -3,10 +3,18 @@
 `Launcher` binds a rung and a configuration; calling it runs C = alpha*A@B + beta*C on
 device pointers, on a given stream. Kernels are compiled (or read from the disk cache) once
 per (rung, configuration, alignment variant, architecture) and kept loaded.
+
+A bound launch is a `Packed` launch: its arguments packed into C memory once, so a call
+is one cuLaunchKernel. cuda.core's `launch()` packs the arguments and converts the
+configuration on every call; bench's isolated mode counts the host time of a call, which
+after a synchronize runs from cold caches, and there that was 9 µs of a 16.6 µs bound
+launch at 4096 x 4096 x 256 (tools/profile_host.py --cold,
+results/nvidia-h200/host-cold-20261202T0524Z.json).
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -79,6 +87,49 @@ def load_kernel(source: str, entry: str, macros: Mapping[str, int], device_id: i
     return ObjectCode.from_cubin(compiled.cubin).get_kernel(entry), compiled
 
 
+_C_TYPES = {np.int32: ctypes.c_int32, np.int64: ctypes.c_int64, np.float32: ctypes.c_float}
+
+
+class Packed:
+    """One kernel launch on `stream`, its arguments packed once (the module docstring):
+    calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.int64,
+    np.float32) or Python ints (device pointers). The kernel launches into the current
+    context, which must be the kernel's device's (the API makes it so before a launch)."""
+
+    __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
+                 "_call")
+
+    def __init__(self, kernel, stream, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], args: tuple):
+        from cuda.bindings import driver
+
+        grid, block = tuple(map(int, grid)), tuple(map(int, block))
+        self.kernel, self.stream, self.grid, self.block, self.args = (
+            kernel, stream, grid, block, args)
+        self._values = [_C_TYPES[type(a)](a) if type(a) in _C_TYPES else
+                        ctypes.c_uint64(_pointer(a)) for a in args]
+        self._params = (ctypes.c_void_p * max(1, len(args)))(
+            *[ctypes.addressof(v) for v in self._values])
+        self._fn = driver.cuLaunchKernel
+        # cuLaunchKernel's arguments, resolved once: the CUkernel, grid, block, no dynamic
+        # shared memory, the CUstream, the address of the argument pointers, no extra
+        self._call = (kernel.handle, *grid, *block, 0, stream.handle,
+                      ctypes.addressof(self._params), 0)
+
+    def __call__(self) -> None:
+        err = self._fn(*self._call)[0]
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed: {err!r} (grid {self.grid}, block "
+                               f"{self.block})")
+
+
+def _pointer(a) -> int:
+    if type(a) is not int or not 0 <= a < 2**64:
+        raise TypeError(f"a kernel argument must be a numpy scalar or a device pointer, "
+                        f"got {a!r}")
+    return a
+
+
 @dataclass(frozen=True)
 class Launcher:
     """One rung at one configuration, ready to launch on pointers."""
@@ -120,8 +171,6 @@ class Launcher:
         Row-major C = alpha * A @ B + beta * C. trans_a: A is column-major (A(m, k) at
         a + k*lda + m); trans_b likewise. batch > 1: product i uses a + i*stride_a, b +
         i*stride_b, c + i*stride_c (elements; 0 repeats an operand)."""
-        from cuda.core import LaunchConfig, launch
-
         rung = self.rung
         if batch < 1:
             raise ValueError(f"batch must be >= 1 (got {batch})")
@@ -157,15 +206,10 @@ class Launcher:
         if gy > 65535 or batch > 65535:
             raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
                                 "along gridDim.y and z, which allow 65535 each")
-        grid = (gx, gy, batch)
-        config = LaunchConfig(grid=grid, block=self.block)
-        args = tuple(args)
-        return lambda: launch(stream, config, kernel, *args)
+        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args))
 
     def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
         """Rung 14: the plan's grid and arguments, and the stream's workspace."""
-        from cuda.core import LaunchConfig
-
         from .streamk import plan
 
         cfg = self.config
@@ -174,7 +218,6 @@ class Launcher:
                  slots)
         if p.grid > INT32_MAX:
             raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
-        config = LaunchConfig(grid=(p.grid, 1, 1), block=self.block)
         head = args + [int32("tiles_n", p.tiles_n), int32("tiles_mn", p.tiles_mn),
                        int32("dp_tiles", p.dp_tiles), int32("sk_tiles", p.sk_tiles),
                        int32("sk_blocks", p.sk_blocks)]
@@ -182,13 +225,11 @@ class Launcher:
         def tail(zeroed: int, scratch: int) -> list:
             return [scratch if p.fixup == 0 else zeroed + p.counters_bytes, zeroed]  # 2: unused
 
-        return self._with_workspace(stream, config, kernel, head, p, tail)
+        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail)
 
     def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
         """Rungs 15, 16, 18: the grid and parts of K (runtime/splitk.py) and, with more
         than one part, the stream's workspace (re-read when a bigger call replaces it)."""
-        from cuda.core import LaunchConfig, launch
-
         from .splitk import plan
 
         cfg = self.config
@@ -196,43 +237,43 @@ class Launcher:
         rows, cols = self.rung.tile(cfg)
         p = plan(cfg["SPLIT"], rows, cols, self.rung.k_unit(cfg), M, N, K, batch, slots,
                  self.rung.rows_on_x)
-        config = LaunchConfig(grid=p.grid, block=self.block)
         head = args + [int32("parts", p.parts)]
         if p.parts == 1:
-            whole = tuple(head + [0, 0])
-            return lambda: launch(stream, config, kernel, *whole)
-        return self._with_workspace(stream, config, kernel, head, p,
+            return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]))
+        return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
                                     lambda zeroed, scratch: [scratch, zeroed])
 
-    def _with_workspace(self, stream, config, kernel, head: list, p, tail) -> Callable[[], None]:
+    def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
+                        tail) -> Callable[[], None]:
         """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
         workspace (sized by the plan `p`). The launch keeps working when a later, bigger
         call replaces that workspace: it notices (workspace.generation) and asks for the
         pointers again. A launch captured into a torch CUDA graph gets a workspace of its
         own (workspace.for_capture), so the graph may replay on any stream."""
-        from cuda.core import launch
-
         from . import workspace as ws
 
-        state: list = [None, None]  # [generation, arguments]
+        state: list = [None, None]  # [generation, the packed launch]
+        block = self.block
+        capturing = ws.capture_probe(stream)
 
         def refresh() -> None:
             zeroed, scratch = ws.workspace(self.device_id, stream, p.zeroed_bytes,
                                            p.scratch_bytes)
-            state[:] = [ws.generation, tuple(head + tail(zeroed, scratch))]
+            state[:] = [ws.generation, Packed(kernel, stream, grid, block,
+                                              tuple(head + tail(zeroed, scratch)))]
 
         refresh()
 
         def go() -> None:
-            if ws.capturing(stream):
+            if capturing():
                 zeroed, scratch, owner = ws.for_capture(self.device_id, stream,
                                                         p.zeroed_bytes, p.scratch_bytes)
-                launch(stream, config, kernel, *head, *tail(zeroed, scratch))
+                Packed(kernel, stream, grid, block, tuple(head + tail(zeroed, scratch)))()
                 del owner  # enqueued: the graph's pool keeps the memory
                 return
             if state[0] != ws.generation:
                 refresh()
-            launch(stream, config, kernel, *state[1])
+            state[1]()
 
         return go
 

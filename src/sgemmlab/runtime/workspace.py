@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 ALIGN = 256
 
@@ -90,16 +91,27 @@ _driver = None
 
 
 def capturing(stream) -> bool:
-    """True while `stream` is being captured into a CUDA graph (one driver query: the
-    launches that use a workspace ask it on every call)."""
+    """True while `stream` is being captured into a CUDA graph (one driver query)."""
+    return capture_probe(stream)()
+
+
+def capture_probe(stream) -> Callable[[], bool]:
+    """`capturing(stream)` with what it needs looked up once: the launches that use a
+    workspace ask it on every call."""
     global _driver
     if _driver is None:
         from cuda.bindings import driver
 
         _driver = driver
-    err, status = _driver.cuStreamIsCapturing(stream.handle)
-    return (err == _driver.CUresult.CUDA_SUCCESS
-            and status == _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    query, handle = _driver.cuStreamIsCapturing, stream.handle
+    ok = _driver.CUresult.CUDA_SUCCESS
+    active = _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+    def probe() -> bool:
+        err, status = query(handle)
+        return err == ok and status == active
+
+    return probe
 
 
 def for_capture(device_id: int, stream, zeroed: int, scratch: int

@@ -1,0 +1,72 @@
+"""The packed launch (runtime/launch.Packed, CPU, with the driver call replaced): the
+arguments land in C memory as the kernel's parameter types, in order, and a call passes
+cuLaunchKernel exactly the kernel, grid, block, stream and parameter array; a failed launch
+raises; an argument that is neither a numpy scalar nor a pointer is refused."""
+
+from __future__ import annotations
+
+import ctypes
+import types
+
+import numpy as np
+import pytest
+
+from sgemmlab.runtime import launch as launch_mod
+from sgemmlab.runtime import workspace as ws
+
+KERNEL = types.SimpleNamespace(handle="CUkernel")
+STREAM = types.SimpleNamespace(handle="CUstream")
+
+
+def test_arguments_are_packed_in_order_as_their_c_types():
+    args = (np.int32(-7), np.float32(0.1), 0x7F00_0000_1000, np.int64(1 << 40), np.int32(3))
+    p = launch_mod.Packed(KERNEL, STREAM, (5, 2, 1), (256, 1, 1), args)
+    seen = []
+    p._fn = lambda *a: seen.append(a) or (0,)
+    p()
+    (call,) = seen
+    assert call[:9] == ("CUkernel", 5, 2, 1, 256, 1, 1, 0, "CUstream") and call[10] == 0
+    ptrs = (ctypes.c_void_p * len(args)).from_address(call[9])
+    read = [ctypes.c_int32.from_address(ptrs[0]).value,
+            ctypes.c_float.from_address(ptrs[1]).value,
+            ctypes.c_uint64.from_address(ptrs[2]).value,
+            ctypes.c_int64.from_address(ptrs[3]).value,
+            ctypes.c_int32.from_address(ptrs[4]).value]
+    assert read == [-7, float(np.float32(0.1)), 0x7F00_0000_1000, 1 << 40, 3]
+    assert len({ptrs[i] for i in range(len(args))}) == len(args)
+
+
+def test_a_failed_launch_raises():
+    p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1),))
+    p._fn = lambda *a: (701,)  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    with pytest.raises(RuntimeError, match="cuLaunchKernel failed"):
+        p()
+
+
+@pytest.mark.parametrize("bad", [1.5, -1, 2**64, "0x10", np.float64(1.0)])
+def test_an_argument_of_no_known_type_is_refused(bad):
+    with pytest.raises(TypeError, match="numpy scalar or a device pointer"):
+        launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1), bad))
+
+
+def test_the_capture_probe_reads_the_stream_once(monkeypatch):
+    from cuda.bindings import driver
+
+    asked = []
+
+    class FakeDriver:
+        CUresult = driver.CUresult
+        CUstreamCaptureStatus = driver.CUstreamCaptureStatus
+
+        @staticmethod
+        def cuStreamIsCapturing(handle):
+            asked.append(handle)
+            status = (driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+                      if len(asked) == 2 else
+                      driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+            return driver.CUresult.CUDA_SUCCESS, status
+
+    monkeypatch.setattr(ws, "_driver", FakeDriver)
+    probe = ws.capture_probe(STREAM)
+    assert [probe(), probe(), probe()] == [False, True, False]
+    assert asked == ["CUstream"] * 3
