@@ -90,3 +90,48 @@ def test_dispatch_runs_the_twins_on_hopper():
     assert c.rung in {t.label for t in registry.ORDERED}  # a stand-in, or named by the table
     a, b = _operands(4096, 4096, 4096, "NN", 1)
     assert_matches(sgemmlab.matmul(a, b), a.double() @ b.double(), 4096)
+
+
+def _table_builds() -> list[tuple[int, dict]]:
+    """Every build of rungs 22-25 that the shipped H200 table chooses anywhere (its winners),
+    each once, at the fixed-order fix-up and without a split (those are host-side: the
+    build is the same)."""
+    import json
+
+    from sgemmlab.dispatch.table import package_table_path, winners
+
+    path = package_table_path("NVIDIA H200")
+    if not path.is_file():
+        return []
+    seen: dict[tuple, tuple[int, dict]] = {}
+    for e in winners(json.loads(path.read_text())["entries"]):
+        rung = registry.rung(e["rung"])
+        if rung in registry.ORDERED:
+            cfg = dict(e["config"]) | ({"FIXUP": 0, "SPLIT": 0} if "FIXUP" in e["config"]
+                                       else {})
+            seen.setdefault((rung.number, tuple(sorted(cfg.items()))), (rung.number, cfg))
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("build", _table_builds(),
+                         ids=lambda b: f"{b[0]}-" + registry.config_key(b[1]))
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[10], CASES[13]],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_every_build_the_table_chooses_equals_its_base(build, case):
+    """The table names builds beside each rung's default (tuned at its shapes): each must
+    match its base bit for bit too, at the steady loop's edges."""
+    import torch
+
+    twin, cfg = build
+    M, N, K, layout, batch = case
+    rung = registry.rung(twin)
+    a, b = _operands(M, N, K, layout, batch)
+    outs = []
+    for kernel in (rung.base, twin):
+        c = torch.full((M, N), NAN, device="cuda")
+        sgemmlab.sgemm(a, b, c, kernel=kernel, config=cfg)
+        outs.append(c)
+    torch.cuda.synchronize()
+    assert_matches(outs[1], a.double() @ b.double(), K)
+    assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32)), \
+        f"rung {twin} at {registry.config_key(cfg)} differs from rung {rung.base}"
