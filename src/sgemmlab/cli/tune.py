@@ -53,7 +53,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "--suite", "-s", help=f"{_suite_names()} (batched and layouts: not for a search "
              "or --table, which take row-major single products; --table takes --layout); "
              "comma-separated or repeated (default: 4096³ for a search; square,ragged,skinny "
-             "for --table)")] = None,
+             "for --table when no --shape or --size is given)")] = None,
          table: Annotated[bool, typer.Option(
              "--table", help="build this GPU's dispatch table: each rung's default (and "
              "every Stream-K decomposition) checked and timed against cuBLAS at every "
@@ -108,7 +108,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         if any(s < 1 for s in size or []):
             raise typer.BadParameter("--size: sizes must be >= 1")
         todo = suites.plain_shapes(suites.shapes_for(
-            names or (TUNE_TABLE_SUITES if table else []), picked)) \
+            names or (TUNE_TABLE_SUITES if table and not picked else []), picked)) \
             if names or picked or table else [(4096, 4096, 4096)]
         rungs = suites.rungs_for(split(kernel)) if kernel else None
         layouts = [x.upper() for x in split(layout)] or ["NN"]
