@@ -107,6 +107,17 @@ def test_report_writes_markdown_and_three_charts_in_png_and_svg(bench_file, tmp_
         assert f"]({c}.svg)" in text  # the Markdown shows every chart
 
 
+def test_the_source_line_gives_the_commit_and_a_correction_of_it(tmp_path):
+    run = bench_run()
+    run["environment"] |= {"git_dirty": True}
+    dirty = write(tmp_path / "a" / "bench-a-20261129T120000Z.json", run)
+    assert "commit 0123456789 (dirty)" in report.build([dirty], tmp_path / "o1")[0]
+    run["corrected"] = {"git_commit": "fedcba9876543210", "git_dirty": False, "why": "x"}
+    fixed = write(tmp_path / "b" / "bench-b-20261129T120000Z.json", run)
+    text = report.build([fixed], tmp_path / "o2")[0]
+    assert "commit fedcba9876 (corrected:" in text and "(dirty)" not in text
+
+
 def test_report_default_folder_is_beside_the_first_file(bench_file):
     _, written = report.build([bench_file])
     assert written[0].parent == bench_file.parent / f"{bench_file.stem}-report"

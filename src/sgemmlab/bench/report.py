@@ -278,8 +278,11 @@ def report_ceilings(runs: list[tuple[Path, dict]]) -> dict:
 
 def _source_line(path: Path, run: dict) -> str:
     m, env = run.get("method", {}), run.get("environment", {})
-    commit = (env.get("git_commit") or "unknown")[:10] + (" (dirty)" if env.get("git_dirty")
-                                                          else "")
+    fixed = run.get("corrected") or {}  # provenance corrected by hand, with its reason
+    state = {**env, **{k: fixed[k] for k in ("git_commit", "git_dirty") if k in fixed}}
+    commit = (state.get("git_commit") or "unknown")[:10] + (" (dirty)" if state.get(
+        "git_dirty") else "") + (" (corrected: the file's `corrected` says why)" if fixed
+                                 else "")
     return (f"- `{path}`: `{run.get('command', '?')}` on {env.get('gpu', '?')}, "
             f"{run.get('created', '?')}; {m.get('launches_per_round', '?')} launches × "
             f"{m.get('rounds', '?')} rounds; commit {commit}")
