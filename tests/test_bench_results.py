@@ -70,3 +70,28 @@ def test_a_large_run_is_written_gzipped_and_loads_the_same(tmp_path, monkeypatch
     assert results.load(big)["records"] == run(400)["records"]
     assert results.load(small)["environment"]["sm_clock_mhz_after"] == 1980
     assert len(big.read_bytes()) < len(results.read_text(big)) / 5
+
+
+def test_ladder_and_ceilings_files_are_found_gzipped_too(tmp_path, monkeypatch):
+    """Since files past GZIP_FROM_BYTES are written gzipped, the readers that pick the
+    newest ladder or ceilings file must find <name>.json.gz as well as <name>.json."""
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(results, "sm_clock_mhz", lambda: 1980)
+    rec = {"kernel": "13_hoisted", "M": 64, "N": 64, "K": 64, "status": "ok",
+           "median_us": 5.0, "vs_cublas": 1.1, "config": {}}
+    for name, gz, created in (("ladder-64x64x64-20261201T000000Z", False, "2026-12-01"),
+                              ("ladder-64x64x64-20261202T000000Z", True, "2026-12-02")):
+        monkeypatch.setattr(results, "GZIP_FROM_BYTES", 1 if gz else 1 << 30)
+        results.write({"schema": results.SCHEMA, "kind": "ladder", "created": created,
+                       "environment": {}, "records": [{**rec, "median_us": 5.0 + gz}]},
+                      "nvidia-h200", name)
+    results.write({"schema": results.SCHEMA, "kind": "ceilings", "created": "2026-12-02",
+                   "environment": {}, "ceilings": {"ffma_tflops": 60.0, "copy_tbps": 4.0},
+                   "records": []}, "nvidia-h200", "ceilings-20261202T000000Z")
+    assert (tmp_path / "nvidia-h200" / "ceilings-20261202T000000Z.json.gz").exists()
+    newest = results.newest_ladder("nvidia-h200", "64x64x64", root=tmp_path)
+    assert newest["13_hoisted"]["median_us"] == 6.0
+    assert newest["13_hoisted"]["file"].endswith(".json.gz")
+    recs, shown = results.ladder_records("NVIDIA H200", (64, 64, 64), root=tmp_path)
+    assert recs["13_hoisted"]["median_us"] == 6.0 and shown.endswith(".json.gz")
+    assert results.latest_ceilings(tmp_path / "nvidia-h200")["ffma_tflops"] == 60.0
