@@ -878,7 +878,8 @@ _BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | 
 #: of the base: rungs 22 and 23. Rungs 24 and 25 want other settings than their bases'
 #: (rung 24: A by cp.async, REG_TRANSPOSE=0; at rung 14's REG_TRANSPOSE=1 it is slower than
 #: 22), so dispatch reaches them through table entries that name them.
-TWIN_OF = {_BY_NAME[str(t.base)].label: t.label for t in ORDERED if t.name.endswith("ordered")}
+STAND_INS = (22, 23)
+TWIN_OF = {_BY_NAME[str(t.base)].label: t.label for t in ORDERED if t.number in STAND_INS}
 
 
 def rung(key: str | int) -> Rung:
