@@ -431,7 +431,8 @@ def test_tune_export_on_the_command_line(monkeypatch, tmp_path):
     (["--table", "--config", "13"], "RUNG:NAME=VALUE", 1),
     (["--table", "--config", "13:BM=x"], "malformed", 1),
     (["--layout", "TN"], "applies to --table and --grid", 1),
-    (["--grid", "--config", "13:BM=64"], "--config to --table", 1),
+    (["--grid", "--config", "13:BM=64"], "--config and --confirm to --table", 1),
+    (["--confirm"], "--config and --confirm to --table", 1),
     (["--table", "--write-defaults"], "not --table", 2),
 ])
 def test_tune_argument_errors_come_before_the_gpu(args, words, code, monkeypatch):
