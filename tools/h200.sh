@@ -3,7 +3,7 @@
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz
-#                               matrix
+#                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -69,6 +69,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"
       sg bench --random "${COUNT:-200}" --seed "${SEED:-2026}" -k auto -k matmul -b none \
         --quiet || status=1 ;;
+    large)  # issue 19: matmul at its eight shapes, 15 paired rounds (LARGE_ARGS: more -k)
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
+      sg bench $(for s in 2048,2048,2048 3072,3072,3072 4096,4096,4096 6144,6144,6144 \
+          8192,8192,8192 8192,8192,512 256,4096,4096 4096,4096,256; do echo --shape $s; done) \
+        -k matmul ${LARGE_ARGS:-} -b none --confirm --quiet || status=1 ;;
     bench)  # the library against cuBLAS over the suites, 15 paired rounds
       sg bench --suite square --suite ragged --suite skinny -k auto -k 14 -k matmul -b none \
         --confirm --quiet || status=1 ;;
