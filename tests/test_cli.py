@@ -214,21 +214,29 @@ def test_candidate_lists_for_a_search(tmp_path, cli):
 
 def test_tune_table_measures_the_shapes_asked_and_the_suites_only_by_default(monkeypatch):
     """`tune --table --shape ...` measures those shapes alone (the suites are the default
-    when no shape is named), and --confirm picks the confirm method; neither needs a GPU
-    to decide."""
+    when no shape is named), and --confirm hands the table builder the confirm method;
+    neither needs a GPU to decide."""
+    import types
+
     from sgemmlab.bench.measure import CONFIRM, QUICK
     from sgemmlab.cli import tune as tune_cli
+    from sgemmlab.tune import table as table_mod
 
     seen = []
+
+    def build_table(todo, rungs, **kw):
+        seen.append((todo, kw["method"]))
+        return types.SimpleNamespace(table={"winners": []}, results="r.json", written=[])
+
     monkeypatch.setattr(tune_cli, "require_gpu", lambda: None)
     monkeypatch.setattr(tune_cli, "require_torch", lambda: None)
-    monkeypatch.setattr(tune_cli, "_tune_table", lambda todo, *a: seen.append((todo, a[-1])))
+    monkeypatch.setattr(table_mod, "build_table", build_table)
     runner = CliRunner()
     assert runner.invoke(app, ["tune", "--table", "--shape", "333,444,555", "--confirm",
                                "--size", "2048"]).exit_code == 0
     assert runner.invoke(app, ["tune", "--table"]).exit_code == 0
     (asked, confirm), (default, quick) = seen
-    assert sorted(asked) == [(333, 444, 555), (2048, 2048, 2048)] and confirm is True
-    assert (1024, 1024, 1024) in default and (333, 444, 555) not in default and not quick
-    assert CONFIRM != QUICK
+    assert sorted(asked) == [(333, 444, 555), (2048, 2048, 2048)] and confirm is CONFIRM
+    assert (1024, 1024, 1024) in default and (333, 444, 555) not in default
+    assert quick is QUICK
     assert runner.invoke(app, ["tune", "--confirm"]).exit_code != 0  # --table only

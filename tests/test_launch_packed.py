@@ -49,10 +49,17 @@ def test_an_argument_of_no_known_type_is_refused(bad):
         launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1), bad))
 
 
-def test_the_capture_probe_reads_the_stream_once(monkeypatch):
+def test_the_capture_probe_resolves_the_handle_once_and_asks_the_driver_every_call(
+        monkeypatch):
     from cuda.bindings import driver
 
-    asked = []
+    asked, reads = [], []
+
+    class Stream:
+        @property
+        def handle(self):
+            reads.append(1)
+            return "CUstream"
 
     class FakeDriver:
         CUresult = driver.CUresult
@@ -67,6 +74,6 @@ def test_the_capture_probe_reads_the_stream_once(monkeypatch):
             return driver.CUresult.CUDA_SUCCESS, status
 
     monkeypatch.setattr(ws, "_driver", FakeDriver)
-    probe = ws.capture_probe(STREAM)
+    probe = ws.capture_probe(Stream())
     assert [probe(), probe(), probe()] == [False, True, False]
-    assert asked == ["CUstream"] * 3
+    assert asked == ["CUstream"] * 3 and len(reads) == 1

@@ -50,21 +50,28 @@ def _operands(M, N, K, layout, batch):
 def test_the_twin_equals_its_base_bit_for_bit_and_float64(twin, case):
     import torch
 
-    M, N, K, layout, batch = case
     rung = registry.rung(twin)
     cfg = rung.default(torch.cuda.get_device_name())
     if "FIXUP" in cfg:
         cfg = cfg | {"FIXUP": 0}  # the fixed-order fix-up: bit-reproducible
+    _assert_twin_equals_base(rung, cfg, case)
+
+
+def _assert_twin_equals_base(rung, cfg: dict, case) -> None:
+    """`rung` and its base at `cfg` on one case: right against float64, and bit-identical."""
+    import torch
+
+    M, N, K, layout, batch = case
     a, b = _operands(M, N, K, layout, batch)
     outs = []
-    for kernel in (rung.base, twin):
+    for kernel in (rung.base, rung.number):
         c = torch.full((batch, M, N) if batch > 1 else (M, N), NAN, device="cuda")
         sgemmlab.sgemm(a, b, c, kernel=kernel, config=cfg)
         outs.append(c)
     torch.cuda.synchronize()
     assert_matches(outs[1], a.double() @ b.double(), K)
     assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32)), \
-        f"rung {twin} differs from rung {rung.base}"
+        f"rung {rung.number} at {registry.config_key(cfg)} differs from rung {rung.base}"
 
 
 @pytest.mark.parametrize("twin", [22, 23, 24, 25])
@@ -120,18 +127,5 @@ def _table_builds() -> list[tuple[int, dict]]:
 def test_every_build_the_table_chooses_equals_its_base(build, case):
     """The table names builds beside each rung's default (tuned at its shapes): each must
     match its base bit for bit too, at the steady loop's edges."""
-    import torch
-
     twin, cfg = build
-    M, N, K, layout, batch = case
-    rung = registry.rung(twin)
-    a, b = _operands(M, N, K, layout, batch)
-    outs = []
-    for kernel in (rung.base, twin):
-        c = torch.full((M, N), NAN, device="cuda")
-        sgemmlab.sgemm(a, b, c, kernel=kernel, config=cfg)
-        outs.append(c)
-    torch.cuda.synchronize()
-    assert_matches(outs[1], a.double() @ b.double(), K)
-    assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32)), \
-        f"rung {twin} at {registry.config_key(cfg)} differs from rung {rung.base}"
+    _assert_twin_equals_base(registry.rung(twin), cfg, case)

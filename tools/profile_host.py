@@ -75,7 +75,7 @@ def stepped(a, b, out, marks: list):
     t = TORCH
     ns = time.perf_counter_ns
     marks.append(ns())
-    key = out_key(a, b, out, False, "ieee")
+    key = out_key(a, b, out, False, "ieee", a.get_device())
     marks.append(ns())
     fn = PLANS.hot.get(key)
     marks.append(ns())
@@ -171,6 +171,10 @@ def main() -> None:
             pstats.Stats(prof).sort_stats("tottime").print_stats(12)
         PLANS.clear()
     if args.out:
+        from sgemmlab.bench.results import git_state
+
+        report = {"environment": {"gpu": torch.cuda.get_device_name(), **git_state()},
+                  "shapes": report}
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
 

@@ -71,7 +71,6 @@ class TorchGlue:
         self.module = None
         self.Tensor: type | None = None
         self.plain: frozenset = frozenset()  # torch.Tensor, torch.nn.Parameter
-        self.f32 = None
         self.raw_stream: Callable[[int], int] | None = None
         self.cur_device: Callable[[], int] | None = None
         self.increment_version: Callable[[Any], None] | None = None
@@ -84,7 +83,6 @@ class TorchGlue:
             self.raw_stream = getattr(C, "_cuda_getCurrentRawStream", None) or (
                 lambda i: torch.cuda.current_stream(i).cuda_stream)
             self.cur_device = getattr(C, "_cuda_getDevice", None) or torch.cuda.current_device
-            self.f32 = torch.float32
             self.increment_version = getattr(torch.autograd.graph, "increment_version", None)
             self.plain = frozenset({torch.Tensor, torch.nn.Parameter})
             self.Tensor = torch.Tensor
@@ -133,10 +131,10 @@ def fast_key(a, b, deterministic, precision) -> tuple:
             b.get_device(), (a.data_ptr() | b.data_ptr()) & 15 == 0, deterministic, precision)
 
 
-def out_key(a, b, out, deterministic, precision) -> tuple:
+def out_key(a, b, out, deterministic, precision, dev: int) -> tuple:
     """The hot path's key for a @ b into `out`: these very pointers on the current stream of
-    a's device, and everything the checks of the bound launch read."""
-    dev = a.get_device()
+    a's device `dev` (a.get_device(), which the caller has read), and everything the checks
+    of the bound launch read."""
     return (a.data_ptr(), b.data_ptr(), out.data_ptr(), TORCH.raw_stream(dev), a.shape,
             a.stride(), b.shape, b.stride(), out.shape, out.stride(), a.dtype, b.dtype,
             out.dtype, dev, b.get_device(), out.get_device(), deterministic, precision)
@@ -148,12 +146,13 @@ def hot(a, b, out, deterministic, precision):
     where the general path checked the same key (the caller has checked the types and that
     autograd need not see the product). Keys hold the options as passed, so a value the
     general path would normalize or refuse finds nothing here and goes there."""
-    if a.get_device() < 0:
+    dev = a.get_device()
+    if dev < 0:
         return None
     t = TORCH
     try:
         key = (fast_key(a, b, deterministic, precision) if out is None else
-               out_key(a, b, out, deterministic, precision))
+               out_key(a, b, out, deterministic, precision, dev))
         found = (PLANS.fast if out is None else PLANS.hot).get(key)
     except TypeError:  # an unhashable option: the general path names the problem
         return None
@@ -171,7 +170,7 @@ def hot(a, b, out, deterministic, precision):
         elif plan.kind == "scale":
             out.zero_()
         return out
-    prev = t.device_ready(a.get_device())
+    prev = t.device_ready(dev)
     found()
     t.restore(prev)
     t.bump_version(out)
@@ -180,12 +179,12 @@ def hot(a, b, out, deterministic, precision):
 
 def torch_product(a, b, deterministic: bool = False, out=None, precision: str = "ieee"):
     """a @ b for plain torch tensors (into `out`, or a new tensor): torch.ops.sgemmlab.matmul's
-    path. `hot` serves what an earlier call checked; anything new goes through the general
-    path, which checks it all and fills the caches."""
-    if a.dtype is TORCH.f32 and b.dtype is TORCH.f32 and a.is_cuda and b.is_cuda:
-        r = hot(a, b, out, deterministic, precision)
-        if r is not None:
-            return r
+    path. `hot` serves what an earlier call checked (its keys hold dtypes and devices, so
+    anything else misses there); anything new goes through the general path, which checks
+    it all and fills the caches."""
+    r = hot(a, b, out, deterministic, precision)
+    if r is not None:
+        return r
     return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True,
                    precision=precision)
 
@@ -309,7 +308,8 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
             fn = plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
             TORCH.restore(prev)
             if fast and out is not None:  # every check passed: the hot path has this launch
-                PLANS.remember_hot(out_key(a, b, out, deterministic, precision), fn)
+                PLANS.remember_hot(out_key(a, b, out, deterministic, precision,
+                                           a.get_device()), fn)
         else:
             make_current(A.device_id)
             plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
