@@ -812,3 +812,20 @@ def test_deterministic_with_a_named_rung_and_no_config_takes_its_fixed_order(emu
     rung, cfg = plan.named_rung(g, 0, r.label, None, True)
     assert rung.deterministic(cfg)
     assert cfg == {**default, "FIXUP": 0}
+
+
+def test_the_version_bump_marks_a_write_and_leaves_inference_tensors_alone():
+    """The hot path tells autograd that `out` changed (torch's own call, found once): the
+    counter moves on an ordinary tensor, and an inference tensor, which has none, is left
+    as it is rather than raising."""
+    torch = pytest.importorskip("torch")
+    glue = product.TorchGlue()
+    assert glue.find() is torch and glue.increment_version is not None
+    x = torch.zeros(3)
+    v = x._version
+    glue.bump_version(x)
+    assert x._version == v + 1
+    with torch.inference_mode():
+        y = torch.zeros(3)
+    glue.bump_version(y)
+    assert glue.is_compiling is torch.compiler.is_compiling and not glue.is_compiling()

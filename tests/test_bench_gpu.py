@@ -114,6 +114,27 @@ def test_bench_command_end_to_end(tmp_path, monkeypatch):
     assert len(list(tmp_path.glob("*/bench-128x128x128-*.json"))) == 1
 
 
+def test_bench_grouped_gives_every_kernel_the_same_baseline(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from sgemmlab.cli import app
+
+    monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["bench", "--shape", "200x136x72", "--kernel", "3",
+                                      "--kernel", "10", "--baseline", "none", "--grouped",
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(next(tmp_path.glob("*/bench-200x136x72-*.json")).read_text())
+    assert data["method"]["grouped"] is True
+    by = {r["kernel"]: r for r in data["records"]}
+    rung3, rung10 = by["03_smem"], by["10_warptiling"]
+    assert rung3["correct"] and rung10["correct"]
+    assert rung3["cublas_times_us"] == rung10["cublas_times_us"] == by["cublas"]["times_us"]
+    assert len(by["cublas"]["times_us"]) == data["method"]["rounds"]
+
+
 def test_triton_baseline_is_correct_on_ragged_shapes():
     pytest.importorskip("triton")
     from sgemmlab.bench.baselines import candidate

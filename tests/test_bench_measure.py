@@ -121,9 +121,56 @@ def test_confirm_is_the_published_method_and_quick_is_lighter():
 
 def test_the_mode_is_recorded_and_checked():
     assert Method(mode="throughput").as_dict() == {
-        "launches_per_round": 20, "rounds": 3, "warmup": 3, "mode": "throughput"}
+        "launches_per_round": 20, "rounds": 3, "warmup": 3, "mode": "throughput",
+        "grouped": False}
     with pytest.raises(ValueError, match="unknown timing mode"):
         Method(mode="fast")
+
+
+def test_grouped_rounds_share_the_baseline_and_rotate_the_order(monkeypatch):
+    """Each round times the baseline once and every candidate once, [a, b, baseline]
+    rotated left by one place a round; both candidates divide by the same samples."""
+    base = [[100.0] * 3, [130.0] * 3, [110.0] * 3, [120.0] * 3]  # a drifting baseline
+    script = Script(monkeypatch, a=lambda i, n: [100.0] * n,
+                    b=lambda i, n: [90.0] * n if i else [90.0],
+                    baseline=lambda i, n: base[i])
+    ran = []
+
+    def a():
+        ran.append("a")
+
+    def b():
+        ran.append("b")
+
+    def baseline():
+        ran.append("baseline")
+
+    prs = measure.grouped_rounds([a, b], baseline, Method(launches=3, rounds=4, warmup=1),
+                                 flush=None)
+    assert ran == ["a", "b", "baseline"]  # the warmup: every function once, untimed
+    assert script.calls == [("a", 1), ("b", 1),  # each candidate's probe sizes its rounds
+                            ("a", 3), ("b", 3), ("baseline", 3),
+                            ("b", 3), ("baseline", 3), ("a", 3),
+                            ("baseline", 3), ("a", 3), ("b", 3),
+                            ("a", 3), ("b", 3), ("baseline", 3)]
+    pa, pb = prs
+    assert pa.baseline_us == pb.baseline_us == base
+    assert pa.ratios == pytest.approx([1.0, 1.3, 1.1, 1.2])
+    # the two ratios of a round differ only by the candidates' own times
+    assert [rb / ra for ra, rb in zip(pa.ratios, pb.ratios)] == pytest.approx([100 / 90] * 4)
+
+
+def test_grouped_rounds_of_one_candidate_alternate_as_pairs_do(monkeypatch):
+    script = Script(monkeypatch, candidate=lambda i, n: [10.0] * n,
+                    baseline=lambda i, n: [10.0] * n)
+    candidate, baseline, _ = launches()
+    method = Method(launches=5, rounds=4, warmup=0)
+    measure.grouped_rounds([candidate], baseline, method, flush=None)
+    grouped_calls = list(script.calls)
+    script.calls.clear()
+    script.count.clear()
+    measure.paired(candidate, baseline, method, flush=None)
+    assert grouped_calls == script.calls
 
 
 def test_tflops():

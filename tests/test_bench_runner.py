@@ -294,3 +294,55 @@ def test_the_triton_baseline_refuses_batches_and_layouts():
     assert baselines._one_row_major_product(Problem(64, 64, 64)) is None
     for p in (Problem(64, 64, 64, 2), Problem(64, 64, 64, layout="TN")):
         assert "Triton" in baselines._one_row_major_product(p)
+
+
+def test_a_grouped_method_checks_every_candidate_then_times_them_on_one_baseline(
+        monkeypatch, torch):
+    """measure_shape with Method.grouped: the failed candidate is reported at once and never
+    timed; the other two are timed in shared rounds, so both records carry the same cuBLAS
+    samples, and cuBLAS's own record counts each round once."""
+    from sgemmlab.bench import measure
+    from sgemmlab.bench.check import CheckResult
+
+    monkeypatch.setattr(torch, "empty", lambda *shape, **kw: None)
+    monkeypatch.setattr(runner, "operands", lambda p: (None, None))
+
+    def cublas():
+        pass
+
+    monkeypatch.setattr(runner, "cublas_fp32", lambda A, B, C: cublas)
+    monkeypatch.setattr(runner, "check_gemm", lambda *a, **kw: CheckResult(True, 1e-6, 6e-5))
+    verdict = {"fast": True, "slow": True, "wrong": False}
+    monkeypatch.setattr(runner, "check_candidate", lambda c, *a, **kw: CheckResult(
+        verdict[c.kernel], 1e-6 if verdict[c.kernel] else 1.0, 6e-5))
+    own = {"fast": 80.0, "slow": 100.0}
+    base = iter([120.0, 100.0, 110.0])
+    timed = []
+
+    def time_launches(fn, n, flush, mode="isolated", timer=None):
+        timed.append(fn.__name__)
+        return [next(base)] * n if fn is cublas else [own[fn.__name__]] * n
+
+    monkeypatch.setattr(measure, "time_launches", time_launches)
+
+    def candidate(name):
+        def launch():
+            pass
+
+        launch.__name__ = name
+        return Candidate(name, lambda *a: None, lambda A, B, C: launch)
+
+    seen = []
+    recs = runner.measure_shape(
+        64, 64, 64, [candidate("fast"), candidate("wrong"), candidate("slow")],
+        measure.Method(launches=3, rounds=3, warmup=0, grouped=True),
+        types.SimpleNamespace(nbytes=0), on_record=lambda r: seen.append(r["kernel"]))
+    assert seen == ["wrong", "fast", "slow"]  # the failure at once, the rest together
+    assert "wrong" not in timed and timed.count("cublas") == 3  # once a round
+    by = {r["kernel"]: r for r in recs}
+    assert by["wrong"]["status"] == "failed" and "median_us" not in by["wrong"]
+    assert by["fast"]["cublas_times_us"] == by["slow"]["cublas_times_us"] == by[
+        "cublas"]["times_us"] == [[120.0] * 3, [100.0] * 3, [110.0] * 3]
+    assert by["cublas"]["rounds"] == 3
+    assert by["fast"]["vs_cublas"] == pytest.approx(110 / 80)
+    assert by["slow"]["vs_cublas"] == pytest.approx(110 / 100)

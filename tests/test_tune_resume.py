@@ -330,9 +330,11 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(runner, "tf32_is_on", lambda: False)
 
     def use(measure):
-        monkeypatch.setattr(runner, "measure_shape",
-                            lambda M, N, K, cands, method, flush, peak, progress, **kw:
-                            measure(M, N, K, cands, **kw))
+        def measure_shape(M, N, K, cands, method, flush, peak, progress, **kw):
+            assert method.grouped  # a table ranks candidates that share one baseline
+            return measure(M, N, K, cands, **kw)
+
+        monkeypatch.setattr(runner, "measure_shape", measure_shape)
     return use
 
 

@@ -5,6 +5,13 @@ Method (../shared/seeds/001: "The confirmed result"):
   * `rounds` rounds alternate candidate and baseline (which goes first alternates too), so
     each round gives a paired ratio baseline/candidate measured seconds apart on the same
     clocks; we report the median ratio and its min-max over rounds;
+  * grouped (`Method.grouped`, what a dispatch table uses): where several candidates meet
+    at one problem, each round times the baseline once and then every candidate, in an
+    order rotated by one place from round to round, and every candidate's ratio of that
+    round divides by the same baseline samples. Candidates paired one by one each meet a
+    different stretch of the baseline, and the baseline drifts more than a bound launch
+    (cuBLAS does more host work after a synchronize), so pairs can rank two candidates by
+    their baselines' drift; in a group their ratios rank as their own times do;
   * what one launch's time is depends on the mode (`Method.mode`):
 
     isolated (the default)  per launch: flush the L2 (a write and a read of >= 4x its size:
@@ -38,6 +45,7 @@ class Method:
     rounds: int = 3  # alternating rounds (each gives one paired ratio)
     warmup: int = 3  # untimed launches before the first round
     mode: str = "isolated"  # see the module docstring
+    grouped: bool = False  # all candidates of a problem in shared rounds (module docstring)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -45,7 +53,7 @@ class Method:
 
     def as_dict(self) -> dict:
         return {"launches_per_round": self.launches, "rounds": self.rounds,
-                "warmup": self.warmup, "mode": self.mode}
+                "warmup": self.warmup, "mode": self.mode, "grouped": self.grouped}
 
 
 QUICK = Method()
@@ -206,6 +214,36 @@ def paired(candidate: Launch, baseline: Launch, method: Method, flush: L2Flusher
             c = timed(candidate)
         out.candidate_us.append(c)
         out.baseline_us.append(b)
+        if on_round:
+            on_round(r)
+    return out
+
+
+def grouped_rounds(candidates: list[Launch], baseline: Launch, method: Method,
+                   flush: L2Flusher | None, on_round: Callable[[int], None] | None = None,
+                   timer: Timer | None = None) -> list[Paired]:
+    """Time the baseline and every candidate in `method.rounds` shared rounds (the module
+    docstring's grouped method); one Paired per candidate, all holding the same baseline
+    samples. Round r runs [candidates..., baseline] rotated left by r places, so with one
+    candidate this is `paired`'s alternation."""
+    timer = timer or CudaTimer()
+    for _ in range(method.warmup):
+        for fn in (*candidates, baseline):
+            fn()
+    counts = [adapt_launches(fn, method, flush, timer=timer) for fn in candidates]
+    n_base = max(counts, default=method.launches)
+    out = [Paired() for _ in candidates]
+    order = [*range(len(candidates)), None]  # None: the baseline
+    for r in range(method.rounds):
+        shift = r % len(order)
+        times: dict[int | None, list[float]] = {}
+        for i in order[shift:] + order[:shift]:
+            times[i] = time_launches(baseline if i is None else candidates[i],
+                                     n_base if i is None else counts[i], flush,
+                                     method.mode, timer)
+        for i, pr in enumerate(out):
+            pr.candidate_us.append(times[i])
+            pr.baseline_us.append(times[None])
         if on_round:
             on_round(r)
     return out

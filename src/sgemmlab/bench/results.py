@@ -8,7 +8,7 @@
       "environment": {gpu, compute_capability, sm_count, l2_bytes, driver,
                       sm_clock_mhz_before, sm_clock_mhz_after, versions{...},
                       git_commit, git_dirty, source_digest},
-      "method": {launches_per_round, rounds, warmup, mode, l2_flush_bytes},
+      "method": {launches_per_round, rounds, warmup, mode, grouped, l2_flush_bytes},
       "ceilings": {ffma_tflops, copy_tbps, source},
       "notes": [what was skipped and why, ...],
       "suites": {suite name: [problem, ...]}   (bench: which problems each suite named),

@@ -16,7 +16,8 @@ What a time is (measure.py): in the default isolated mode, one call from a synch
 idle GPU with a flushed L2, the events around the call itself, so the host work of the
 call (for `matmul_candidate`, the whole API) is inside its time, cuBLAS's included; in
 throughput mode, the time per call of calls queued back to back. Every ratio is paired:
-candidate and cuBLAS alternate round by round at the same problem.
+candidate and cuBLAS alternate round by round at the same problem; grouped
+(Method.grouped), every candidate of a problem and cuBLAS share each round.
 
 Candidates (candidates.Candidate): a rung at a configuration (`rung_candidate`: a launch
 bound once, so only the launch's own host work is timed), the dispatcher's choice per
@@ -43,7 +44,7 @@ from . import results
 from .baselines import cublas_fp32, cublas_gemm, tf32_is_on
 from .candidates import Candidate
 from .check import CheckResult, check_gemm, uniform_matrices
-from .measure import L2Flusher, Method, median, paired, tflops
+from .measure import L2Flusher, Method, grouped_rounds, median, paired, tflops
 from .problems import Problem, key
 
 #: alpha/beta used by the second correctness check of every candidate.
@@ -100,7 +101,9 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
     `layout` stores A and B row-major ('N') or column-major ('T'), `batch` > 1 makes it that
     many products in 3-D tensors, cuBLAS included (records then carry "layout" and "batch");
     `on_record` gets each candidate's record the moment it is complete (the tuner persists
-    it, so an interrupted run resumes)."""
+    it, so an interrupted run resumes). With `method.grouped` every candidate is checked
+    first, then all are timed in shared rounds (measure.grouped_rounds) and their records
+    complete together."""
     import torch
 
     p = Problem(M, N, K, batch, layout)
@@ -115,6 +118,7 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
                                                    layout=layout), batch=batch, layout=layout)
     cublas_rounds: list[list[float]] = []
     records = []
+    timed: list[tuple[Candidate, dict, object]] = []  # (candidate, record, progress task)
     for cand in candidates:
         task = progress.add_task(f"{cand.kernel} {p}", total=method.rounds + 1) \
             if progress else None
@@ -135,17 +139,29 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
             if on_record:
                 on_record(rec)
             continue
+        if method.grouped:  # timed together once every candidate is checked
+            timed.append((cand, rec, task))
+            continue
         pr = paired(cand.bind(A, B, C), cublas, method, flush,
                     on_round=(lambda r: progress.advance(task)) if progress else None)
-        us = pr.candidate_median_us
-        rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us, batch),
-                   **pr.summary(), cublas_median_us=pr.baseline_median_us,
-                   times_us=pr.candidate_us, cublas_times_us=pr.baseline_us)
-        if peak_tflops:
-            rec["pct_of_peak"] = 100 * rec["tflops"] / peak_tflops
+        _timed(rec, pr, M, N, K, batch, peak_tflops)
         cublas_rounds += pr.baseline_us
         if on_record:
             on_record(rec)
+    if timed:
+        tasks = [task for _, _, task in timed]
+
+        def advance(r: int) -> None:
+            for task in tasks:
+                progress.advance(task)
+
+        prs = grouped_rounds([cand.bind(A, B, C) for cand, _, _ in timed], cublas, method,
+                             flush, on_round=advance if progress else None)
+        for (_, rec, _), pr in zip(timed, prs):
+            _timed(rec, pr, M, N, K, batch, peak_tflops)
+            if on_record:
+                on_record(rec)
+        cublas_rounds = list(prs[0].baseline_us)
     if cublas_rounds:
         us = median([median(r) for r in cublas_rounds])
         cublas_rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us, batch),
@@ -156,6 +172,17 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
     else:
         cublas_rec["status"] = "not timed"
     return [cublas_rec, *records]
+
+
+def _timed(rec: dict, pr, M: int, N: int, K: int, batch: int,
+           peak_tflops: float | None) -> None:
+    """Fill a candidate's record with its timing (a measure.Paired)."""
+    us = pr.candidate_median_us
+    rec.update(status="ok", median_us=us, tflops=tflops(M, N, K, us, batch), **pr.summary(),
+               cublas_median_us=pr.baseline_median_us, times_us=pr.candidate_us,
+               cublas_times_us=pr.baseline_us)
+    if peak_tflops:
+        rec["pct_of_peak"] = 100 * rec["tflops"] / peak_tflops
 
 
 def _matrix(X) -> tuple[bool, int]:

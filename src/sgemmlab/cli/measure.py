@@ -219,6 +219,11 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
           seed: SeedOpt = None, kernel: BenchKernelOpt = None,
           baseline: BaselineOpt = None, precision: PrecisionOpt = "ieee",
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
+          grouped: Annotated[bool, typer.Option(
+              help="time every kernel of a problem in shared rounds (cuBLAS once a round, "
+              "then each kernel, the order rotated), so their ratios share one baseline "
+              "and rank as their times do; default: each kernel paired with cuBLAS "
+              "alone")] = False,
           mode: Annotated[str, typer.Option(
               help="isolated: each call timed alone on a flushed L2, host work included; "
               "throughput: calls back to back")] = "isolated",
@@ -257,7 +262,8 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     for note in notes:
         typer.echo(f"note: {note}")
     try:
-        method = dataclasses.replace(CONFIRM if confirm else QUICK, mode=mode)
+        method = dataclasses.replace(CONFIRM if confirm else QUICK, mode=mode,
+                                     grouped=grouped)
     except ValueError as exc:
         fail(f"--mode: {exc}", 2)
     drawn: list[Problem] = []

@@ -7,12 +7,14 @@ decomposition its space offers (SPLIT: Stream-K, data-parallel, split-K) with ea
 at a shape where its parts would get fewer than 2 k-iterations each.
 
 Method: the harness's (runner.measure_shape): every candidate checked against float64 at
-the shape (beta = 0 on NaN-poisoned output, then alpha/beta), then timed paired with cuBLAS
-FP32 on a flushed L2 in alternating rounds. Everything compiles in parallel first.
+the shape (beta = 0 on NaN-poisoned output, then alpha/beta), then timed against cuBLAS
+FP32 on a flushed L2, grouped (measure.Method.grouped): each round times cuBLAS once and
+every candidate of the shape, so the ratios that rank them share one baseline. Everything
+compiles in parallel first.
 
-Resumable: each candidate's record goes to results/<gpu>/table-<tag>.partial.jsonl as it
-is measured (tune/resume.py); run the same command again after a stop and only what is
-missing is measured. At the end: a results file (kind "tune", name table-<tag>-<time>)
+Resumable: the records of a shape go to results/<gpu>/table-<tag>.partial.jsonl as the
+shape is done (tune/resume.py; a candidate that fails its check at once); run the same
+command again after a stop and only what is missing is measured. At the end: a results file (kind "tune", name table-<tag>-<time>)
 with every record, and the table: merged into this GPU's current table (a shape measured
 now replaces that shape's old entries) and written to the user's cache directory, where
 dispatch looks first; `export` writes the same table where asked (the package's
@@ -21,6 +23,7 @@ data/tables/<gpu>.json ships it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -201,7 +204,7 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
     from ..runtime.compiler import nvrtc_version
     from ..runtime.device import gpu_info
 
-    method = method or QUICK
+    method = dataclasses.replace(method or QUICK, grouped=True)
     layouts = list(dict.fromkeys(layouts))
     for lay in layouts:
         if lay not in dispatch.LAYOUTS:
