@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -14,11 +14,11 @@ compiles in parallel first.
 
 Resumable: the records of a shape go to results/<gpu>/table-<tag>.partial.jsonl as the
 shape is done (tune/resume.py; a candidate that fails its check at once); run the same
-command again after a stop and only what is missing is measured. At the end: a results file (kind "tune", name table-<tag>-<time>)
-with every record, and the table: merged into this GPU's current table (a shape measured
-now replaces that shape's old entries) and written to the user's cache directory, where
-dispatch looks first; `export` writes the same table where asked (the package's
-data/tables/<gpu>.json ships it).
+command again after a stop and only what is missing is measured. At the end: a results
+file (kind "tune", name table-<tag>-<time>) with every record, and the table: merged into
+this GPU's current table (a shape measured now replaces that shape's old entries) and
+written to the user's cache directory, where dispatch looks first; `export` writes the
+same table where asked (the package's data/tables/<gpu>.json ships it).
 """
 
 from __future__ import annotations
