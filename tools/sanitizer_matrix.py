@@ -1,19 +1,22 @@
 """Every rung, every decomposition, under every compute-sanitizer tool (issue 18), on the GPU.
 
     python tools/sanitizer_matrix.py [--tools memcheck,racecheck,synccheck,initcheck]
-                                     [--rungs 1,14] [--jobs 6]
+                                     [--rungs 1,14] [--jobs 6] [--table-builds]
 
 The matrix: each rung of the registry (1-21) at its H200 default; rung 14 at every FIXUP
 (0 fixed order, 1 atomic workspace, 2 atomic into C) and SPLIT 0, 1, 4; the split-K rungs
 (15, 16, 18) with and without their split; rung 20 with and without its split tail — each
 at five ragged shapes the rung serves (1x1x1, odd sizes on the scalar path, multiples of 4
-on the float4 path, tiles cut at the edges, a long K that Stream-K and split-K divide),
-in every layout a rung with layouts reads, a batch where the rung takes batches, alpha and
-beta both non-trivial so that C is read and written. One process per (tool, rung,
-decomposition) runs its five shapes under the tool with markers between them, so a report
-is pinned to its shape; each result is also checked against float64 there (a sanitizer
-slows a kernel, it must not change it). PyTorch's caching allocator is off in those
-processes: an access past a matrix's end then leaves the allocation the sanitizer knows.
+on the float4 path, tiles cut at the edges, a long K that Stream-K and split-K divide), in
+every layout a rung with layouts reads, a batch where the rung takes batches, alpha and
+beta both non-trivial so that C is read and written. --table-builds: instead, every build
+the H200's dispatch table can pick that the matrix does not already hold (a rung at a
+configuration other than its default and its decompositions), each at the five shapes. One
+process per (tool, rung, decomposition) runs its five shapes under the tool with markers
+between them, so a report is pinned to its shape; each result is also checked against
+float64 there (a sanitizer slows a kernel, it must not change it). PyTorch's caching
+allocator is off in those processes: an access past a matrix's end then leaves the
+allocation the sanitizer knows.
 
 Writes results/<gpu>/sanitizer-matrix-<stamp>.json and the table docs/sanitizer-h200.md.
 """
@@ -97,21 +100,43 @@ def shapes_for(r) -> list[list]:
     return out
 
 
+GPU = "NVIDIA H200"
+
+
+def _cell(r, name: str, cfg: dict) -> dict:
+    if not r.is_legal(cfg):
+        return {"rung": r.label, "decomposition": name, "config": cfg,
+                "illegal": r.violations(cfg)}
+    return {"rung": r.label, "decomposition": name, "config": cfg, "precision": r.precision,
+            "shapes": shapes_for(r)}
+
+
+def _rungs(numbers: list[int] | None) -> list:
+    return [r for r in registry.ALL + registry.TENSOR + registry.HISTORY + registry.ORDERED
+            if not numbers or r.number in numbers]
+
+
 def cells(rungs: list[int] | None) -> list[dict]:
-    gpu = "NVIDIA H200"
-    out = []
-    for r in registry.ALL + registry.TENSOR + registry.HISTORY + registry.ORDERED:
-        if rungs and r.number not in rungs:
-            continue
-        for name, over in decompositions(r):
-            cfg = {**r.default(gpu), **over}
-            if not r.is_legal(cfg):
-                out.append({"rung": r.label, "decomposition": name, "config": cfg,
-                            "illegal": r.violations(cfg)})
-                continue
-            out.append({"rung": r.label, "decomposition": name, "config": cfg,
-                        "precision": r.precision, "shapes": shapes_for(r)})
-    return out
+    """Each rung's default and its decompositions."""
+    return [_cell(r, name, {**r.default(GPU), **over})
+            for r in _rungs(rungs) for name, over in decompositions(r)]
+
+
+def table_cells(rungs: list[int] | None) -> list[dict]:
+    """The builds of the H200's dispatch table (the package's) that `cells` leaves out; the
+    decomposition column names the configuration."""
+    from sgemmlab import dispatch
+    from sgemmlab.registry import config_key
+
+    held = {(c["rung"], config_key(c["config"])) for c in cells(None)}
+    wanted = {r.label: r for r in _rungs(rungs)}
+    table = dispatch.read_table(dispatch.package_table_path(GPU))
+    out: dict[tuple, dict] = {}
+    for e in table.entries:
+        key = (e["rung"], config_key(e["config"]))
+        if e["rung"] in wanted and key not in held and key not in out:
+            out[key] = _cell(wanted[e["rung"]], "table " + key[1], dict(e["config"]))
+    return list(out.values())
 
 
 def _env() -> dict:
@@ -235,6 +260,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rungs", help="comma-separated rung numbers (default: all)")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--list", action="store_true", help="print the matrix and stop")
+    ap.add_argument("--table-builds", action="store_true",
+                    help="the dispatch table's builds beyond the defaults (module docstring)")
     ap.add_argument("--table", nargs="+", type=Path, metavar="RESULTS",
                     help="write docs/sanitizer-h200.md from these results files and stop")
     args = ap.parse_args(argv)
@@ -243,7 +270,7 @@ def main(argv=None) -> int:
         write_doc(args.table, tools)
         return 0
     rungs = [int(n) for n in args.rungs.split(",")] if args.rungs else None
-    all_cells = cells(rungs)
+    all_cells = table_cells(rungs) if args.table_builds else cells(rungs)
     runnable = [c for c in all_cells if "illegal" not in c]
     if args.list:
         for c in all_cells:
