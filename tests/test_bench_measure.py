@@ -160,19 +160,6 @@ def test_grouped_rounds_share_the_baseline_and_rotate_the_order(monkeypatch):
     assert [rb / ra for ra, rb in zip(pa.ratios, pb.ratios)] == pytest.approx([100 / 90] * 4)
 
 
-def test_grouped_rounds_of_one_candidate_alternate_as_pairs_do(monkeypatch):
-    script = Script(monkeypatch, candidate=lambda i, n: [10.0] * n,
-                    baseline=lambda i, n: [10.0] * n)
-    candidate, baseline, _ = launches()
-    method = Method(launches=5, rounds=4, warmup=0)
-    measure.grouped_rounds([candidate], baseline, method, flush=None)
-    grouped_calls = list(script.calls)
-    script.calls.clear()
-    script.count.clear()
-    measure.paired(candidate, baseline, method, flush=None)
-    assert grouped_calls == script.calls
-
-
 def test_tflops():
     # cuBLAS at 4096^3 on the H200 (H200-baseline.md): 2687 us -> 51.2 TFLOP/s
     assert measure.tflops(4096, 4096, 4096, 2687.0) == pytest.approx(51.15, abs=0.01)

@@ -119,7 +119,7 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
     under torch.compile go through torch.ops.sgemmlab.matmul instead (differentiable,
     traceable, CUDA-graph safe); `kernel` and `config` are then left to dispatch."""
     if kernel is None and config is None and TORCH.Tensor is not None and \
-            not TORCH.is_compiling() and _hot(a, b, out):  # (_compiling, one call less)
+            not _compiling() and _hot(a, b, out):
         r = hot(a, b, out, deterministic, precision)  # what an earlier call checked
         if r is not None:
             return r

@@ -86,7 +86,8 @@ class TorchGlue:
             self.cur_device = getattr(C, "_cuda_getDevice", None) or torch.cuda.current_device
             # torch's own call under torch.autograd.graph.increment_version: it takes a
             # tuple, and leaves inference tensors (which have no version counter) alone
-            self.increment_version = getattr(C, "_increment_version", None)
+            self.increment_version = getattr(C, "_increment_version", None) or getattr(
+                torch.autograd.graph, "increment_version", None)
             self.is_compiling = torch.compiler.is_compiling
             self.plain = frozenset({torch.Tensor, torch.nn.Parameter})
             self.Tensor = torch.Tensor
@@ -174,12 +175,9 @@ def hot(a, b, out, deterministic, precision):
         elif plan.kind == "scale":
             out.zero_()
         return out
-    if t.cur_device() == dev and getattr(_tls, "device", -1) == dev:  # device_ready's
-        found()  # test, inlined: what a call pays before its launch is what bench times
-    else:
-        prev = t.device_ready(dev)
-        found()
-        t.restore(prev)
+    prev = t.device_ready(dev)
+    found()
+    t.restore(prev)
     t.bump_version(out)
     return out
 

@@ -194,29 +194,9 @@ def adapt_launches(fn: Launch, method: Method, flush: L2Flusher | None,
 def paired(candidate: Launch, baseline: Launch, method: Method, flush: L2Flusher | None,
            on_round: Callable[[int], None] | None = None,
            timer: Timer | None = None) -> Paired:
-    """Time `candidate` and `baseline` in `method.rounds` alternating rounds."""
-    timer = timer or CudaTimer()
-    for _ in range(method.warmup):
-        candidate()
-        baseline()
-    n = adapt_launches(candidate, method, flush, timer=timer)
-
-    def timed(fn: Launch) -> list[float]:
-        return time_launches(fn, n, flush, method.mode, timer)
-
-    out = Paired()
-    for r in range(method.rounds):
-        if r % 2 == 0:
-            c = timed(candidate)
-            b = timed(baseline)
-        else:
-            b = timed(baseline)
-            c = timed(candidate)
-        out.candidate_us.append(c)
-        out.baseline_us.append(b)
-        if on_round:
-            on_round(r)
-    return out
+    """Time `candidate` and `baseline` in `method.rounds` alternating rounds: a group of
+    one (`grouped_rounds`), whose rotation alternates who goes first."""
+    return grouped_rounds([candidate], baseline, method, flush, on_round, timer)[0]
 
 
 def grouped_rounds(candidates: list[Launch], baseline: Launch, method: Method,
@@ -224,8 +204,8 @@ def grouped_rounds(candidates: list[Launch], baseline: Launch, method: Method,
                    timer: Timer | None = None) -> list[Paired]:
     """Time the baseline and every candidate in `method.rounds` shared rounds (the module
     docstring's grouped method); one Paired per candidate, all holding the same baseline
-    samples. Round r runs [candidates..., baseline] rotated left by r places, so with one
-    candidate this is `paired`'s alternation."""
+    samples. Round r runs [candidates..., baseline] rotated left by r places (with one
+    candidate: candidate first in even rounds, baseline first in odd ones)."""
     timer = timer or CudaTimer()
     for _ in range(method.warmup):
         for fn in (*candidates, baseline):
