@@ -55,11 +55,17 @@ def test_the_capture_probe_resolves_the_handle_once_and_asks_the_driver_every_ca
 
     asked, reads = [], []
 
+    class Handle:  # a CUstream: int() gives its address
+        def __int__(self):
+            return 0x7F00
+
+    handle = Handle()
+
     class Stream:
         @property
         def handle(self):
             reads.append(1)
-            return "CUstream"
+            return handle
 
     class FakeDriver:
         CUresult = driver.CUresult
@@ -76,4 +82,19 @@ def test_the_capture_probe_resolves_the_handle_once_and_asks_the_driver_every_ca
     monkeypatch.setattr(ws, "_driver", FakeDriver)
     probe = ws.capture_probe(Stream())
     assert [probe(), probe(), probe()] == [False, True, False]
-    assert asked == ["CUstream"] * 3 and len(reads) == 1
+    assert asked == [handle] * 3 and len(reads) == 1
+
+
+@pytest.mark.parametrize("legacy", [0, 1])
+def test_the_legacy_default_stream_needs_no_capture_query(monkeypatch, legacy):
+    """CUDA cannot capture the legacy stream (torch's default): no probe, no driver call."""
+    class NoDriver:
+        def __getattr__(self, name):
+            raise AssertionError(f"the driver was asked ({name})")
+
+    class Stream:
+        handle = legacy
+
+    monkeypatch.setattr(ws, "_driver", NoDriver())
+    assert ws.capture_probe(Stream()) is None
+    assert ws.capturing(Stream()) is False

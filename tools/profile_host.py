@@ -3,7 +3,8 @@
     PYTHONPATH=src python3 tools/profile_host.py [--cold] [--out FILE] [MxNxK ...]
 
 Warm (the default): for a few shapes, the host time per call of matmul(a, b, out=c),
-matmul(a, b), the pre-bound launch and torch.matmul(a, b, out=c) in a loop of calls, then
+matmul(a, b), the layers under matmul (torch_product, hot, key + lookup + launch), the
+pre-bound launch and torch.matmul(a, b, out=c) in a loop of calls, then
 cProfile's top entries for matmul(a, b, out=c).
 
 --cold: each call as `bench` times it in its isolated mode (measure.time_launches): flush
@@ -31,7 +32,7 @@ import torch
 import sgemmlab
 from sgemmlab.bench.measure import L2Flusher
 from sgemmlab.plan import PLANS
-from sgemmlab.product import TORCH, out_key
+from sgemmlab.product import TORCH, hot, out_key, torch_product
 from sgemmlab.runtime.device import gpu_info
 from sgemmlab.runtime.launch import Packed
 
@@ -51,23 +52,28 @@ def per_call_us(fn, calls: int = CALLS) -> float:
     return (t1 - t0) / calls * 1e6
 
 
-def cold_us(fn, flush, n: int = COLD) -> dict:
-    """Median host µs of one call and median event µs around it, isolated as bench does."""
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(n)]
-    host = []
-    for start, end in events:
-        flush()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        start.record()
-        fn()
-        t1 = time.perf_counter_ns()
-        end.record()
-        host.append((t1 - t0) / 1e3)
+def cold_us(rows: dict, flush, n: int = COLD) -> dict:
+    """Per path, median host µs of one call and median event µs around it, isolated as
+    bench does; the paths take turns call by call, so a drift of the machine reaches all."""
+    events = {k: [] for k in rows}
+    host: dict = {k: [] for k in rows}
+    for _ in range(n):
+        for k, fn in rows.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                enable_timing=True)
+            flush()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            start.record()
+            fn()
+            t1 = time.perf_counter_ns()
+            end.record()
+            host[k].append((t1 - t0) / 1e3)
+            events[k].append((start, end))
     torch.cuda.synchronize()
-    gpu = [s.elapsed_time(e) * 1e3 for s, e in events]
-    return {"host_us": statistics.median(host), "event_us": statistics.median(gpu)}
+    return {k: {"host_us": statistics.median(host[k]),
+                "event_us": statistics.median(s.elapsed_time(e) * 1e3 for s, e in events[k])}
+            for k in rows}
 
 
 def stepped(a, b, out, marks: list):
@@ -135,6 +141,11 @@ def main() -> None:
         fn = next(iter(PLANS.hot.values()))
         rows = {"matmul(out=)": lambda: sgemmlab.matmul(a, b, out=c),
                 "matmul()": lambda: sgemmlab.matmul(a, b),
+                # the layers between them, outermost first: what each adds cold
+                "torch_product()": lambda: torch_product(a, b, False, c, "ieee"),
+                "hot()": lambda: hot(a, b, c, False, "ieee"),
+                "key+lookup+launch": lambda: PLANS.hot[out_key(a, b, c, False, "ieee",
+                                                               0)](),
                 "bound launch": fn,
                 "torch.matmul(out=)": lambda: torch.matmul(a, b, out=c)}
         packed = packed_of(fn)
@@ -149,7 +160,7 @@ def main() -> None:
             for f in rows.values():  # warm every path (torch's allocator for matmul())
                 for _ in range(3):
                     f()
-            res = {k: cold_us(f, flush) for k, f in rows.items()}
+            res = cold_us(rows, flush)
             res["steps"] = cold_steps(a, b, c, flush)
             res["warm_us"] = {k: per_call_us(f) for k, f in rows.items()}
             report[text] = {"rung": plan.rung.label, **res}

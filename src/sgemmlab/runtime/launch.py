@@ -265,7 +265,7 @@ class Launcher:
         refresh()
 
         def go() -> None:
-            if capturing():
+            if capturing is not None and capturing():
                 zeroed, scratch, owner = ws.for_capture(self.device_id, stream,
                                                         p.zeroed_bytes, p.scratch_bytes)
                 Packed(kernel, stream, grid, block, tuple(head + tail(zeroed, scratch)))()

@@ -90,20 +90,29 @@ def release_all() -> None:
 _driver = None
 
 
+# The legacy default stream (handle 0, or CU_STREAM_LEGACY): CUDA refuses to capture it
+LEGACY_STREAMS = (0, 1)
+
+
 def capturing(stream) -> bool:
     """True while `stream` is being captured into a CUDA graph (one driver query)."""
-    return capture_probe(stream)()
+    probe = capture_probe(stream)
+    return probe is not None and probe()
 
 
-def capture_probe(stream) -> Callable[[], bool]:
+def capture_probe(stream) -> Callable[[], bool] | None:
     """`capturing(stream)` with what it needs looked up once: the launches that use a
-    workspace ask it on every call."""
+    workspace ask it on every call. None for the legacy default stream, which no graph can
+    capture: a launch there needs no query (torch's default stream is this one)."""
+    handle = stream.handle
+    if int(handle) in LEGACY_STREAMS:
+        return None
     global _driver
     if _driver is None:
         from cuda.bindings import driver
 
         _driver = driver
-    query, handle = _driver.cuStreamIsCapturing, stream.handle
+    query = _driver.cuStreamIsCapturing
     ok = _driver.CUresult.CUDA_SUCCESS
     active = _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
 
