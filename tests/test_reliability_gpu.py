@@ -317,6 +317,13 @@ def _set(a, b, K):
         b[k, 0] = y
 
 
+#: 24 GiB a test: they take turns on one worker with test_membound_gpu's buffers past 2^31
+#: floats (the same group), since under `-n 12 --dist loadgroup` two at once ran the GPU out
+#: of memory (results/nvidia-h200/pytest-gpu-20261202T1245Z.txt)
+BIG = pytest.mark.xdist_group("bigmem")
+
+
+@BIG
 @pytest.mark.parametrize("kw", [{}, {"kernel": 15}, {"kernel": 18}, {"kernel": 14},
                                 {"kernel": 14, "deterministic": True},
                                 {"kernel": 20, "precision": "tf32x3"}],
@@ -344,6 +351,7 @@ def test_k_at_the_limit_is_exact_and_one_past_it_is_refused(kw):
     torch.cuda.empty_cache()
 
 
+@BIG
 def test_a_broadcast_batch_at_the_limit_is_exact():
     """A batch that cannot be folded into one taller product (both operands expanded, stride
     0) goes to a batched rung; at K = K_MAX its k-tile count must not wrap (before the limit,
