@@ -34,9 +34,12 @@ for stage in "$@"; do
       m=$m,smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
       m=$m,smsp__warps_active.avg.per_cycle_active,smsp__warps_eligible.avg.per_cycle_active
       m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      # STALL_RUNGS="24 25:BM=128,BN=256,...": a rung (its default), or a rung and a full config
       for k in ${STALL_RUNGS:-13 14}; do
+        cfg=(); [[ $k == *:* ]] && cfg=(--config "${k#*:}")
         echo "--- rung $k"; SGEMMLAB_CACHE_DIR=$(mktemp -d) ncu --clock-control none -k sgemm \
-          --metrics "$m" python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -vE "^==PROF=="
+          --metrics "$m" python3 -m sgemmlab run -k "${k%%:*}" "${cfg[@]}" --size 4096 2>&1 \
+          | grep -vE "^==PROF=="
       done > "${STALLS:=results/nvidia-h200/ncu-stalls-4096-$(date -u +%Y%m%dT%H%MZ).txt}"
       echo "--- cuBLAS (torch.matmul, TF32 off)" >> "$STALLS"
       ncu --clock-control none --metrics "$m" -k regex:gemm -c 1 python3 -c "import torch; \

@@ -48,11 +48,11 @@ def work() -> list[tuple[str, dict]]:
     # deterministic=True with a rung named alone: its default with the fixed-order fix-up
     pairs += [(r, r.default(GPU) | {"FIXUP": 0}) for r in registry.ALL
               if r.supports("streamk")]
-    # the sanitizer matrix's decompositions (tools/sanitizer_matrix.py)
+    # the sanitizer matrix's decompositions and the table builds it covers (--table-builds)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sanitizer_matrix import cells
+    from sanitizer_matrix import cells, table_cells
 
-    pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None)
+    pairs += [(registry.rung(c["rung"]), c["config"]) for c in cells(None) + table_cells(None)
               if "illegal" not in c and registry.rung(c["rung"]).precision == "ieee"]
     # the twins (rungs 22-25) at every configuration of 14 or 13 above: the bench times them
     pairs += [(t, cfg) for r, cfg in list(pairs) for t in registry.ORDERED
