@@ -38,6 +38,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _big_memory_is_given_back(request):
+    """After a test of the "bigmem" group (buffers of 8-50 GiB, one at a time on one xdist
+    worker): free the workspaces it grew and torch's cached blocks, so the memory goes back
+    to the other workers' tests (a K_MAX product at tf32x3 leaves a workspace of tens of GiB
+    in its stream's slot, held until the process ends)."""
+    yield
+    group = request.node.get_closest_marker("xdist_group")
+    if group is None or group.args[:1] != ("bigmem",):
+        return
+    import gc
+
+    import torch
+
+    from sgemmlab.runtime import workspace
+
+    gc.collect()
+    torch.cuda.synchronize()
+    workspace.release_all()
+    torch.cuda.empty_cache()
+
+
 @pytest.fixture
 def isolated_dispatch(tmp_path, monkeypatch):
     """Dispatch with no table but the ones a test writes, seeds as defaults, no compiles
