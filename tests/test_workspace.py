@@ -74,3 +74,20 @@ def test_streams_and_devices_do_not_share(fake):
     b = ws.workspace(0, types.SimpleNamespace(handle=8), 256, 256)
     c = ws.workspace(1, STREAM, 256, 256)
     assert len({a, b, c}) == 3 and len(fake) == 3
+
+
+def test_free_workspaces_gives_back_every_buffer_and_says_how_much(fake):
+    """sgemmlab.free_workspaces(): the live buffers and the replaced ones closed, their
+    bytes counted; bound launches see the generation move; the next request allocates
+    afresh."""
+    import sgemmlab
+
+    ws.workspace(0, STREAM, 256, 1 << 16)
+    ws.workspace(0, STREAM, 256, (1 << 16) + 1)  # replaces the first (kept: retired)
+    ws.workspace(0, types.SimpleNamespace(handle=8), 512, 512)
+    gen = ws.generation
+    assert sgemmlab.free_workspaces() == sum(b.size for b in fake)
+    assert all(b.closed for b in fake) and ws.generation == gen + 1
+    assert sgemmlab.free_workspaces() == 0, "nothing left to free"
+    ws.workspace(0, STREAM, 256, 256)
+    assert len(fake) == 4 and not fake[-1].closed

@@ -10,12 +10,12 @@ a PyTorch operator (autograd, torch.compile, CUDA graphs), and `with sgemmlab.to
 sends a model's FP32 products (nn.Linear, @, mm, bmm, addmm) through it unchanged.
 """
 
-from .api import find_torch, matmul, sgemm
+from .api import find_torch, free_workspaces, matmul, sgemm
 from .errors import ConfigError, DispatchError, LayoutError, NoGPUError, OperandError, TableError
 
 __version__ = "0.1.0"
-__all__ = ["sgemm", "matmul", "torch_mode", "OperandError", "LayoutError", "ConfigError",
-           "DispatchError", "TableError", "NoGPUError", "__version__"]
+__all__ = ["sgemm", "matmul", "free_workspaces", "torch_mode", "OperandError", "LayoutError",
+           "ConfigError", "DispatchError", "TableError", "NoGPUError", "__version__"]
 
 
 def __getattr__(name: str):

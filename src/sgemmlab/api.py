@@ -109,6 +109,22 @@ def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.
                    precision=precision)
 
 
+def free_workspaces() -> int:
+    """Give back the scratch memory sgemmlab keeps between calls, as torch.cuda.empty_cache()
+    does for torch's cache; returns the bytes freed. That memory is one workspace per stream
+    (Stream-K's counters and partial tiles, split-K's parts, the tensor rungs' operand
+    copies), grown to the largest call so far and otherwise kept until the process ends: a
+    tf32x3 product of 16 GiB operands leaves tens of GiB there. Each buffer is freed in order
+    on its own stream, after the work queued there, and the next call that needs one
+    allocates it again. Not while another thread launches sgemmlab work on the same stream,
+    during a CUDA graph capture, or while a graph captured outside torch with sgemmlab calls
+    in it may still be replayed (it uses its stream's workspace; graphs that torch captures
+    have memory of their own)."""
+    from .runtime import workspace
+
+    return workspace.release_all()
+
+
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
            config: Config | None = None, deterministic: bool = False,
            precision: str = "ieee"):

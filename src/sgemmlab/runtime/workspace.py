@@ -19,8 +19,8 @@ stream, beside eager work on the stream it was captured on, and the two never sh
 counters. A capture that is not torch's uses the stream's buffer, which must then exist
 before capturing (make one call of the same shape, or a larger one, first) and must not be
 in use elsewhere while the graph replays. A replaced buffer is kept, not freed, until
-release_all(): a graph captured with it stays valid. Regions grow at least twofold, so what
-is kept is less than what is in use.
+release_all() (`sgemmlab.free_workspaces()`): a graph captured with it stays valid. Regions
+grow at least twofold, so what is kept is less than what is in use.
 """
 
 from __future__ import annotations
@@ -76,15 +76,21 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
         return base, base + ws.zeroed
 
 
-def release_all() -> None:
-    """Free every workspace (tests; a process that is done with the GPU)."""
+def release_all() -> int:
+    """Free every workspace, the replaced ones too; returns the bytes freed
+    (`sgemmlab.free_workspaces`, the tests). Each buffer goes back in order on the stream it
+    was allocated on, after the work queued there; launches bound to it see `generation`
+    move and ask again."""
     global generation
     with _lock:
+        freed = 0
         for buf in [ws.buffer for ws in _spaces.values()] + _retired:
+            freed += int(buf.size)
             buf.close()
         _spaces.clear()
         _retired.clear()
         generation += 1
+    return freed
 
 
 _driver = None
