@@ -278,7 +278,8 @@ def test_more_than_65535_row_tiles():
 
 BIG_LD = 2**30 + 4  # row 2 starts 2^31 + 8 floats in: a 32-bit offset would wrap
 #: the tests with buffers past 2^31 floats (8-50 GB each) take turns on one worker: under
-#: `-n 12 --dist loadgroup` several at once would exhaust the GPU's memory
+#: `-n 12 --dist loadgroup` several at once would exhaust the GPU's memory (conftest frees
+#: what each leaves behind)
 BIG = pytest.mark.xdist_group("bigmem")
 
 
@@ -296,15 +297,12 @@ BIG = pytest.mark.xdist_group("bigmem")
         "r17-deep-c-rows", "r17-deep-a-rows", "r17-deep-b-cols"])
 @BIG
 def test_row_offsets_past_2_31(rung, shape, ta, tb, which):
-    torch = _torch()
     M, N, K = shape
     A = Operand(M, K, ta, "padded", ld=BIG_LD if which == "a" else None).fill_random()
     B = Operand(K, N, tb, "padded", ld=BIG_LD if which == "b" else None).fill_random()
     C = Operand(M, N, False, "padded", fill=SENTINEL, ld=BIG_LD if which == "c" else None)
     for beta in (0.0, 0.5):
         _run(rung, rung.seed, M, N, K, beta=beta, ta=ta, tb=tb, operands=(C, A, B))
-    del A, B, C
-    torch.cuda.empty_cache()
 
 
 # -- refusals --------------------------------------------------------------------------------

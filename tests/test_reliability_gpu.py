@@ -319,7 +319,8 @@ def _set(a, b, K):
 
 #: 24 GiB a test: they take turns on one worker with test_membound_gpu's buffers past 2^31
 #: floats (the same group), since under `-n 12 --dist loadgroup` two at once ran the GPU out
-#: of memory (results/nvidia-h200/pytest-gpu-20261202T1245Z.txt)
+#: of memory (results/nvidia-h200/pytest-gpu-20261202T1245Z.txt); conftest frees what a
+#: test of the group leaves behind
 BIG = pytest.mark.xdist_group("bigmem")
 
 
@@ -347,8 +348,6 @@ def test_k_at_the_limit_is_exact_and_one_past_it_is_refused(kw):
         sgemmlab.matmul(a, b, out=c, **kw)
         torch.cuda.synchronize()
         assert c.tolist() == [[21.0], [21.0]], f"K = {K}: {c.tolist()}"
-    del a_all, b_all
-    torch.cuda.empty_cache()
 
 
 @BIG
@@ -369,5 +368,3 @@ def test_a_broadcast_batch_at_the_limit_is_exact():
                             b.unsqueeze(0).expand(batch, K_MAX, 1))
         torch.cuda.synchronize()
         assert c.shape == (batch, 2, 1) and bool((c == 21).all()), f"batch {batch}"
-    del a, b
-    torch.cuda.empty_cache()
