@@ -139,7 +139,7 @@ def emulated(monkeypatch):
     state = Emulated(memory, registry.best(), [])
     state.use_rung()
 
-    def as_operand(obj, name):
+    def as_operand(obj, name, **kw):
         if isinstance(obj, np.ndarray):
             if obj.dtype != F32:
                 raise OperandError(f"{name}: dtype is {obj.dtype}, sgemmlab computes float32 "
@@ -151,7 +151,7 @@ def emulated(monkeypatch):
             return Operand(obj, obj.ctypes.data, tuple(obj.shape),
                            tuple(s // 4 for s in obj.strides), 0, "other",
                            not obj.flags.writeable)
-        return real_as_operand(obj, name)
+        return real_as_operand(obj, name, **kw)
 
     def choose(g, device_id, deterministic, aligned, precision="ieee"):
         state.choose_calls.append((g, deterministic, aligned))
@@ -379,15 +379,17 @@ def test_huge_sizes_are_refused_before_any_allocation_or_launch(emulated):
     assert not emulated.binds
 
 
-@pytest.mark.parametrize("alpha, beta, match", [
-    (float("nan"), 0.0, "must be finite"),
-    (1.0, float("inf"), "must be finite"),
-    (1e39, 0.0, r"alpha = 1e\+39 overflows"),
-    (1.0, -1e39, r"beta = -1e\+39 overflows"),
+@pytest.mark.parametrize("alpha, beta, error, match", [
+    (float("nan"), 0.0, ValueError, "must be finite"),
+    (1.0, float("inf"), ValueError, "must be finite"),
+    (1e39, 0.0, OverflowError, r"alpha = 1e\+39 overflows float32"),
+    (1.0, -1e39, OverflowError, r"beta = -1e\+39 overflows float32"),
+    (10**400, 0.0, OverflowError, r"^alpha = 100000000000\.\.\. \(401 digits\) overflows"),
+    (1.0, 1e-50, ValueError, r"^beta = 1e-50 is non-zero but rounds to 0 in float32"),
 ])
-def test_alpha_and_beta_are_finite_float32_values(emulated, alpha, beta, match):
+def test_alpha_and_beta_are_finite_float32_values(emulated, alpha, beta, error, match):
     x = emulated.array(np.ones((2, 2), F32))
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         sgemmlab.sgemm(x, x, x.copy(), alpha=alpha, beta=beta)
 
 
@@ -642,9 +644,9 @@ def test_beta_zero_never_reads_c(emulated):
 def test_alpha_and_beta_reach_the_kernel_as_float32_values(emulated):
     a = emulated.array(np.ones((2, 2), F32))
     c = emulated.array(np.ones((2, 2), F32))
-    sgemmlab.sgemm(a, a, c, alpha=0.1, beta=1e-50)  # beta underflows to 0 in float32
+    sgemmlab.sgemm(a, a, c, alpha=0.1, beta=1e-40)  # beta: a float32 subnormal
     assert emulated.binds[-1]["alpha"] == float(F32(0.1))
-    assert emulated.binds[-1]["beta"] == 0.0
+    assert emulated.binds[-1]["beta"] == float(F32(1e-40)) != 0.0
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,29 +13,44 @@ from sgemmlab.runtime import workspace as ws
 
 class FakeBuffer:
     next_handle = 1 << 20
+    events: list = []  # ("sync", device) and ("close", handle, stream), in order
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, stream, device_id: int):
         self.size, self.handle = size, FakeBuffer.next_handle
         FakeBuffer.next_handle += size + 4096
         self.filled, self.closed = None, False
+        self.device_id = device_id
+        self.dealloc_stream = stream  # cuda.core's default: the stream it was allocated on
 
     def fill(self, value, *, stream):
         self.filled = value
 
+    def set_deallocation_stream(self, stream):
+        self.dealloc_stream = stream
+
     def close(self, stream=None):
+        stream = self.dealloc_stream if stream is None else stream
+        if getattr(stream, "dead", False):
+            raise AssertionError("freed on a destroyed stream: the real driver crashes here")
+        FakeBuffer.events.append(("close", self.handle, stream))
         self.closed = True
 
 
 @pytest.fixture
 def fake(monkeypatch):
     made: list[FakeBuffer] = []
+    FakeBuffer.events = []
 
-    def allocate(size, stream=None):
-        made.append(FakeBuffer(size))
-        return made[-1]
+    def make_device(index=0):
+        def allocate(size, stream=None):
+            made.append(FakeBuffer(size, stream, index))
+            return made[-1]
 
-    monkeypatch.setattr(device_mod, "device",
-                        lambda index=0: types.SimpleNamespace(allocate=allocate))
+        return types.SimpleNamespace(allocate=allocate,
+                                     sync=lambda: FakeBuffer.events.append(("sync", index)))
+
+    monkeypatch.setattr(device_mod, "device", make_device)
+    monkeypatch.setattr(ws, "capturing", lambda stream: False)
     ws.release_all()
     yield made
     ws.release_all()
@@ -91,3 +106,74 @@ def test_free_workspaces_gives_back_every_buffer_and_says_how_much(fake):
     assert sgemmlab.free_workspaces() == 0, "nothing left to free"
     ws.workspace(0, STREAM, 256, 256)
     assert len(fake) == 4 and not fake[-1].closed
+
+
+def test_a_buffer_is_never_freed_on_the_stream_it_served(fake):
+    """The stream a workspace served may be destroyed by its library (a CuPy stream dies
+    with its Stream object); freeing on it crashed the process (free_workspaces after the
+    stream was gone: exit 139). Buffers are freed after a synchronize of their device, on
+    the legacy default stream, and their own deallocation stream is that one too (so the
+    garbage collector at exit does not use the dead stream either)."""
+    from cuda.core import LEGACY_DEFAULT_STREAM
+
+    stream = types.SimpleNamespace(handle=9, dead=False)
+    ws.workspace(0, stream, 256, 256)
+    assert fake[0].dealloc_stream is LEGACY_DEFAULT_STREAM
+    stream.dead = True  # its library destroyed it
+    FakeBuffer.events.clear()
+    assert ws.release_all() == fake[0].size
+    assert FakeBuffer.events == [("sync", 0), ("close", fake[0].handle, LEGACY_DEFAULT_STREAM)]
+
+
+def test_a_destroyed_stream_loses_its_workspace(fake):
+    """arrays.stream_gone (the library's stream object died): the stream's workspace leaves
+    the table at once (a new stream with the same handle gets a new one), bound launches
+    see the generation move, and the buffer is freed, after a synchronize, at the next
+    allocation: not kept until the process ends."""
+    from sgemmlab.runtime import arrays
+
+    dying = types.SimpleNamespace(handle=11)
+    first = ws.workspace(0, dying, 256, 256)
+    ws.workspace(0, STREAM, 256, 256)
+    gen = ws.generation
+    arrays.stream_gone(11)
+    assert ws.generation != gen, "launches bound to the dead stream's workspace must ask again"
+    assert not fake[0].closed, "nothing is freed inside a garbage collector's callback"
+    reborn = ws.workspace(0, types.SimpleNamespace(handle=11), 256, 256)  # a new stream
+    assert len(fake) == 3 and reborn != first
+    assert fake[0].closed and not fake[1].closed and not fake[2].closed
+    assert FakeBuffer.events[0] == ("sync", 0), "freed only after the device is idle"
+
+
+def test_a_dead_streams_buffer_waits_while_a_capture_runs(fake, monkeypatch):
+    """Freeing needs a synchronize, which a CUDA graph capture forbids: a buffer of a dead
+    stream waits for an allocation outside any capture (or release_all)."""
+    from sgemmlab.runtime import arrays
+
+    ws.workspace(0, types.SimpleNamespace(handle=12), 256, 256)
+    arrays.stream_gone(12)
+    monkeypatch.setattr(ws, "capturing", lambda stream: True)
+    ws.workspace(0, types.SimpleNamespace(handle=13), 256, 256)
+    assert not fake[0].closed and ("sync", 0) not in FakeBuffer.events
+    monkeypatch.setattr(ws, "capturing", lambda stream: False)
+    ws.workspace(0, types.SimpleNamespace(handle=14), 256, 256)
+    assert fake[0].closed
+
+
+def test_the_stream_wrappers_kept_are_bounded(monkeypatch):
+    """arrays.stream_for keeps cuda.core wrappers of raw handles; a program that makes and
+    destroys streams must not grow that for ever (it was an unbounded cache)."""
+    from sgemmlab.runtime import arrays
+
+    made = []
+    monkeypatch.setattr(device_mod, "device", lambda index=0: types.SimpleNamespace(
+        create_stream=lambda h: made.append(h.handle) or ("stream", h.handle)))
+    monkeypatch.setattr(arrays, "_streams", {})
+    for handle in range(1000, 1000 + 3 * arrays.STREAMS_KEPT):
+        assert arrays.stream_for(handle, 0) == ("stream", handle)
+    assert len(arrays._streams) <= arrays.STREAMS_KEPT
+    assert arrays.stream_for(1000 + 3 * arrays.STREAMS_KEPT - 1, 0) and len(made) == 3 * \
+        arrays.STREAMS_KEPT, "the most recent wrapper is kept"
+    arrays.stream_gone(1000 + 3 * arrays.STREAMS_KEPT - 1)
+    arrays.stream_for(1000 + 3 * arrays.STREAMS_KEPT - 1, 0)
+    assert len(made) == 3 * arrays.STREAMS_KEPT + 1, "a dead stream's wrapper is made again"

@@ -28,8 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 from .dispatch import check_precision
-from .plan import PLANS
-from .product import TORCH, general, hot, scalars, torch_product
+from .errors import OperandError
+from .plan import PLANS, describe, dims, product_shape
+from .product import TORCH, check_target, flag, general, hot, scalars, torch_product
 from .registry import Config
 from .runtime import arrays
 
@@ -52,19 +53,48 @@ def _compiling() -> bool:
 
 
 def _via_op(a, b, out, deterministic: bool, precision: str = "ieee"):
-    """torch tensors that need autograd, torch.compile or a tensor subclass: the op."""
+    """torch tensors that need autograd, torch.compile or a tensor subclass: the op. `out`
+    gets the checks of every other path before anything runs."""
     from . import torch_ops
 
-    if not _compiling() and type(a) in TORCH.plain and type(b) in TORCH.plain:
-        # eager tensors: the same refusals as without autograd (the op itself would take
-        # CPU tensors, through its torch.matmul fallback)
-        arrays.torch_operand(a, "a")
-        arrays.torch_operand(b, "b")
+    torch = TORCH.module
+    if out is not None and torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        # torch refuses it too: a product copied into `out` would carry no gradient
+        raise ValueError("out= cannot be used when a or b requires grad: autograd records no "
+                         "product written into out (torch refuses it too); drop out=, or call "
+                         "under torch.no_grad()")
+    plain = TORCH.plain
+    eager = not _compiling() and type(a) in plain and type(b) in plain
+    if eager:  # the same refusals as without autograd (the op itself would take CPU
+        # tensors, through its torch.matmul fallback)
+        A, B = arrays.torch_operand(a, "a"), arrays.torch_operand(b, "b")
+    if out is not None:
+        _check_torch_out(out, a, b)
+        if eager and type(out) in plain:
+            C = arrays.torch_operand(out, "out", writable=True)
+            describe((A.shape, A.strides), (B.shape, B.strides), (C.shape, C.strides))
+            check_target(C, "out", A, B)
     r = torch_ops.matmul(a, b, deterministic, precision)
     if out is None:
         return r
     out.copy_(r)
     return out
+
+
+def _check_torch_out(out, a, b) -> None:
+    """`out` beside operands that go through the op (which checks a and b itself): a float32
+    tensor on their device, of the product's shape exactly (never broadcast into)."""
+    T = TORCH.Tensor
+    if not isinstance(out, T):
+        raise OperandError(f"out: {type(out).__name__} beside torch operands that need autograd "
+                           "or torch.compile; pass a torch tensor")
+    if out.dtype != TORCH.module.float32:
+        raise OperandError(f"out: dtype is {out.dtype}, sgemmlab computes float32 only")
+    if out.device != a.device:
+        raise ValueError(f"out is on {out.device}, the operands on {a.device}")
+    shape = tuple(product_shape(tuple(a.shape), tuple(b.shape)))
+    if tuple(out.shape) != shape:
+        raise ValueError(f"out is {dims(tuple(out.shape))}, the product is {dims(shape)}")
 
 
 def _hot(a, b, out) -> bool:
@@ -102,10 +132,11 @@ def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.
     them.
     """
     alpha, beta = scalars(alpha, beta)
+    deterministic = flag("deterministic", deterministic)
     precision = check_precision(precision)
     if TORCH.module is None:
         find_torch()
-    return general(a, b, c, alpha, beta, out, kernel, config, bool(deterministic),
+    return general(a, b, c, alpha, beta, out, kernel, config, deterministic,
                    precision=precision)
 
 
@@ -134,6 +165,8 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
     torch tensors that require grad (with grad mode on), tensor subclasses, and every call
     under torch.compile go through torch.ops.sgemmlab.matmul instead (differentiable,
     traceable, CUDA-graph safe); `kernel` and `config` are then left to dispatch."""
+    if deterministic.__class__ is not bool:  # the hot path's keys would take 1 for True
+        deterministic = flag("deterministic", deterministic)
     if kernel is None and config is None and TORCH.Tensor is not None and \
             not _compiling() and _hot(a, b, out):
         r = hot(a, b, out, deterministic, precision)  # what an earlier call checked
@@ -148,5 +181,5 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
             return torch_product(a, b, deterministic, out, precision)
         if _needs_op(a, b):
             return _via_op(a, b, out, deterministic, precision)
-    return general(a, b, None, 1.0, 0.0, out, kernel, config, bool(deterministic),
+    return general(a, b, None, 1.0, 0.0, out, kernel, config, deterministic,
                    precision=precision)

@@ -15,9 +15,12 @@ caching allocator handing back the same blocks) costs a few dict lookups and the
 
 from __future__ import annotations
 
+import numbers
 import threading
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from . import dispatch, registry
 from .errors import ConfigError, OperandError
@@ -158,7 +161,8 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
                           f"this call asks for {precision!r}: pass precision="
                           f"{rung.precision!r} to run it (precision is never switched "
                           "silently)")
-    cfg = dict(config) if config is not None else rung.default(gpu_info(device_id).name)
+    cfg = checked_config(rung, config) if config is not None else rung.default(
+        gpu_info(device_id).name)
     if deterministic and config is None and not rung.deterministic(cfg):
         # the rung's own default splits tiles by atomics: its fixed-order fix-up instead
         fixed = cfg | {"FIXUP": 0}
@@ -179,6 +183,31 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
                           "(atomic fix-up of split tiles); deterministic=True refuses it: "
                           "name FIXUP=0 (the fixed-order fix-up), or leave config out")
     return rung, cfg
+
+
+def checked_config(rung, config) -> dict[str, int]:
+    """`config` (a mapping: the general path checked) as a dict of integers the rung takes,
+    or ConfigError naming the missing and unknown constants, the values that are not
+    integers, and the rules broken."""
+    wrong = {k: v for k, v in config.items()
+             if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)}
+    if wrong:
+        raise ConfigError(f"config for rung {rung.label}: values must be integers, got "
+                          + ", ".join(f"{k}={v!r}" for k, v in wrong.items()))
+    cfg = {k: int(v) for k, v in config.items()}
+    missing = sorted(set(rung.space) - set(cfg))
+    unknown = sorted(set(cfg) - set(rung.space), key=str)
+    if missing or unknown:
+        raise ConfigError(f"config for rung {rung.label}: "
+                          + "; ".join(part for part in (
+                              f"missing {', '.join(missing)}" if missing else "",
+                              f"unknown {', '.join(map(str, unknown))}" if unknown else "")
+                              if part)
+                          + f" (it takes {', '.join(rung.space)})")
+    if problems := rung.violations(cfg):
+        raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
+                          + "; ".join(problems))
+    return cfg
 
 
 class Plan:
@@ -279,19 +308,31 @@ class PlanCache:
         self.fast: dict[tuple, Plan] = {}
         self.hot: dict[tuple, Callable[[], None]] = {}
         self._lock = threading.Lock()
+        self._making: dict[tuple, threading.Lock] = {}  # a lock per key being planned
 
     def get(self, key: tuple, make: Callable[[], Plan]) -> Plan:
         """The general path's plan for `key`, made by `make()` on first use (a `make` that
-        raises caches nothing: what cannot run is refused every time)."""
+        raises caches nothing: what cannot run is refused every time). A plan is made under
+        a lock of its own key, so two threads asking for one shape make it once, and a
+        thread whose new shape compiles a kernel holds up no other shape."""
         plan = self.general.get(key)
-        if plan is None:
-            with self._lock:
+        if plan is not None:
+            return plan
+        with self._lock:
+            lock = self._making.setdefault(key, threading.Lock())
+        try:
+            with lock:
                 plan = self.general.get(key)
                 if plan is None:
                     plan = make()
-                    if len(self.general) >= self.limit:
-                        self.general.clear()
-                    self.general[key] = plan
+                    with self._lock:
+                        if len(self.general) >= self.limit:
+                            self.general.clear()
+                        self.general[key] = plan
+        finally:
+            with self._lock:
+                if self._making.get(key) is lock:
+                    del self._making[key]
         return plan
 
     def remember_fast(self, key: tuple, plan: Plan) -> None:

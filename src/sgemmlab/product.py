@@ -13,8 +13,10 @@ sgemmlab never imports torch first: `TORCH.find()` picks it up once the caller h
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
@@ -32,22 +34,72 @@ FLT_MAX = float(np.finfo(np.float32).max)
 # ---------------------------------------------------------------------------------------
 # Scalars and devices
 # ---------------------------------------------------------------------------------------
+def scalar(name: str, v) -> float:
+    """alpha or beta as the float32 value the kernels see. Real numbers only: Python int and
+    float, NumPy's real scalars and 0-d arrays, 0-d real tensors; not bool, str, bytes,
+    Decimal or complex (a TypeError naming it). Refused with ValueError: NaN and infinity
+    (BLAS leaves their meaning open), and a value that float32 cannot hold — beyond
+    ±3.4e38 (OverflowError), or non-zero and so small that it rounds to 0 (a beta that
+    became 0 would mean "C is never read")."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        v = _zero_dim(name, v)
+    try:
+        f = float(v)
+    except OverflowError:  # an int past float64's range
+        text = str(v)
+        raise OverflowError(f"{name} = {text[:12]}... ({len(text)} digits) overflows "
+                            "float32 (the kernels' type: at most 3.4e38)") from None
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {v!r}") from None
+    if not math.isfinite(f):
+        raise ValueError(f"{name} must be finite, got {f}")
+    if abs(f) > FLT_MAX:
+        raise OverflowError(f"{name} = {f:g} overflows float32 (the kernels' type: at most "
+                            "3.4e38)")
+    f32 = float(np.float32(f))
+    if f32 == 0 and f != 0:
+        raise ValueError(f"{name} = {f:g} is non-zero but rounds to 0 in float32 (the "
+                         "kernels' type); pass 0, or a value of at least 1.4e-45")
+    return f32
+
+
+def _zero_dim(name: str, v):
+    """A 0-d real array (NumPy, torch, CuPy: anything with .ndim, .dtype and .item()) as its
+    Python number; anything else is refused with a TypeError naming it."""
+    dtype = getattr(v, "dtype", None)
+    kind = getattr(np.dtype(dtype), "kind", None) if _numpy_dtype(dtype) else None
+    is_real_tensor = getattr(v, "ndim", None) == 0 and (
+        kind in ("i", "u", "f") or str(dtype) in _REAL_TORCH_DTYPES)
+    if not is_real_tensor:
+        raise TypeError(f"{name} must be a real number, got {v!r} ({type(v).__name__}; "
+                        "accepted: int, float, NumPy real scalars, 0-d real arrays)")
+    return v.item()
+
+
+def _numpy_dtype(dtype) -> bool:
+    try:
+        np.dtype(dtype)
+        return True
+    except TypeError:
+        return False
+
+
+_REAL_TORCH_DTYPES = frozenset(f"torch.{t}" for t in (
+    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+    "uint16", "uint32", "uint64"))
+
+
 def scalars(alpha, beta) -> tuple[float, float]:
-    """alpha and beta as the float32 values the kernels see (a value too large for float32
-    would become infinite: refused, like NaN and infinity, whose meaning BLAS leaves open)."""
-    out = []
-    for name, v in (("alpha", alpha), ("beta", beta)):
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {v!r}") from None
-        if not math.isfinite(f):
-            raise ValueError(f"alpha and beta must be finite (got alpha={alpha}, beta={beta})")
-        if abs(f) > FLT_MAX:
-            raise ValueError(f"alpha and beta must be finite in float32 (the kernels' type): "
-                             f"{name} = {f:g} overflows it")
-        out.append(float(np.float32(f)))
-    return out[0], out[1]
+    """alpha and beta as the float32 values the kernels see (`scalar`)."""
+    return scalar("alpha", alpha), scalar("beta", beta)
+
+
+def flag(name: str, v) -> bool:
+    """A yes/no option (deterministic): a bool, never a string or a number that would count
+    as one."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise TypeError(f"{name} must be True or False, got {v!r}")
 
 
 _tls = threading.local()
@@ -119,7 +171,8 @@ class TorchGlue:
         return a result whose gradient would silently be missing."""
         if self.Tensor is None or not self.module.is_grad_enabled():
             return
-        for name, x in (("a", a), ("b", b), ("c", c if beta != 0 else None), ("out", out)):
+        c_used = beta != 0 or out is None  # read, or written (the result goes into c)
+        for name, x in (("a", a), ("b", b), ("c", c if c_used else None), ("out", out)):
             if isinstance(x, self.Tensor) and x.requires_grad:
                 raise ValueError(f"{name} requires grad, and sgemm records no autograd graph: "
                                  "use sgemmlab.matmul (differentiable), or call it under "
@@ -152,15 +205,15 @@ def hot(a, b, out, deterministic, precision):
     autograd need not see the product). Keys hold the options as passed, so a value the
     general path would normalize or refuse finds nothing here and goes there."""
     dev = a.get_device()
-    if dev < 0:
-        return None
+    if dev < 0 or a.is_neg() or b.is_neg() or out is not None and out.is_neg():
+        return None  # the general path reads a negative view through a resolved copy
     t = TORCH
     try:
         key = (fast_key(a, b, deterministic, precision) if out is None else
                out_key(a, b, out, deterministic, precision, dev))
         found = (PLANS.fast if out is None else PLANS.hot).get(key)
-    except TypeError:  # an unhashable option: the general path names the problem
-        return None
+    except (TypeError, RuntimeError):  # an unhashable option, a tensor without strides or
+        return None  # memory (sparse, nested): the general path names the problem
     if found is None:
         return None
     if out is None:
@@ -226,7 +279,7 @@ def _copy_into(dst: Operand, src: Operand) -> None:
 
 
 def _scale(dst: Operand, beta: float) -> None:
-    """K == 0: C = beta C (zeros when beta == 0: C is not read then)."""
+    """K == 0 or alpha == 0: C = beta C (zeros when beta == 0: C is not read then)."""
     x = dst.obj
     try:
         if beta == 0:
@@ -234,13 +287,43 @@ def _scale(dst: Operand, beta: float) -> None:
         elif beta != 1:
             x[...] = x * beta
     except Exception:
-        raise OperandError("out: K == 0 leaves out = beta*c, which needs torch or CuPy "
-                           "arrays to compute") from None
+        raise OperandError("out: K == 0 or alpha == 0 leaves out = beta*c, which needs "
+                           "torch or CuPy arrays to compute") from None
 
 
 # ---------------------------------------------------------------------------------------
 # The general path
 # ---------------------------------------------------------------------------------------
+def check_target(C: Operand, name: str, A: Operand, B: Operand) -> None:
+    """What every path checks of the array a product is written to, besides its shape and
+    strides (`describe`): the operands' GPU, writable, no overlap with an input."""
+    if C.device_id != A.device_id:
+        raise ValueError(f"{name} is on GPU {C.device_id}, the operands on GPU {A.device_id}")
+    if C.readonly:
+        raise OperandError(f"{name}: the array is read-only")
+    for other, m in (("a", A), ("b", B)):
+        if C.overlaps(m):
+            raise ValueError(f"{name} overlaps {other}: the kernels read {other} while writing "
+                             f"{name}")
+
+
+def launch_stream(a, target) -> int:
+    """The stream a call runs on: the current stream of the library of `target` (out, or
+    c), when it is torch's or CuPy's; else of a's library; else the stream a's
+    __cuda_array_interface__ names, else the legacy default stream."""
+    lead = target if target is not None and arrays.library_of(target) != "other" else a
+    return current_stream_handle(lead)
+
+
+def _order_operands(ops: list[Operand], lead_library: str, handle: int) -> None:
+    """torch and CuPy operands are read from their attributes, so the DLPack producer's
+    duty is ours: one of another library than the call's stream follows its own library's
+    current stream (an event, as a DLPack producer would record)."""
+    for op in ops:
+        if op.library in ("torch", "cupy") and op.library != lead_library:
+            arrays.order_after(current_stream_handle(op.obj), handle, op.device_id)
+
+
 def general(a, b, c, alpha: float, beta: float, out, kernel, config, deterministic: bool,
             fast: bool = False, precision: str = "ieee"):
     """C = alpha a @ b + beta c into out / c / a new array, every check made. fast=True:
@@ -250,11 +333,21 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         TORCH.find()
     if TORCH.module is not None and not fast:
         TORCH.autograd_guard(a, b, c, out, beta)
-    A, B = as_operand(a, "a"), as_operand(b, "b")
+    given = out if out is not None else c  # the array written, when the caller gave one
+    # arrays of torch and CuPy are read first (a CPU tensor must fail before its stream is
+    # asked for); those of other libraries get the stream the call runs on, so that their
+    # producers order their pending writes before it (DLPack's and CAI's stream protocol)
+    direct = {n: as_operand(x, n, writable=n == "out" or n == "c" and out is None)
+              for n, x in (("a", a), ("b", b), ("c", c), ("out", out))
+              if x is not None and arrays.library_of(x) != "other"}
+    handle = launch_stream(a, given)
+    ops = {n: direct.get(n) or as_operand(x, n, stream=handle,
+                                          writable=n == "out" or n == "c" and out is None)
+           for n, x in (("a", a), ("b", b), ("c", c), ("out", out)) if x is not None}
+    A, B, Cin = ops["a"], ops["b"], ops.get("c")
     if A.device_id != B.device_id:
         raise ValueError(f"a is on GPU {A.device_id} and b on GPU {B.device_id}")
     out_shape = tuple(product_shape(A.shape, B.shape))
-    Cin = as_operand(c, "c") if c is not None else None
     if Cin is not None:
         if Cin.shape != out_shape:
             raise ValueError(f"c is {dims(Cin.shape)}, the product is {dims(out_shape)}")
@@ -263,8 +356,14 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
     if beta != 0 and Cin is None:
         raise ValueError("beta != 0 needs c")
     name = "out" if out is not None or c is None else "c"
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping of constant names to integers (e.g. "
+                        f"{{'BM': 128, ...}}), got {type(config).__name__}")
     options = (kernel, config_key(config) if config is not None else None, deterministic,
                precision)
+    # an operand read through a resolved copy (torch's negative bit) is not the caller's
+    # tensor: the hot path must not remember its key, or its pointer
+    fast = fast and A.obj is a and B.obj is b
 
     def plan_for(c_geometry: tuple, aligned: bool) -> Plan:
         key = (A.shape, A.strides, B.shape, B.strides, *c_geometry, A.device_id, aligned,
@@ -273,7 +372,7 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
             describe((A.shape, A.strides), (B.shape, B.strides), c_geometry, name),
             A.device_id, kernel, config, deterministic, aligned, precision))
 
-    if out is None and c is None:
+    if given is None:
         # a new, contiguous, allocator-aligned output: planned (and so checked) before it
         # is allocated, and it overlaps nothing
         if A.library == "other":
@@ -283,41 +382,32 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
         if fast:  # the hot path serves these two tensors from now on
             PLANS.remember_fast(fast_key(a, b, deterministic, precision), plan)
         target = new_output(A, out_shape)
-        C = as_operand(target, name)
+        C = as_operand(target, name, writable=True)
     else:
-        target = out if out is not None else c
-        C = as_operand(target, name)
-        if C.device_id != A.device_id:
-            raise ValueError(f"{name} is on GPU {C.device_id}, the operands on GPU "
-                             f"{A.device_id}")
-        if C.readonly:
-            raise OperandError(f"{name}: the array is read-only")
+        target = given
+        C = ops[name]
         plan = plan_for((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
-        for other, m in (("a", A), ("b", B)):
-            if C.overlaps(m):
-                raise ValueError(f"{name} overlaps {other}: the kernels read {other} while "
-                                 f"writing {name}")
+        check_target(C, name, A, B)
         if Cin is not None and beta != 0 and not C.same_array(Cin) and C.overlaps(Cin):
             raise ValueError(f"{name} partly overlaps c; pass the same array or disjoint ones")
     if plan.kind == "empty":
         return target
+    lead = C if C.library != "other" else A  # whose library's stream the call runs on
+    _order_operands(list(ops.values()), lead.library, handle)
     if beta != 0 and not C.same_array(Cin):
         _copy_into(C, Cin)  # the kernel updates in place: C = alpha*AB + beta*C
-    if plan.kind == "scale":
+    if plan.kind == "scale" or alpha == 0:  # BLAS: alpha == 0 reads neither A nor B
         _scale(C, beta)
+    elif lead.library == "torch":
+        prev = TORCH.device_ready(A.device_id)
+        fn = plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
+        TORCH.restore(prev)
+        if fast and out is not None:  # every check passed: the hot path has this launch
+            PLANS.remember_hot(out_key(a, b, out, deterministic, precision,
+                                       a.get_device()), fn)
     else:
-        lead = C if C.library != "other" else A  # whose library's stream the call runs on
-        handle = current_stream_handle(lead)
-        if lead.library == "torch":
-            prev = TORCH.device_ready(A.device_id)
-            fn = plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
-            TORCH.restore(prev)
-            if fast and out is not None:  # every check passed: the hot path has this launch
-                PLANS.remember_hot(out_key(a, b, out, deterministic, precision,
-                                           a.get_device()), fn)
-        else:
-            make_current(A.device_id)
-            plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
-    if C.library == "torch" and target is not None and (out is not None or c is not None):
+        make_current(A.device_id)
+        plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
+    if C.library == "torch" and given is not None:
         TORCH.bump_version(C.obj)
     return target

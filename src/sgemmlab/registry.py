@@ -221,7 +221,7 @@ def _holds(rule: Rule, cfg: Config) -> bool:
 
 def config_key(cfg: Config) -> str:
     """Canonical text form, e.g. 'BK=8,BM=128,BN=128,TM=8,TN=8'."""
-    return ",".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+    return ",".join(f"{k}={cfg[k]}" for k in sorted(cfg, key=str))
 
 
 def parse_config(text: str) -> dict[str, int]:

@@ -17,13 +17,14 @@ with a `LayoutError` that says so.
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from ..errors import LayoutError, OperandError
+from . import workspace
 
 
 def library_of(obj: Any) -> str:
@@ -75,15 +76,34 @@ def _check_dims(shape: tuple[int, ...], name: str) -> None:
                            f"shape {_shape_text(shape)}")
 
 
-def torch_operand(t: Any, name: str) -> Operand:
-    """A torch tensor, read from its attributes (no DLPack round trip)."""
+def torch_operand(t: Any, name: str, *, writable: bool = False) -> Operand:
+    """A torch tensor, read from its attributes (no DLPack round trip). A view with torch's
+    negative bit (`z.conj().imag`: its memory holds the values negated) is read through a
+    resolved copy; one the product writes is refused (writing would store them unnegated).
+    Tensors with no strided memory (sparse, nested, functorch's batched) are refused."""
     if str(t.dtype) != "torch.float32":
         raise OperandError(f"{name}: dtype is {t.dtype}, sgemmlab computes float32 only")
     if t.device.type != "cuda":
         raise OperandError(f"{name}: tensor is on {t.device}, not on a CUDA GPU")
+    if str(t.layout) != "torch.strided" or t.is_nested:
+        kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.")
+        raise OperandError(f"{name}: a {kind} tensor; sgemmlab reads dense (strided) tensors "
+                           "only (e.g. .to_dense())")
+    if t.is_neg():
+        if writable:
+            raise OperandError(f"{name}: a view with torch's negative bit set (such as "
+                               "z.conj().imag), which sgemmlab cannot write through; pass a "
+                               "tensor without it")
+        t = t.resolve_neg()  # a copy, on the current stream, which the launch follows
     shape = tuple(t.shape)
     _check_dims(shape, name)
-    return Operand(t, t.data_ptr(), shape, tuple(t.stride()), t.device.index, "torch")
+    try:
+        ptr = t.data_ptr()
+    except RuntimeError as exc:  # no storage: a functorch batched tensor, a wrapper subclass
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OperandError(f"{name}: torch gives no memory address for this tensor "
+                           f"({first})") from None
+    return Operand(t, ptr, shape, tuple(t.stride()), t.device.index, "torch")
 
 
 def _cupy_operand(x: Any, name: str) -> Operand:
@@ -97,12 +117,19 @@ def _cupy_operand(x: Any, name: str) -> Operand:
                    int(x.device.id), "cupy")
 
 
-def as_operand(obj: Any, name: str) -> Operand:
+def as_operand(obj: Any, name: str, *, stream: int | None = None,
+               writable: bool = False) -> Operand:
     """View `obj` as a float32 GPU matrix (2-D) or batch of matrices (3-D), or raise
-    OperandError naming `name` and what is wrong."""
+    OperandError naming `name` and what is wrong. `writable`: the product writes it.
+
+    `stream` is the handle of the stream the product will run on: arrays read through
+    DLPack or __cuda_array_interface__ get it, and their producer orders its pending writes
+    before that stream (the protocols' rule); None only inspects (no ordering). torch
+    tensors and CuPy arrays are read from their attributes: their pending work is on their
+    library's current stream, which the caller orders (`order_after`)."""
     lib = library_of(obj)
     if lib == "torch" and hasattr(obj, "data_ptr"):
-        return torch_operand(obj, name)
+        return torch_operand(obj, name, writable=writable)
     if lib == "cupy" and hasattr(obj, "data") and hasattr(obj, "strides"):
         return _cupy_operand(obj, name)
     if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
@@ -110,7 +137,7 @@ def as_operand(obj: Any, name: str) -> Operand:
             f"{name}: {type(obj).__name__} is not a GPU array (expected a torch tensor, a "
             "CuPy array, or an object with __dlpack__ or __cuda_array_interface__)"
         )
-    view = _view(obj, name)
+    view = _view(obj, name, stream)
     if view.dtype != np.float32:
         raise OperandError(f"{name}: dtype is {view.dtype}, sgemmlab computes float32 only")
     if not view.on_device:
@@ -261,14 +288,24 @@ class _View:
     readonly: bool = False
 
 
-def _view(obj: Any, name: str) -> _View:
+def dlpack_stream(handle: int | None) -> int:
+    """The consumer stream as the DLPack and CAI protocols write it: -1 asks for no
+    ordering, 1 is the legacy default stream (DLPack reserves 0), anything else a handle."""
+    if handle is None:
+        return -1
+    return 1 if handle == 0 else handle
+
+
+def _view(obj: Any, name: str, stream: int | None = None) -> _View:
     """Pointer, shape, strides, dtype and device: cuda.core's StridedMemoryView (DLPack, or
-    __cuda_array_interface__ v3), else a v2 interface read here (torch still exports v2)."""
+    __cuda_array_interface__ v3), else a v2 interface read here (torch still exports v2).
+    `stream` (a handle; None: no ordering) is the consumer stream the protocols order the
+    producer's pending writes before."""
     from cuda.core.utils import StridedMemoryView
 
     make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
     try:
-        v = make(obj, stream_ptr=-1)
+        v = make(obj, stream_ptr=dlpack_stream(stream))
     except Exception as exc:
         cai = getattr(obj, "__cuda_array_interface__", None)
         if not isinstance(cai, dict) or cai.get("version", 0) >= 3:
@@ -312,24 +349,111 @@ class _StreamHandle:
         return (0, self.handle)
 
 
-def current_stream_handle(m: Any) -> int:
-    """The caller's current stream for `m`'s library (an Operand or a Matrix): torch's,
-    CuPy's, or the one a __cuda_array_interface__ names (else the legacy default stream)."""
-    if m.library == "torch":
+def current_stream_handle(obj: Any) -> int:
+    """The caller's current stream for `obj`'s library (an array, an Operand or a Matrix):
+    torch's (on the array's device), CuPy's, or the one a __cuda_array_interface__ names
+    (else the legacy default stream, as DLPack producers assume)."""
+    if isinstance(obj, (Operand, Matrix)):
+        obj = obj.obj
+    lib = library_of(obj)
+    if lib == "torch":
         torch = sys.modules["torch"]
-        return int(torch.cuda.current_stream(m.obj.device).cuda_stream)
-    if m.library == "cupy":
+        return int(torch.cuda.current_stream(obj.device).cuda_stream)
+    if lib == "cupy":
         cupy = sys.modules["cupy"]
-        return int(cupy.cuda.get_current_stream().ptr)
-    cai = getattr(m.obj, "__cuda_array_interface__", None)
+        s = cupy.cuda.get_current_stream()
+        handle = int(s.ptr)
+        if handle not in _LONG_LIVED:
+            _watch(s, handle)
+        return handle
+    cai = getattr(obj, "__cuda_array_interface__", None)
     if isinstance(cai, dict) and cai.get("stream"):
         return int(cai["stream"])
     return 0  # the legacy default stream, as DLPack producers assume
 
 
-@cache
-def stream_for(handle: int, device_id: int):
-    """A cuda.core Stream wrapping an existing handle (cached: wrapping costs microseconds)."""
+#: The legacy default stream (0, or CU_STREAM_LEGACY) and the per-thread one: never destroyed
+_LONG_LIVED = (0, 1, 2)
+_watched: dict[int, Any] = {}  # handle -> weak reference to the library's stream object
+
+
+def _watch(owner: Any, handle: int) -> None:
+    """When the library destroys its stream (CuPy does when the Stream object goes), forget
+    everything kept for its handle: the cuda.core wrapper and the stream's workspace (a
+    later stream may get the same handle; a destroyed one must not be used)."""
+    ref = _watched.get(handle)
+    if ref is not None and ref() is owner:
+        return
+    import weakref
+
+    try:
+        _watched[handle] = weakref.ref(owner, lambda _ref, h=handle: stream_gone(h, _ref))
+    except TypeError:  # an object without weak references: nothing to watch
+        pass
+
+
+def stream_gone(handle: int, ref: Any = None) -> None:
+    """A stream was destroyed: what is kept for its handle goes (the wrapper at the next
+    stream_for, the workspace at the next allocation: runtime/workspace.py). This runs as a
+    weak reference's callback, which may interrupt any code of this thread: no lock, no
+    CUDA call, only notes."""
+    if ref is not None and _watched.get(handle) is not ref:
+        return  # the handle already belongs to a newer stream, watched in its own right
+    _watched.pop(handle, None)
+    _gone.append(handle)
+    workspace.stream_gone(handle)
+
+
+def order_after(producer: int, consumer: int, device_id: int) -> None:
+    """Make stream `consumer` wait for the work queued so far on stream `producer` (an event
+    recorded on one, waited for by the other: what a DLPack producer does for its
+    consumer). Used when an operand's library is not the one whose stream runs the call."""
+    if producer == consumer:
+        return
+    from cuda.bindings import driver
+
     from .device import device
 
-    return device(device_id).create_stream(_StreamHandle(handle))
+    device(device_id)  # its primary context current in this thread
+    err, ev = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    if err == driver.CUresult.CUDA_SUCCESS:
+        try:
+            for call in (lambda: driver.cuEventRecord(ev, producer),
+                         lambda: driver.cuStreamWaitEvent(consumer, ev, 0)):
+                (err,) = call()
+                if err != driver.CUresult.CUDA_SUCCESS:
+                    break
+        finally:
+            driver.cuEventDestroy(ev)  # released once the wait has passed it
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"ordering stream {consumer:#x} after stream {producer:#x} "
+                           f"failed: {err!r}")
+
+
+#: cuda.core wrappers of raw handles, most recent last (bounded: a program that makes and
+#: destroys streams must not grow it for ever; a wrapper is cheap to make again)
+STREAMS_KEPT = 64
+_streams: dict[tuple[int, int], Any] = {}
+_streams_lock = threading.Lock()
+_gone: list[int] = []  # handles of destroyed streams whose wrappers are still kept
+
+
+def stream_for(handle: int, device_id: int):
+    """A cuda.core Stream wrapping an existing handle (kept: wrapping costs microseconds)."""
+    key = (handle, device_id)
+    s = _streams.get(key) if not _gone else None
+    if s is None:
+        from .device import device
+
+        with _streams_lock:
+            while _gone:
+                h = _gone.pop()
+                for k in [k for k in _streams if k[0] == h]:
+                    del _streams[k]
+            s = _streams.get(key)
+            if s is None:
+                s = device(device_id).create_stream(_StreamHandle(handle))
+                if len(_streams) >= STREAMS_KEPT:
+                    del _streams[next(iter(_streams))]
+                _streams[key] = s
+    return s

@@ -21,6 +21,12 @@ before capturing (make one call of the same shape, or a larger one, first) and m
 in use elsewhere while the graph replays. A replaced buffer is kept, not freed, until
 release_all() (`sgemmlab.free_workspaces()`): a graph captured with it stays valid. Regions
 grow at least twofold, so what is kept is less than what is in use.
+
+Streams die (CuPy destroys its stream with the Stream object), and a buffer must never be
+freed on a dead one: every buffer's deallocation goes on the legacy default stream after a
+synchronize of its device, never on the stream it served. A stream whose death the library
+tells (`arrays.stream_gone`) loses its workspace at once; the buffer waits in `_dead` and is
+freed at the next allocation made outside a capture, or by release_all().
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class _Workspace:
 
 _spaces: dict[tuple[int, int], _Workspace] = {}
 _retired: list[object] = []  # replaced buffers, kept until release_all()
+_dead: list[object] = []  # buffers of destroyed streams, freed at the next safe moment
+_gone: list[int] = []  # handles of destroyed streams not yet looked at (stream_gone)
 _lock = threading.Lock()
 #: Bumped whenever a buffer is replaced or freed: a launch bound to workspace pointers
 #: compares it with the value it saw and asks again when it changed.
@@ -54,19 +62,27 @@ generation = 0
 def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, int]:
     """(zeroed, scratch) device pointers with at least the given sizes, for work on
     `stream`."""
+    from cuda.core import LEGACY_DEFAULT_STREAM
+
     from .device import device
 
     key = (device_id, int(stream.handle))
     zeroed, scratch = _round_up(zeroed), _round_up(scratch)
     with _lock:
+        if _gone:
+            _bury()
         ws = _spaces.get(key)
         if ws is None or ws.zeroed < zeroed or ws.scratch < scratch:
+            if _dead and not capturing(stream):  # a synchronize is allowed here
+                _free(_dead)
             z, s = max(zeroed, ALIGN), scratch
             if ws is not None:
                 z = max(z, ws.zeroed * (2 if zeroed > ws.zeroed else 1))
                 s = max(s, ws.scratch * (2 if scratch > ws.scratch else 1))
             buf = device(device_id).allocate(z + s, stream=stream)
             buf.fill(0, stream=stream)
+            # freed on a stream that never dies (_free synchronizes first), not on this one
+            buf.set_deallocation_stream(LEGACY_DEFAULT_STREAM)
             if ws is not None:
                 _retired.append(ws.buffer)  # a captured graph may still point into it
             global generation
@@ -77,20 +93,55 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
 
 
 def release_all() -> int:
-    """Free every workspace, the replaced ones too; returns the bytes freed
-    (`sgemmlab.free_workspaces`, the tests). Each buffer goes back in order on the stream it
-    was allocated on, after the work queued there; launches bound to it see `generation`
-    move and ask again."""
+    """Free every workspace, the replaced ones and those of destroyed streams too; returns
+    the bytes freed (`sgemmlab.free_workspaces`, the tests). Each device is synchronized
+    first (its buffers may be in use on any stream); launches bound to a buffer see
+    `generation` move and ask again."""
     global generation
     with _lock:
-        freed = 0
-        for buf in [ws.buffer for ws in _spaces.values()] + _retired:
-            freed += int(buf.size)
-            buf.close()
+        freed = _free([ws.buffer for ws in _spaces.values()] + _retired + _dead)
         _spaces.clear()
         _retired.clear()
+        _dead.clear()
         generation += 1
     return freed
+
+
+def _free(buffers: list) -> int:
+    """Free `buffers` (emptied) after the work queued on their devices, on the legacy default
+    stream, and return their bytes. Never on the stream a buffer served: it may be gone."""
+    from cuda.core import LEGACY_DEFAULT_STREAM
+
+    from .device import device
+
+    freed = 0
+    for dev in sorted({int(b.device_id) for b in buffers}):
+        device(dev).sync()  # current, and idle: no stream still uses its buffers
+        for buf in [b for b in buffers if int(b.device_id) == dev]:
+            freed += int(buf.size)
+            buf.close(LEGACY_DEFAULT_STREAM)
+    buffers.clear()
+    return freed
+
+
+def stream_gone(handle: int) -> None:
+    """The stream `handle` was destroyed (arrays.stream_gone). This runs in a garbage
+    collector's callback, which may interrupt any code of this thread, lock holders
+    included: it takes no lock and makes no CUDA call, only notes the handle and moves
+    `generation`, so launches bound to that stream's workspace ask again. The next
+    workspace() call moves the stream's buffers to `_dead` (`_bury`), and a new stream that
+    got the same handle gets a new workspace."""
+    global generation
+    _gone.append(handle)
+    generation += 1
+
+
+def _bury() -> None:
+    """Workspaces of the streams in `_gone` to `_dead` (the caller holds `_lock`)."""
+    while _gone:
+        handle = _gone.pop()
+        for key in [k for k in _spaces if k[1] == handle]:
+            _dead.append(_spaces.pop(key).buffer)
 
 
 _driver = None
