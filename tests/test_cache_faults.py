@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from sgemmlab.runtime import compiler
+from sgemmlab.runtime import compiler, files
 from sgemmlab.runtime.compiler import compile_kernel
 from test_compile import ARCH, CORRUPTIONS, SMALL, _entry, _sha
 
@@ -195,7 +195,8 @@ def _run(children: list[tuple], cache: Path, ctx=None, when=None) -> list:
 
 
 class _OsWith:
-    """The os module as compiler.py sees it, with some functions replaced."""
+    """The os module as runtime/files.py (which writes the entries) sees it, with some
+    functions replaced."""
 
     def __init__(self, **replaced):
         self.__dict__.update(replaced)
@@ -244,7 +245,7 @@ def _stalling_writer(jobs, half_written, resume):
             return f.write(data[len(data) // 2:])
         return _FileWith(f, write=write)
 
-    compiler.os = _OsWith(fdopen=fdopen)
+    files.os = _OsWith(fdopen=fdopen)
     return _compile_all(jobs), []  # (no look at the directory before it starts)
 
 
@@ -589,7 +590,7 @@ def test_a_full_cache_gives_the_right_kernels_then_fills_when_there_is_space(
         replaced = ({"fdopen": _filling_fdopen} if how == "enospc-on-write"
                     else {"fsync": _enospc})
         with monkeypatch.context() as m:
-            m.setattr(compiler, "os", _OsWith(**replaced))
+            m.setattr(files, "os", _OsWith(**replaced))
             got, messages = _compile_all(jobs)
     _assert_right_kernels(jobs, got, how)
     assert not any(cached for _, cached in got)
@@ -641,16 +642,21 @@ def test_a_cache_that_is_not_a_directory_or_unreadable_falls_back_with_one_warni
     assert _files(root) == before, f"{how}: the cache path was changed"
 
 
-def test_an_entry_an_older_sgemmlab_wrote_is_still_a_hit():
-    """Entries written before records held their key, or the NVRTC version (which the key
-    covers), are hits when the rest of the record is this compile: a user's cache stays
-    warm across the upgrade. The same old record for another configuration is not."""
+def test_an_entry_without_its_full_record_is_not_a_hit():
+    """Only the full record (key, source, constants, arch, NVRTC version, resources) of this
+    compile makes a hit: an entry an older sgemmlab wrote without its key or NVRTC version
+    is compiled again, like one lacking any other field (every field of the record can be
+    computed from the public package, so no field may be taken on trust)."""
     ref = _fresh(SMALL)
-    meta = compiler.entry_meta(*SMALL, ARCH, ref.log, ref.resources)
-    for dropped in ({"nvrtc"}, set()):
-        old = {k: v for k, v in meta.items() if k not in dropped}
-        hit = compiler._recorded(compiler._unpack(compiler._pack(old, ref.cubin)), ref.key,
-                                 *SMALL, ARCH, compiler.nvrtc_version())
-        assert hit is not None and hit.cubin == ref.cubin, f"without {dropped or 'key'}"
+    meta = compiler.entry_meta(*SMALL, ARCH, ref.log, ref.resources, ref.key)
+    nvrtc = compiler.nvrtc_version()
+    full = compiler._recorded(compiler._unpack(compiler._pack(meta, ref.cubin)), ref.key,
+                              *SMALL, ARCH, nvrtc)
+    assert full is not None and full.cubin == ref.cubin
+    for dropped in ("key", "nvrtc", "source", "macros", "arch", "resources"):
+        partial = {k: v for k, v in meta.items() if k != dropped}
+        hit = compiler._recorded(compiler._unpack(compiler._pack(partial, ref.cubin)),
+                                 ref.key, *SMALL, ARCH, nvrtc)
+        assert hit is None, f"an entry without {dropped} was a hit"
     other = compiler._unpack(_old_format(_other_config(SMALL)))
-    assert compiler._recorded(other, ref.key, *SMALL, ARCH, compiler.nvrtc_version()) is None
+    assert compiler._recorded(other, ref.key, *SMALL, ARCH, nvrtc) is None

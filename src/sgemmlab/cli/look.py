@@ -341,7 +341,7 @@ def info():
 
     from .. import registry
     from ..errors import NoGPUError
-    from ..runtime.compiler import bundle_dir, cache_dir, nvrtc_version
+    from ..runtime.compiler import bundle_dir, cache_dir, cache_refusal, nvrtc_version
     from ..runtime.device import gpu_info
 
     try:
@@ -353,8 +353,10 @@ def info():
 
     where = bundle_dir()
     shipped = len(list(where.glob("*.bin"))) if where and where.is_dir() else 0
-    typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}; prebuilt cubins in "
-               f"the package: {shipped}")
+    refused = cache_refusal()
+    unused = f" (not used: {refused[0]} {refused[1]})" if refused else ""
+    typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}{unused}; prebuilt cubins "
+               f"in the package: {shipped}")
     for title, rungs in (("the ladder", registry.RUNGS), ("the family", registry.FAMILY),
                          ("the tensor cores (Hopper)", registry.TENSOR),
                          ("history", registry.HISTORY)):

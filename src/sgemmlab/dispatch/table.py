@@ -16,22 +16,25 @@ dispatch re-derives it under each request's constraints.
 
 Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
 ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
-(sgemmlab/data/tables/<gpu-slug>.json).
+(sgemmlab/data/tables/<gpu-slug>.json). A table decides which cubin runs, so the user's is
+read only under the compile cache's rule (runtime/trust.py): the cache directory, its
+tables/ and the file (a regular file, not a symlink) owned by you or root and not writable
+by group or others; otherwise the package's table is used, with one warning saying why.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import TableError
-from ..runtime.compiler import cache_dir
+from ..runtime import trust
+from ..runtime.compiler import cache_advice, cache_dir, cache_refusal, make_cache_subdir
 from ..runtime.device import slug
+from ..runtime.files import write_atomic
 from . import cache
 from .request import LAYOUTS
 
@@ -178,11 +181,13 @@ class Table:
         return f"{self.where}: {self.path}" if self.path else self.where
 
 
-def read_table(path: str | Path, where: str | None = None) -> Table:
-    """A table file, checked; raises TableError naming the file and the problem."""
+def read_table(path: str | Path, where: str | None = None, *, checked: bool = False
+               ) -> Table:
+    """A table file, checked; raises TableError naming the file and the problem. `checked`
+    (the user's table in the cache): read only if it may be trusted, else trust.Untrusted."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(trust.read_file(path) if checked else path.read_bytes())
     except (OSError, ValueError) as exc:
         raise TableError(f"{path}: cannot read a tuning table ({exc})") from None
     if problems := validate(data):
@@ -191,19 +196,15 @@ def read_table(path: str | Path, where: str | None = None) -> Table:
 
 
 def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a table atomically (readers see the old file or the whole new one)."""
+    """Write a table atomically (readers see the old file or the whole new one), readable by
+    all and writable by its owner alone, so the user's table stays trusted; the cache's
+    tables/ directory is made private (0o700) like the rest of the cache."""
     if problems := validate(data):
         raise TableError("refusing to write an invalid table: " + "; ".join(problems[:3]))
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    if path.parent == cache_dir() / "tables":
+        make_cache_subdir("tables")
+    write_atomic(path, json.dumps(data, indent=1) + "\n", mode=0o644)
     cache.clear_cache()
     return path
 
@@ -218,7 +219,8 @@ def package_table_path(gpu_name: str) -> Path:
 
 def load_table(gpu_name: str) -> Table | None:
     """This GPU's table: the user's cache directory first, then the package; None when
-    neither has one. A broken file is skipped with a warning, never fatal to a GEMM."""
+    neither has one. A broken file, or a user table that may not be trusted, is skipped
+    with a warning, never fatal to a GEMM."""
     if gpu_name in cache.tables:
         return cache.tables[gpu_name]
     found = None
@@ -226,8 +228,17 @@ def load_table(gpu_name: str) -> Table | None:
                         ("package", package_table_path(gpu_name))):
         if not path.is_file():
             continue
+        mine = where == "user cache"
         try:
-            table = read_table(path, where)
+            if mine and (refused := cache_refusal("tables")):
+                raise trust.Untrusted(*refused)
+            table = read_table(path, where, checked=mine)
+        except trust.Untrusted as exc:
+            trust.warn_once(("tables", path.parent), f"the tuning table {path} is not used: "
+                            f"{exc}, so someone else could have written it; dispatch uses "
+                            f"the package's table instead ({cache_advice(exc.path)})",
+                            stacklevel=2)
+            continue
         except TableError as exc:
             warnings.warn(f"{exc}; ignored", stacklevel=2)
             continue

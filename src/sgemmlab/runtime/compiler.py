@@ -14,14 +14,24 @@ built from; its own digest and the record inside it (source, constants, architec
 checked again when it is read, so a stale, foreign or damaged entry is compiled afresh,
 never trusted.
 
-Cache safety: an entry is written to a temporary file and renamed into place, so a reader
-sees a whole entry or none, and two processes compiling the same key at once each write a
-complete file (the last rename wins; both are identical). Every entry carries a SHA-256 of
-its contents and a record of the compile it holds (key, source, constants, architecture,
-NVRTC version); an entry that fails the check, or records another compile, is rebuilt,
-never trusted. A cache that cannot be written (read-only, full, not a directory) costs the
-compiles, not their results: each returns its cubin, and the first failure per directory
-and process says so in one warning.
+Cache safety: an entry is written to a temporary file and renamed into place
+(runtime/files.py), so a reader sees a whole entry or none, and two processes compiling the
+same key at once each write a complete file (the last rename wins; both are identical).
+Every entry carries a SHA-256 of its contents and the full record of the compile it holds
+(key, source, constants, architecture, NVRTC version, resources); an entry that fails the
+check, lacks a field of the record, or records another compile, is rebuilt, never trusted.
+A cache that cannot be written (read-only, full, not a directory) costs the compiles, not
+their results: each returns its cubin, and the first failure per directory and process
+says so in one warning.
+
+Trust (runtime/trust.py): the digest catches damage, not a forger, so the cache is used only
+when nobody else can write it. The cache directory and its cubins/ are made 0o700; when
+either is not owned by you (or root) or is writable by group or others, it is neither read
+nor written: kernels are compiled in memory, with one warning per directory and process. An
+entry is read with O_NOFOLLOW and checked on its descriptor; a symlink, another owner's file
+or a group- or world-writable one is compiled afresh and replaced. The package's own bundle
+is trusted as installed, like its Python code; a bundle named by $SGEMMLAB_BUNDLE_DIR gets
+the cache's checks.
 """
 
 from __future__ import annotations
@@ -32,16 +42,15 @@ import json
 import os
 import re
 import struct
-import tempfile
-import threading
-import warnings
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Mapping
 
 from ..registry import POST_MACROS
+from . import trust
 from .elf import sections as _sections
+from .files import write_atomic
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 #: The prebuilt entries shipped in the package (absent in a source checkout until
@@ -251,29 +260,69 @@ def _unpack(blob: bytes) -> tuple[dict, bytes] | None:
     return (meta, body[4 + n:]) if isinstance(meta, dict) else None
 
 
-def _read_entry(path: Path) -> tuple[dict, bytes] | None:
+def _read_entry(path: Path, *, checked: bool = True) -> tuple[dict, bytes] | None:
+    """(meta, cubin) of the entry at `path`, or None when it is missing, damaged, or (when
+    `checked`: all but the package's own bundle) may not be trusted (runtime/trust.py)."""
     try:
-        return _unpack(path.read_bytes())
-    except OSError:
+        return _unpack(trust.read_file(path) if checked else path.read_bytes())
+    except (OSError, trust.Untrusted):
         return None
 
 
-def _write_entry(path: Path, meta: dict, cubin: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+def _write_entry(path: Path, meta: dict, cubin: bytes, mode: int = 0o600) -> None:
+    write_atomic(path, _pack(meta, cubin), mode=mode)
+
+
+def cache_advice(path: Path) -> str:
+    """What a warning about a refused part of the cache tells the user to do."""
+    return (f"if {path} is yours: chmod go-w {path}; else set SGEMMLAB_CACHE_DIR to a "
+            "directory of your own")
+
+
+def cache_refusal(sub: str = "cubins") -> tuple[Path, str] | None:
+    """(directory, why) when the cache directory or its `sub` directory exists and may not
+    be trusted (runtime/trust.py); None when both may, or do not exist yet."""
+    root = cache_dir()
+    for d in (root, root / sub):
+        if os.path.lexists(d) and (why := trust.dir_problem(d)):
+            return d, why
+    return None
+
+
+def _cannot_write(where: Path, exc: OSError) -> None:
+    trust.warn_once(("unwritable", where), f"the compile cache {where} cannot be written "
+                    f"({exc}); compiling without it (SGEMMLAB_CACHE_DIR can name another "
+                    "directory)", stacklevel=4)
+
+
+def make_cache_subdir(sub: str) -> Path:
+    """cache_dir()/`sub`, made if missing: what sgemmlab makes of the cache is private to
+    you (0o700), as runtime/trust.py asks; nothing is made inside a cache directory that may
+    not be trusted. Raises OSError when it cannot be made."""
+    root = cache_dir()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if trust.dir_problem(root) is None:
+        (root / sub).mkdir(mode=0o700, exist_ok=True)
+    return root / sub
+
+
+def _cubins() -> Path | None:
+    """The cache's cubins/ directory, made if missing; None, after one warning per directory
+    and process, when it cannot be made or may not be trusted: then the compile neither
+    reads nor writes the cache."""
+    root = cache_dir()
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_pack(meta, cubin))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: readers see the old entry, or this whole one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-_unwritable: set[Path] = set()  # cache directories already warned about, once each
-_unwritable_lock = threading.Lock()
+        sub = make_cache_subdir("cubins")
+    except OSError as exc:
+        _cannot_write(root, exc)
+        return None
+    if refused := cache_refusal("cubins"):
+        d, why = refused
+        trust.warn_once(("cache", d), f"the compile cache {root} is not used: {d} {why}, so "
+                        "someone else could have put kernels in it; compiling in memory "
+                        f"instead ({cache_advice(d)})", stacklevel=3)
+        return None
+    return sub
 
 
 def _store(path: Path, meta: dict, cubin: bytes) -> None:
@@ -282,14 +331,7 @@ def _store(path: Path, meta: dict, cubin: bytes) -> None:
     try:
         _write_entry(path, meta, cubin)
     except OSError as exc:
-        where = path.parent.parent
-        with _unwritable_lock:
-            first = where not in _unwritable
-            _unwritable.add(where)
-        if first:
-            warnings.warn(f"the compile cache {where} cannot be written ({exc}); compiling "
-                          "without it (SGEMMLAB_CACHE_DIR can name another directory)",
-                          RuntimeWarning, stacklevel=3)
+        _cannot_write(path.parent.parent, exc)
 
 
 def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, str]:
@@ -324,10 +366,16 @@ def bundle_dir() -> Path | None:
     return Path(env) if env else None
 
 
+def _own_bundle(where: Path) -> bool:
+    """Whether `where` is the package's own bundle: trusted as installed, like the package's
+    Python code (any other bundle gets the cache's checks)."""
+    return where == BUNDLE_DIR or where.resolve() == BUNDLE_DIR
+
+
 def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
                res: Resources, key: str | None = None) -> dict:
     """What an entry records about itself beside the cubin (and what it must match to be
-    used: see _recorded)."""
+    used: see _recorded; an entry is written with its `key`, one without is not used)."""
     meta = {"log": log, "resources": asdict(res), "source": source,
             "macros": {k: int(v) for k, v in macros.items()}, "arch": arch,
             "nvrtc": nvrtc_version()}
@@ -336,17 +384,16 @@ def entry_meta(source: str, macros: Mapping[str, int], arch: str, log: str,
 
 def _recorded(entry: tuple[dict, bytes] | None, key: str, source: str,
               macros: Mapping[str, int], arch: str, nvrtc: str) -> Compiled | None:
-    """The entry as a hit, if it records exactly this compile and has ptxas's report; else
-    None: a foreign entry copied under this name, or one another NVRTC or arch built, is
-    not used."""
+    """The entry as a hit, if its full record (key, source, constants, arch, NVRTC version,
+    resources) is exactly this compile's, with ptxas's report; else None: a foreign entry
+    copied under this name, one another NVRTC or arch built, or one whose record lacks a
+    field (as an older sgemmlab wrote them) is not used."""
     if entry is None:
         return None
     meta, cubin = entry
     want = {k: int(v) for k, v in macros.items()}
-    # an entry written before records held their key (or the NVRTC version, which the key
-    # covers) passes on the rest: a cache from an older sgemmlab stays warm
-    if (meta.get("key", key), meta.get("source"), meta.get("macros"), meta.get("arch"),
-            meta.get("nvrtc", nvrtc)) != (key, source, want, arch, nvrtc):
+    if (meta.get("key"), meta.get("source"), meta.get("macros"), meta.get("arch"),
+            meta.get("nvrtc")) != (key, source, want, arch, nvrtc):
         return None
     try:
         res = Resources(**meta["resources"])
@@ -361,11 +408,21 @@ MANIFEST = "manifest.json"  # in a bundle: the NVRTC version that built its entr
 
 
 @cache
-def _bundle_nvrtc(where: Path) -> str | None:
+def _bundle_nvrtc(where: Path, checked: bool = True) -> str | None:
+    """The NVRTC version of the bundle in `where`, None when it has no usable manifest. A
+    `checked` bundle (not the package's own) that may not be trusted is not used, with one
+    warning per directory and process."""
     try:
-        return json.loads((where / MANIFEST).read_text())["nvrtc"]
+        raw = trust.read_file(where / MANIFEST) if checked else (where / MANIFEST).read_bytes()
+        return json.loads(raw)["nvrtc"]
+    except trust.Untrusted as exc:
+        trust.warn_once(("bundle", where), f"the bundle of prebuilt cubins {where} is not "
+                        f"used: {exc}, so someone else could have put kernels in it; "
+                        f"compiling instead (if {where} is yours: chmod go-w {where}; else "
+                        "unset SGEMMLAB_BUNDLE_DIR)", stacklevel=4)
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        pass
+    return None
 
 
 def bundled(source: str, macros: Mapping[str, int], arch: str) -> Compiled | None:
@@ -374,23 +431,27 @@ def bundled(source: str, macros: Mapping[str, int], arch: str) -> Compiled | Non
     is computed with the NVRTC version that built the bundle (its manifest), so a hit loads
     no compiler at all; the key still covers the source, its includes and the options."""
     where = bundle_dir()
-    nvrtc = _bundle_nvrtc(where) if where else None
-    if nvrtc is None:
+    if where is None:
+        return None
+    checked = not _own_bundle(where)
+    if (nvrtc := _bundle_nvrtc(where, checked)) is None:
         return None
     key = cache_key(source, macros, arch, nvrtc)
-    hit = _recorded(_read_entry(where / f"{key}.bin"), key, source, macros, arch, nvrtc)
+    hit = _recorded(_read_entry(where / f"{key}.bin", checked=checked), key, source, macros,
+                    arch, nvrtc)
     return replace(hit, bundled=True) if hit else None
 
 
 def write_bundle_entry(directory: Path, compiled: Compiled, source: str,
                        macros: Mapping[str, int], arch: str) -> Path:
-    """Write `compiled` into a bundle directory under its key (tools/prebuild.py --bundle)."""
+    """Write `compiled` into a bundle directory under its key (tools/prebuild.py --bundle);
+    readable by all (it ships in the wheel), writable by its owner alone."""
     path = directory / f"{compiled.key}.bin"
     _write_entry(path, entry_meta(source, macros, arch, compiled.log, compiled.resources,
-                                  compiled.key), compiled.cubin)
+                                  compiled.key), compiled.cubin, mode=0o644)
     manifest = directory / MANIFEST
     if not manifest.is_file():
-        manifest.write_text(json.dumps({"nvrtc": nvrtc_version()}) + "\n")
+        write_atomic(manifest, json.dumps({"nvrtc": nvrtc_version()}) + "\n", mode=0o644)
         _bundle_nvrtc.cache_clear()
     return path
 
@@ -401,9 +462,10 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
     if use_cache and (hit := bundled(source, macros, arch)) is not None:
         return hit
     key = cache_key(source, macros, arch)
-    path = cache_dir() / "cubins" / f"{key}.bin"
-    if use_cache and (hit := _recorded(_read_entry(path), key, source, macros, arch,
-                                       nvrtc_version())) is not None:
+    cubins = _cubins() if use_cache else None  # None: compiled in memory
+    path = cubins / f"{key}.bin" if cubins else None
+    if path and (hit := _recorded(_read_entry(path), key, source, macros, arch,
+                                  nvrtc_version())) is not None:
         return hit
     for _ in range(REPORT_TRIES):
         cubin, log = _nvrtc(source, macros, arch)
@@ -419,6 +481,6 @@ def compile_kernel(source: str, macros: Mapping[str, int], arch: str = "sm_90",
         from .sassedit import order_cubin
 
         cubin = order_cubin(cubin, ENTRY)
-    if use_cache and res.registers >= 0:  # an entry without its report is not kept
+    if path and res.registers >= 0:  # an entry without its report is not kept
         _store(path, entry_meta(source, macros, arch, log, res, key), cubin)
     return Compiled(key, cubin, log, res, cached=False)
