@@ -444,16 +444,22 @@ def test_hot_path_with_inference_tensors_and_in_place_metadata_changes():
 
 
 def test_hot_path_options_as_passed():
-    """Keys hold the options as passed: deterministic=1 is the same call as True, and a
-    precision that is refused stays refused after the same tensors were served."""
+    """Keys hold the options as passed, and what the general path refuses stays refused
+    after the same tensors were served: deterministic=1 (equal to True, and hashed alike,
+    so the hot path's key would have taken it) and a precision that is not one."""
     import torch
 
     a = torch.rand(64, 300, device="cuda") * 2 - 1
     b = torch.rand(300, 50, device="cuda") * 2 - 1
     out = torch.full((64, 50), NAN, device="cuda")
-    for det in (True, 1, True):
+    for det in (True, False, True):
         assert sgemmlab.matmul(a, b, out=out, deterministic=det) is out
         assert_matches(out, a.double() @ b.double(), 300)
+    for det in (1, 0, "no"):
+        with pytest.raises(TypeError, match="^deterministic must be True or False"):
+            sgemmlab.matmul(a, b, out=out, deterministic=det)
+        with pytest.raises(TypeError, match="^deterministic must be True or False"):
+            sgemmlab.matmul(a, b, deterministic=det)
     for _ in range(2):
         with pytest.raises(ValueError, match="precision"):
             sgemmlab.matmul(a, b, out=out, precision="fp64")

@@ -25,6 +25,32 @@ def test_drawn_cases_are_well_formed(case):
     assert (case.broadcast == "") or case.batch > 1
     assert not (case.precision == "tf32x3" and "inf" in case.inject)  # documented limit
     assert case.kernel in (None, "?")
+    assert case.view in fuzz.VIEWS and case.producer in fuzz.PRODUCERS
+    assert case.scalar in fuzz.SCALARS
+
+
+def test_the_campaign_draws_every_way_of_handing_operands_over():
+    """Negative and conjugate views, the producers whose library is installed, every
+    accepted scalar type: the strategy reaches each (hypothesis.find raises if not)."""
+    from hypothesis import find
+
+    producers = {p for p in fuzz.PRODUCERS if p == "torch" or fuzz._importable(p)}
+    for field, values in (("view", fuzz.VIEWS), ("producer", producers),
+                          ("scalar", fuzz.SCALARS)):
+        for v in set(values):
+            find(fuzz.cases(), lambda c, f=field, v=v: getattr(c, f) == v,
+                 settings=settings(max_examples=5000, database=None, deadline=None))
+
+
+@pytest.mark.parametrize("how", fuzz.SCALARS)
+@pytest.mark.parametrize("value", [1.0, 0.0, -2.5, 1e-40, 3.0])
+def test_scalars_keep_their_float32_value_in_every_type(how, value):
+    from sgemmlab.product import scalar
+
+    if how == "cuda_tensor":
+        pytest.skip("needs a GPU")
+    got = fuzz.as_scalar(value, how)
+    assert scalar("alpha", got) == scalar("alpha", value)
 
 
 def _judge(C, ref, K=64):

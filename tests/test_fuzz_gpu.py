@@ -30,16 +30,56 @@ def _kept():
     return json.loads(KEPT.read_text()) if KEPT.is_file() else []
 
 
+def _case(rec: dict) -> fuzz.Case:
+    """A kept record as a Case (fields added since it was kept take their defaults)."""
+    return fuzz.Case(**{f.name: tuple(rec[f.name]) if f.name == "pad" else rec[f.name]
+                        for f in fields(fuzz.Case) if f.name in rec})
+
+
 @pytest.mark.parametrize("rec", _kept() or [None], ids=lambda r: "none-kept" if r is None
-                         else fuzz.Case(**{f.name: r[f.name] for f in fields(fuzz.Case)}).label())
+                         else _case(r).label())
 def test_every_kept_failure_passes_now(rec):
     if rec is None:
         pytest.skip("no failure kept yet")
-    case = fuzz.Case(**{f.name: (tuple(rec[f.name]) if f.name == "pad" else rec[f.name])
-                        for f in fields(fuzz.Case)})
+    case = _case(rec)
     out = fuzz.check(case, rec["seed"])
     assert out["status"] != "failed", out
     # and with deterministic=True, through dispatch (a pinned atomic configuration would be
     # refused), judged by the strict subnormal floor: docs/api.md's promise for subnormals
     strict = fuzz.check(dataclasses.replace(case, deterministic=True, kernel=None), rec["seed"])
     assert strict["status"] == "ok" and not strict["flushed_subnormals"], strict
+
+
+HANDED = [
+    dict(view="neg_a"), dict(view="neg_b", layout="TT", pad=(1, 3, 0)),
+    dict(view="neg_ab", batch=3, broadcast="b"), dict(view="conj_a", K=1),
+    dict(view="conj_a", M=1, layout="NT"), dict(producer="cupy"),
+    dict(producer="cupy", layout="TN", offset=1, view="neg_a", batch=2),
+    dict(producer="jax"), dict(producer="jax", view="neg_b", batch=2, broadcast="a"),
+    dict(alpha=0.0, inject="nan_a", beta=2.0), dict(alpha=0.0, inject="inf_b", beta=0.0),
+    dict(alpha=0.0, inject="ninf_a", beta=-1.0, kernel="14_streamk"),
+    *[dict(scalar=s, alpha=a, beta=b) for s in fuzz.SCALARS for a, b in
+      ((3.0, -1.0), (-2.5, 0.25), (1e-40, 1.0))],
+]
+
+
+def _handed(kw: dict) -> fuzz.Case:
+    return fuzz.Case(**{"M": 37, "N": 29, "K": 41, **kw})
+
+
+@pytest.mark.parametrize("kw", HANDED, ids=lambda kw: _handed(kw).label())
+def test_the_ways_operands_are_handed_over(kw):
+    """Every way the campaign hands operands and scalars over, at least once, checked
+    against float64: negative and conjugate views, CuPy and JAX producers with work in
+    flight, alpha = 0 beside NaN and Inf, every accepted scalar type."""
+    if kw.get("producer") in ("cupy", "jax"):
+        pytest.importorskip(kw["producer"])
+    case = _handed(kw)
+    rec = fuzz.check(case, 5)
+    refused = case.view == "conj_a" and min(case.M, case.K) > 1  # strides (2K, 2)
+    assert rec["status"] == ("refused" if refused else "ok"), rec
+
+
+def test_a_negative_view_as_the_output_is_refused():
+    rec = fuzz.check(fuzz.Case(8, 8, 8, view="neg_c"), 1)
+    assert rec["status"] == "refused" and "negative bit" in rec["why"], rec

@@ -17,10 +17,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_api import F32, emulated  # noqa: F401  (the fixture)
 
 import sgemmlab
 from sgemmlab import ConfigError, OperandError, plan
+from test_api import F32, emulated  # noqa: F401  (the fixture)
 
 
 # -- alpha and beta --------------------------------------------------------------------------

@@ -18,6 +18,14 @@ A call the API refuses with one of its own exceptions counts as refused, not che
 
 The first failure stops the campaign and hypothesis shrinks it to a minimal case, which the
 results file keeps (and tests/data/fuzz_regressions.json, replayed by the GPU tests).
+The operands also arrive the ways users hand them over (`view`, `producer`, `scalar`):
+torch views with the negative bit (`torch._neg_view`, and `z.conj().imag`, which torch makes
+a negative view of; as C it must be refused); CuPy arrays still being written on a
+non-blocking CuPy stream of their own, and pending JAX results, both through DLPack only
+(the call must make its stream wait for them); alpha and beta as Python ints, NumPy
+scalars, Fractions and 0-d tensors (on the GPU too). With alpha = 0 the reference is beta C
+whatever NaN or Inf A and B hold (BLAS reads neither).
+
 Documented limits are drawn around, not into: Inf inputs with "tf32x3" (docs/api.md: the
 split's remainder is inf - inf); and without `deterministic`, subnormal results may be zero
 (docs/api.md: the GPU's float atomic add, which atomic fix-up uses, flushes subnormals — the
@@ -27,6 +35,7 @@ subnormal spacing; with `deterministic` the strict floor holds.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from dataclasses import asdict, dataclass
@@ -39,6 +48,13 @@ MAX_WORK = 2**31  # M N K batch at most per case: 10,000 cases stay within minut
 ALPHAS = (1.0, 0.0, -1.0, 0.5, -2.5, 3.0, 1e-40)  # 1e-40: subnormal in FP32
 BETAS = (0.0, 1.0, -1.0, 0.25, -3.0, 1e-40)
 INJECT = ("", "", "", "", "nan_a", "inf_b", "ninf_a", "nan_c")
+#: torch views with the negative bit: of A, B or both, A as z.conj().imag, or C (refused)
+VIEWS = ("",) * 16 + ("neg_a", "neg_b", "neg_ab", "conj_a", "neg_c")
+#: who made the operands: torch, or (through DLPack only) CuPy on a stream of its own with
+#: the last writes still pending, or a JAX jit result not yet computed
+PRODUCERS = ("torch",) * 12 + ("cupy", "jax")
+#: how alpha and beta are passed (every type the API accepts; "int" only where integral)
+SCALARS = ("float",) * 4 + ("int", "np32", "np64", "fraction", "tensor", "cuda_tensor")
 SUBNORMAL_SPACING = 2.0**-149
 SMALLEST_NORMAL = 2.0**-126  # the floor where atomic adds may flush subnormals to zero
 
@@ -59,13 +75,18 @@ class Case:
     precision: str = "ieee"
     deterministic: bool = False
     kernel: str | None = None
+    view: str = ""
+    producer: str = "torch"
+    scalar: str = "float"
 
     def label(self) -> str:
         b = f"{self.batch}{self.broadcast}@" if self.batch > 1 else ""
         k = f" kernel={self.kernel}" if self.kernel else ""
+        how = "".join(f" {x}" for x in (self.view, self.producer != "torch" and self.producer,
+                                         self.scalar != "float" and self.scalar) if x)
         return (f"{b}{self.M}x{self.N}x{self.K}:{self.layout} pad={self.pad} off={self.offset} "
                 f"a={self.alpha} b={self.beta} {self.inject or 'finite'} {self.precision}"
-                f"{' det' if self.deterministic else ''}{k}")
+                f"{' det' if self.deterministic else ''}{k}{how}")
 
 
 def cases():
@@ -90,9 +111,18 @@ def cases():
                     tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3)),
                     draw(st.sampled_from((0, 0, 0, 1, 2, 3))), draw(st.sampled_from(ALPHAS)),
                     draw(st.sampled_from(BETAS)), inject, precision, draw(st.booleans()),
-                    "?" if draw(st.integers(0, 3)) == 0 else None)
+                    "?" if draw(st.integers(0, 3)) == 0 else None, draw(st.sampled_from(VIEWS)),
+                    draw(st.sampled_from(producers)), draw(st.sampled_from(SCALARS)))
 
+    producers = tuple(p for p in PRODUCERS if p == "torch" or _importable(p))
     return case()
+
+
+def _importable(module: str) -> bool:
+    """Whether the producer's library is installed (the campaign draws only those)."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def kernel_for(case: Case, rng: random.Random) -> str | None:
@@ -159,7 +189,110 @@ def operands(case: Case, seed: int):
         A = A[0] if A.dim() == 3 else A
     if case.batch > 1 and case.broadcast == "b":
         B = B[0] if B.dim() == 3 else B
+    if case.view in ("neg_a", "neg_ab"):
+        A = _negative_view(torch, A)
+    if case.view in ("neg_b", "neg_ab"):
+        B = _negative_view(torch, B)
+    if case.view == "conj_a":
+        A = torch.complex(torch.zeros_like(A), -A).conj().imag  # torch's negative view
     return A, B, C, cbuf, C.clone()
+
+
+def _negative_view(torch, X):
+    """X's values as a view with torch's negative bit over the same memory (which then holds
+    them negated): what `z.conj().imag` and `torch._neg_view` hand over."""
+    X.neg_()
+    return torch._neg_view(X)
+
+
+def as_scalar(value: float, how: str):
+    """alpha or beta as the type the case hands over (each keeps the float32 value)."""
+    import fractions
+
+    import numpy as np
+
+    if how == "int" and float(value).is_integer():
+        return int(value)
+    if how == "np32":
+        return np.float32(value)
+    if how == "np64":
+        return np.float64(value)
+    if how == "fraction":
+        return fractions.Fraction(value)
+    if how in ("tensor", "cuda_tensor"):
+        import torch
+
+        return torch.tensor(value, device="cuda" if how == "cuda_tensor" else "cpu")
+    return float(value)
+
+
+class _OnlyDLPack:
+    """An array that speaks DLPack and nothing else (as other libraries' arrays do)."""
+
+    def __init__(self, x):
+        self._x = x
+
+    def __dlpack__(self, **kwargs):
+        return self._x.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._x.__dlpack_device__()
+
+
+@contextlib.contextmanager
+def handed_over(case: Case, A, B):
+    """(a, b) for the call, as `case.producer` makes them, through DLPack only (as other
+    libraries' arrays arrive): the call reads the right values only if it makes its stream
+    wait for the producer's.
+    - "cupy": A's and B's memory is zeroed; a non-blocking CuPy stream, current while the
+      call is made, holds a few milliseconds of work and then the writes of their values.
+    - "jax": jit results not yet computed (after the same delay), of A's and B's values
+      (JAX arrays are row-major and contiguous: the case's layout is A's and B's only).
+    CuPy and JAX have no negative views: a negative view hands over its values."""
+    if case.producer == "torch":
+        yield A, B
+        return
+    import torch
+
+    plain = [X.resolve_neg() for X in (A, B)]
+    if case.producer == "jax":
+        import os
+
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        import jax
+
+        torch.cuda.synchronize()
+        xs = [jax.dlpack.from_dlpack(X.contiguous()) for X in plain]
+        w = _delay(jax.numpy.asarray(_slow_seed()))
+        yield tuple(_OnlyDLPack(x + 0 * w[0, 0]) for x in xs)
+        return
+    import cupy
+
+    values = [X.clone() for X in plain]
+    for X in plain:
+        X.zero_()
+    torch.cuda.synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        w = _delay(cupy.asarray(_slow_seed()))
+        arrays = [cupy.asarray(X) for X in plain]
+        for x, v in zip(arrays, values):
+            x[...] = cupy.asarray(v) + 0 * w[0, 0]
+        yield tuple(_OnlyDLPack(x) for x in arrays)
+
+
+def _slow_seed():
+    """A 2048 x 2048 matrix whose repeated squares (`_delay`) take a few milliseconds and
+    decay to 0, so that the values handed over can depend on them."""
+    import numpy as np
+
+    return np.full((2048, 2048), 1e-4, np.float32)
+
+
+def _delay(w):
+    for _ in range(8):
+        w = w @ w
+    return w
 
 
 def _pick(gen, n: int) -> int:
@@ -240,13 +373,20 @@ def check(case: Case, seed: int) -> dict:
     A, B, C, cbuf, C0 = operands(case, seed)
     sentinel = cbuf.clone()
     rec = {**asdict(case), "kernel": kernel, "seed": seed}
+    c_arg = torch._neg_view(C) if case.view == "neg_c" else C
+    alpha, beta = as_scalar(case.alpha, case.scalar), as_scalar(case.beta, case.scalar)
     try:
-        sgemmlab.sgemm(A, B, C, alpha=case.alpha, beta=case.beta, out=C, kernel=kernel,
-                       deterministic=case.deterministic, precision=case.precision)
+        with handed_over(case, A, B) as (a_arg, b_arg):
+            sgemmlab.sgemm(a_arg, b_arg, c_arg, alpha=alpha, beta=beta, out=c_arg,
+                           kernel=kernel, deterministic=case.deterministic,
+                           precision=case.precision)
         torch.cuda.synchronize()
     except (OperandError, LayoutError, ConfigError, DispatchError, ValueError,
             OverflowError) as exc:
         return {**rec, "status": "refused", "why": f"{type(exc).__name__}: {exc}"}
+    if case.view == "neg_c":  # refused above, or it wrote through a negative view
+        return {**rec, "status": "failed", "why": "a negative view was taken as the output",
+                "error": math.inf, "flushed_subnormals": False}
     bc = case.beta * C0.double() if case.beta != 0 else None
     spacing = SUBNORMAL_SPACING if case.deterministic else SMALLEST_NORMAL
     # "tf32" keeps 10 of the 23 mantissa bits of each operand, truncated by the tensor core
@@ -258,7 +398,9 @@ def check(case: Case, seed: int) -> dict:
     for ma, mb in ((x, y) for x in modes for y in modes):
         a64 = (tf32(A, ma) if ma else A).double()
         b64 = (tf32(B, mb) if mb else B).double()
-        ab = case.alpha * torch.matmul(a64, b64)
+        # alpha = 0 reads neither A nor B (BLAS): their NaN and Inf do not count
+        ab = case.alpha * torch.matmul(a64, b64) if case.alpha != 0 else torch.zeros_like(
+            C0, dtype=torch.float64)
         ref = ab + bc if bc is not None else ab
         rms = None
         if ma:  # a long dot product whose terms cancel: its value says nothing of the
@@ -325,3 +467,22 @@ def summary(records: list[dict], failure: dict | None) -> dict:
             "worst_error": max((r.get("error", 0.0) for r in records
                                 if r["status"] == "ok" and not r.get("flushed_subnormals")),
                                default=0.0)}
+
+
+#: Where `sgemmlab fuzz` keeps minimal failures unless told (--regressions): relative to
+#: the current directory, which in the checkout is the file tests/test_fuzz_gpu.py replays;
+#: never beside the installed package, whose parents are site-packages' in a wheel install.
+REGRESSIONS = "tests/data/fuzz_regressions.json"
+
+
+def keep_failure(failure: dict, path=REGRESSIONS):
+    """Append `failure` to the JSON list at `path` (made if missing); returns its absolute
+    path. Atomic: a run stopped mid-write leaves the list as it was, not a truncated one."""
+    import json
+    from pathlib import Path
+
+    from ..runtime.files import write_atomic
+
+    path = Path(path).absolute()
+    old = json.loads(path.read_text()) if path.is_file() else []
+    return write_atomic(path, json.dumps(old + [failure], indent=1) + "\n")
