@@ -3,9 +3,14 @@ elsewhere they are skipped with a reason (CI is CPU-only)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
+import shutil
+import signal
+import subprocess
+import tempfile
 
 import pytest
 
@@ -16,6 +21,53 @@ os.environ["SGEMMLAB_BUNDLE_DIR"] = ""
 # ... and so does the import's prefetch of the shipped table (tests swap tables in and out;
 # tests/test_polish.py checks the prefetch itself, in a process of its own)
 os.environ["SGEMMLAB_PREFETCH"] = "0"
+
+#: The session's compile cache, and the pid of the process that made it (which removes it).
+SESSION_CACHE, SESSION_CACHE_OWNER = "SGEMMLAB_TEST_SESSION_CACHE", "SGEMMLAB_TEST_SESSION_OWNER"
+SESSION_CACHE_PREFIX = "sgemmlab-test-cache-"
+
+
+def _session_cache() -> None:
+    """Point the compile cache at the session's own directory, never the user's
+    ($SGEMMLAB_CACHE_DIR, $XDG_CACHE_HOME, ~/.cache): a run left ~2,450 cubins (139 MB)
+    there, and the suite's time swung with that cache's state. The first process to import
+    this file makes it (with pytest-xdist the controller, before it starts the workers,
+    which inherit it; so does a pytest that a test starts); SGEMMLAB_TEST_CACHE_DIR names one
+    to use instead (the GPU machine's, which carries prebuilt cubins). Mode 0o700: the
+    compile cache is to refuse a directory that group or others may write."""
+    if named := os.environ.get("SGEMMLAB_TEST_CACHE_DIR"):
+        os.environ["SGEMMLAB_CACHE_DIR"] = named
+        return
+    made = os.environ.get(SESSION_CACHE)
+    if not (made and os.path.isdir(made)):
+        made = tempfile.mkdtemp(prefix=SESSION_CACHE_PREFIX)  # mkdtemp: mode 0o700
+        os.environ[SESSION_CACHE], os.environ[SESSION_CACHE_OWNER] = made, str(os.getpid())
+    os.environ["SGEMMLAB_CACHE_DIR"] = made
+
+
+_session_cache()
+
+
+def pytest_unconfigure(config):
+    """The process that made the session's cache removes it, after every worker is done."""
+    made = os.environ.get(SESSION_CACHE)
+    if made and os.environ.get(SESSION_CACHE_OWNER) == str(os.getpid()):
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def process_group(args, **popen):
+    """subprocess.Popen(args) in a session of its own, whose whole process group is killed
+    on the way out, however the test ends: a child that did not stop must not leave its
+    workers behind holding the pipes, which a communicate() would wait on for ever."""
+    proc = subprocess.Popen(args, start_new_session=True, **popen)
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.returncode is None:
+            proc.communicate(timeout=60)
 
 
 @functools.cache

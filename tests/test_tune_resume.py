@@ -10,6 +10,7 @@ import types
 import pytest
 from typer.testing import CliRunner
 
+from conftest import process_group
 from sgemmlab import dispatch, registry
 from sgemmlab.bench import results, runner
 from sgemmlab.cli import app
@@ -463,7 +464,10 @@ def test_tune_table_on_the_command_line(fake_gpu, monkeypatch, tmp_path):
 
 
 INTERRUPTED = """
-import sys
+import signal
+# Ctrl-C's default in Python, whatever this process inherited: a suite started under nohup
+# or as a background job ignores SIGINT, and that would outlive exec
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sgemmlab import registry
 from sgemmlab.tune.search import compile_many
 r = registry.rung(13)
@@ -477,27 +481,27 @@ print("finished", flush=True)
 def test_an_interrupted_compile_stops_at_once(tmp_path):
     """Ctrl-C (or `timeout -s INT`, which signals the whole process group) during the
     parallel compile ends the search now, not after every queued compile: 40 cold builds
-    take about a minute on two cores."""
+    take about a minute on two cores. Every wait is bounded, and the whole group goes at
+    the end (conftest.process_group)."""
     import os
+    import select
     import signal
     import subprocess
     import sys
     import time
 
     env = dict(os.environ, SGEMMLAB_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    assert proc.stdout.readline().strip() == "compiling"
-    time.sleep(4)  # the workers are compiling
-    sent = time.monotonic()
-    os.killpg(proc.pid, signal.SIGINT)  # the whole group, as Ctrl-C and `timeout` do
-    try:
-        out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("the interrupted compile did not stop within 30 s")
+    with process_group([sys.executable, "-c", INTERRUPTED], env=env, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert select.select([proc.stdout], [], [], 120)[0], "not started within 120 s"
+        assert proc.stdout.readline().strip() == "compiling"
+        time.sleep(4)  # the workers are compiling
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # the whole group, as Ctrl-C and `timeout` do
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the interrupted compile did not stop within 30 s")
     assert time.monotonic() - sent < 20
     assert "finished" not in out
     assert proc.returncode != 0 and "KeyboardInterrupt" in err

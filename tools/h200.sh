@@ -14,6 +14,11 @@ OUT=${OUT:-/tmp/sgemmlab-out}
 mkdir -p "$OUT" results/nvidia-h200
 touch "$OUT/.started"  # what is newer than this goes into the archive
 sg() { python3 -m sgemmlab "$@"; }
+# the GPU tests, on this cache and its prebuilt cubins (by default a test session makes a
+# fresh cache of its own: tests/conftest.py)
+gpu_tests() {
+  SGEMMLAB_TEST_CACHE_DIR="$SGEMMLAB_CACHE_DIR" python3 -m pytest -q -m gpu -p no:cacheprovider "$@"
+}
 status=0
 mkdir -p "$OUT/logs"
 for stage in "$@"; do
@@ -98,16 +103,16 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       timeout "${HOPPER_LIMIT:-240}" python3 tools/hopper_probe.py ${HOPPER_ARGS:-} \
         || status=1 ;;
     tests)  # every GPU test but the sanitizer's (TEST_FILES: only these)
-      python3 -m pytest -q -m gpu -p no:cacheprovider -n "${JOBS:-8}" --dist loadgroup \
+      gpu_tests -n "${JOBS:-8}" --dist loadgroup \
         --ignore tests/test_sanitizer_gpu.py ${TEST_FILES:-} \
         2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
       # the host-time test needs the GPU to itself (it skips under -n): alone, afterwards
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_measure_host_time.py \
+      gpu_tests tests/test_measure_host_time.py \
         2>&1 | tee "$OUT/pytest-gpu-host-time.txt" | tail -5
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     sanitize)
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_sanitizer_gpu.py \
+      gpu_tests tests/test_sanitizer_gpu.py \
         2>&1 | tee "$OUT/pytest-sanitizer.txt" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     ladder)
@@ -132,10 +137,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
   esac
   exec 1>&3 2>&1 3>&-
 done
-# what changed under results/ and the package data (big results files exceed what one
-# transfer brings back: the archive is compressed)
-tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data -type f -newer "$OUT/.started") \
-  2>/dev/null
+# what changed under results/, the package data and tests/data (the fuzz stage's kept
+# failures); big results files exceed what one transfer brings back: the archive is compressed
+tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data tests/data -type f \
+  -newer "$OUT/.started") 2>/dev/null
 # the stages' logs as one file too (a transfer brings at most eight files back)
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 exit $status

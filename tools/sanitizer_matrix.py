@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from sgemmlab import registry  # noqa: E402
 from sgemmlab.bench.ceilings import cuda_tool  # noqa: E402
+from sgemmlab.runtime.files import write_atomic  # noqa: E402
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 GENERIC = [(1, 1, 1), (67, 45, 33), (68, 44, 36), (130, 129, 257), (300, 200, 1000)]
@@ -238,7 +239,7 @@ def write_doc(paths: list[Path], tools: list[str]) -> None:
     names = ", ".join(f"`{p.resolve().relative_to(ROOT)}`" for p in paths)
     commits = sorted({json.loads(p.read_text()).get("git_commit", "")[:7] for p in paths})
     names += f" (made at {', '.join(c for c in commits if c) or 'an unrecorded commit'})"
-    DOC.write_text(
+    write_atomic(DOC,
         "# Every rung under every compute-sanitizer tool, on the H200\n\n"
         "Made by `python tools/sanitizer_matrix.py` (`tools/h200.sh matrix`); the table by "
         f"`python tools/sanitizer_matrix.py --table` from {names}.\n"
@@ -300,8 +301,8 @@ def main(argv=None) -> int:
                sys.argv[1:] if argv is None else argv),
            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "git_commit": os.environ.get("SGEMMLAB_GIT_COMMIT", ""),
-           "sanitizer": subprocess.run([exe, "--version"], capture_output=True,
-                                       text=True).stdout.strip().splitlines()[-1:],
+           "sanitizer": subprocess.run([exe, "--version"], capture_output=True, text=True,
+                                       timeout=60).stdout.strip().splitlines()[-1:],
            "illegal": [c for c in all_cells if "illegal" in c], "records": []}
     records = doc["records"]
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -314,7 +315,8 @@ def main(argv=None) -> int:
             doc["summary"] = {"cells": len(records), "of": len(work),
                               "clean": sum(r["clean"] for r in records),
                               "seconds": round(time.time() - t0)}
-            path.write_text(json.dumps(doc, indent=1) + "\n")  # a timeout keeps what ran
+            # whole each time: a timeout (or a kill mid-write) keeps what ran
+            write_atomic(path, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT)}: {doc['summary']}")
     print(table(records, tools))
     return 0 if all(r["clean"] for r in records) else 1

@@ -216,8 +216,10 @@ def variants(body: Body, lds_body: Body) -> list[Variant]:
 
 def build(out_dir: Path | None = None) -> list[Variant]:
     """Compile both bodies, patch every variant, read each back through nvdisasm; with
-    `out_dir`, write the cubins and manifest.json there."""
+    `out_dir`, write the cubins and manifest.json there (each whole or not at all: `--from`
+    launches what it reads, and a build stopped midway must not leave a cut cubin)."""
     from ..inspect import sasspatch
+    from ..runtime.files import write_atomic
 
     bodies = {0: compile_body(0), 1: compile_body(1)}
     made = variants(bodies[0], bodies[1])
@@ -231,10 +233,9 @@ def build(out_dir: Path | None = None) -> list[Variant]:
         v.checked = sasspatch.verify(v.cubin, KERNEL, [i for i, e in zip(b.ffma, v.edits)
                                                       if e != NOP])
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
         for v in made:
-            (out_dir / f"{v.name}.cubin").write_bytes(v.cubin)
-        (out_dir / "manifest.json").write_text(json.dumps(
+            write_atomic(out_dir / f"{v.name}.cubin", v.cubin)
+        write_atomic(out_dir / "manifest.json", json.dumps(
             {"bodies": {str(k): _body_meta(b) for k, b in bodies.items()},
              "variants": [_meta(v) for v in made]}, indent=1) + "\n")
     return made

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from .. import registry
+from ..runtime.files import write_atomic
 from . import plots, results
 from .baselines import RECORD_NAMES
 from .bill import block_tile_intensity, minimal_intensity
@@ -434,5 +435,5 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
         md += ["## Roofline", "", f"![roofline]({CHARTS[2]}.svg)", "", ROOFLINE_TEXT, ""]
 
     text = "\n".join(md)
-    (out / "report.md").write_text(text)
-    return text, [out / "report.md", *written]
+    # atomic: a stopped rebuild leaves the previous report whole (the README links them)
+    return text, [write_atomic(out / "report.md", text), *written]

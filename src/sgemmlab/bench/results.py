@@ -43,6 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..runtime.files import write_atomic
 from .problems import Problem, key
 
 SCHEMA = "sgemmlab.results/1"
@@ -137,12 +138,14 @@ def new_run(kind: str, gpu, method: dict, ceilings: dict | None = None) -> dict[
 
 
 def results_root() -> Path:
-    """$SGEMMLAB_RESULTS_DIR, else results/ of the source checkout, else ./results."""
+    """$SGEMMLAB_RESULTS_DIR, else results/ of the source checkout, else ./results. A
+    checkout is src/sgemmlab beside a pyproject.toml: an installed package's grandparent
+    (lib/python3.X, or a project installed into with --target) is not ours to write into."""
     env = os.environ.get("SGEMMLAB_RESULTS_DIR")
     if env:
         return Path(env)
-    return REPO_DIR / "results" if (REPO_DIR / "pyproject.toml").is_file() else Path(
-        "results")
+    checkout = PACKAGE_DIR.parent.name == "src" and (REPO_DIR / "pyproject.toml").is_file()
+    return REPO_DIR / "results" if checkout else Path("results")
 
 
 #: Results past this size are written gzipped (<name>.json.gz): a table over the grid keeps
@@ -154,18 +157,16 @@ GZIP_FROM_BYTES = 256 << 10
 
 def write(run: dict[str, Any], slug: str, name: str) -> Path:
     """Write `run` to results/<gpu slug>/<name>.json (or .json.gz when it is large), with
-    the SM clock after the work."""
+    the SM clock after the work; atomically, so a run stopped while writing leaves the
+    previous file (or none), never a truncated one that the next run fails to read."""
     run["environment"]["sm_clock_mhz_after"] = sm_clock_mhz()
     text = json.dumps(run, indent=1) + "\n"
     path = results_root() / slug / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     if len(text) >= GZIP_FROM_BYTES:
-        path = path.with_name(path.name + ".gz")
         # mtime=0: the same results compress to the same bytes
-        path.write_bytes(gzip.compress(text.encode(), mtime=0))
-    else:
-        path.write_text(text)
-    return path
+        return write_atomic(path.with_name(path.name + ".gz"),
+                            gzip.compress(text.encode(), mtime=0))
+    return write_atomic(path, text)
 
 
 def read_text(path: str | Path) -> str:

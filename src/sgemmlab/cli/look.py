@@ -210,13 +210,14 @@ def inspect(
     else:
         echo(report.rung_text(items[0]))
     if markdown is not None:
+        from ..runtime.files import write_atomic
+
         if not all_rungs:
             fail("--markdown goes with --all", 2)
         seed_items = report.ladder(g, (M, N, K), True, None)
         cmd = (f"sgemmlab inspect --all --shape {M},{N},{K} --gpu {g.slug} "
                f"--markdown {markdown}")
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(report.ladder_markdown(
+        write_atomic(markdown, report.ladder_markdown(
             items, seed_items, f"sgemmlab inspect: {g.name}, {M}×{N}×{K}", cmd) + "\n")
         typer.echo(f"markdown: {markdown}")
 
@@ -226,6 +227,7 @@ def _inspect_track(kernel: str | None, g, shape, measured: Path | None, as_json:
     """`inspect --track numba`: Python rungs beside their twins (all, or the one named)."""
     from ..bench import results
     from ..inspect import pytrack as track_mod
+    from ..runtime.files import write_atomic
 
     require_numba()
     pys = python_rungs_from([kernel] if kernel else None)
@@ -248,9 +250,8 @@ def _inspect_track(kernel: str | None, g, shape, measured: Path | None, as_json:
     if markdown is not None:
         cmd = (f"sgemmlab inspect --track numba --all --shape {M},{N},{K} --gpu {g.slug} "
                f"--markdown {markdown}")
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(track_mod.markdown(items, f"sgemmlab inspect --track numba: "
-                                                      f"{g.name}, {M}×{N}×{K}", cmd))
+        write_atomic(markdown, track_mod.markdown(items, f"sgemmlab inspect --track numba: "
+                                                         f"{g.name}, {M}×{N}×{K}", cmd))
         typer.echo(f"markdown: {markdown}")
 
 

@@ -399,13 +399,15 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
 def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to check")]
          = 10000,
          seed: Annotated[int, typer.Option(help="the draw's seed: the same seed, the same "
-                                                "products")] = 0):
+                                                "products")] = 0,
+         regressions: Annotated[Optional[Path], typer.Option(
+             help="the JSON list a minimal failure is appended to (default: "
+                  "tests/data/fuzz_regressions.json under the current directory, in the "
+                  "checkout the file the GPU tests replay)")] = None):
     """Products drawn by hypothesis (shapes 1-4096 and K to 65536, layouts, padded and
     misaligned operands, batches and broadcasts, alpha/beta from 0, 1, negative, subnormal,
     NaN and Inf, precisions, named kernels), each checked against float64; the first
     failure is shrunk to a minimal case. Writes results/<gpu>/fuzz-*.json."""
-    import json
-
     from ..bench import fuzz as fz
     from ..bench import results
 
@@ -428,10 +430,7 @@ def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to c
                f"{len(s['kernels'])}")
     typer.echo(f"results: {path}")
     if failure:
-        keep = results.REPO_DIR / "tests" / "data" / "fuzz_regressions.json"
-        old = json.loads(keep.read_text()) if keep.is_file() else []
-        keep.parent.mkdir(parents=True, exist_ok=True)
-        keep.write_text(json.dumps(old + [failure], indent=1) + "\n")
+        keep = fz.keep_failure(failure, regressions or fz.REGRESSIONS)
         fail(f"minimal failing case: {failure} (kept in {keep})", 3)
 
 
@@ -448,8 +447,11 @@ def operands(build: Annotated[Optional[Path], typer.Option(
                  help="blocks of 16 warps with only some running (operands.SLOTS), instead "
                       "of 1, 2, 4 warps per scheduler")] = False,
              table: Annotated[Optional[list[Path]], typer.Option(
-                 help="write docs/operands-h200.md from these results files (no GPU)")]
-             = None):
+                 help="write the --out markdown from these results files (no GPU)")]
+             = None,
+             out: Annotated[Path, typer.Option(
+                 help="with --table: the markdown to write (relative paths from the current "
+                      "directory)")] = Path("docs/operands-h200.md")):
     """How Hopper feeds FFMA its operands (issue 19): 256-FFMA bodies whose registers,
     banks, reuse flags, accumulator distance and stall counts are patched into the cubin,
     timed with the SM clock at 1, 2 and 4 warps per scheduler. Writes
@@ -460,10 +462,10 @@ def operands(build: Annotated[Optional[Path], typer.Option(
     if table:
         import json as _json
 
+        from ..runtime.files import write_atomic
+
         runs = [(str(p), _json.loads(p.read_text())) for p in table]
-        out = results.REPO_DIR / "docs" / "operands-h200.md"
-        out.write_text(ops.markdown(runs))
-        typer.echo(f"wrote {out}")
+        typer.echo(f"wrote {write_atomic(out.absolute(), ops.markdown(runs))}")
         return
     if build is not None:
         made = ops.build(build)

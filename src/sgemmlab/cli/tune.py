@@ -230,6 +230,7 @@ def _validate(path):
     from .. import dispatch
     from ..bench import results
     from ..runtime.device import slug
+    from ..runtime.files import write_atomic
     from ..tune import validate
 
     try:
@@ -253,10 +254,9 @@ def _validate(path):
                    f"{' batch ' + str(w['batch']) if w['batch'] > 1 else ''}: chose "
                    f"{w['chosen']} ({w['loss']:.3f} of the best, {w['best']})")
     out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"kind": "validate", "table": table.label(),
-                               "sources": table.data.get("sources", []),
-                               "command": results.command_line(), **s}, indent=1) + "\n")
+    write_atomic(out, json.dumps({"kind": "validate", "table": table.label(),
+                                  "sources": table.data.get("sources", []),
+                                  "command": results.command_line(), **s}, indent=1) + "\n")
     typer.echo(f"results: {out}")
 
 

@@ -14,6 +14,7 @@ reads (column-major A and/or B) and, for the float4 rungs, with and without floa
 from __future__ import annotations
 
 import itertools
+import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable
@@ -21,7 +22,14 @@ from typing import Iterable
 from .. import registry
 from ..dispatch import ORDERED_ARCHS
 from ..dispatch import table as table_mod
-from ..runtime.compiler import compile_kernel, write_bundle_entry
+from ..runtime.compiler import (
+    MANIFEST,
+    _bundle_nvrtc,
+    _read_entry,
+    compile_kernel,
+    write_bundle_entry,
+)
+from ..runtime.files import write_atomic
 from ..runtime.launch import variant_macros
 
 #: One compile: (kernel source, NVRTC constants, architecture).
@@ -94,13 +102,29 @@ def compile_all(todo: Iterable[Variant], jobs: int = 2):
         return list(zip(todo, pool.map(_compile, todo)))
 
 
+def _previous_entries(directory: Path) -> list[Path]:
+    """The entries the last build wrote into `directory`: those its manifest names. A
+    manifest from before manifests named them: the *.bin that are bundle entries (intact,
+    and recording their own name as their key), never a file that merely ends in .bin."""
+    try:
+        named = json.loads((directory / MANIFEST).read_text()).get("entries")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if isinstance(named, list):
+        return [directory / Path(n).name for n in named
+                if isinstance(n, str) and n.endswith(".bin")]
+    return [p for p in directory.glob("*.bin")
+            if (entry := _read_entry(p)) and entry[0].get("key") == p.stem]
+
+
 def write_bundle(directory: Path, done) -> list[Path]:
     """Write each compiled variant of `done` (compile_all's result) into `directory`, after
-    removing the entries already there (a bundle holds exactly one build's variants)."""
-    from ..runtime.compiler import MANIFEST
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in [*directory.glob("*.bin"), directory / MANIFEST]:
+    removing the previous build's entries (a bundle holds exactly one build's variants).
+    Only what the previous manifest names is removed: `directory` is whatever --bundle
+    names, and a *.bin of someone else's there is not ours to delete. The manifest, written
+    last, names this build's entries for the next one."""
+    manifest = directory / MANIFEST
+    for old in [*_previous_entries(directory), manifest]:
         old.unlink(missing_ok=True)
     paths = []
     for (source, macros, arch), res in done:
@@ -108,4 +132,8 @@ def write_bundle(directory: Path, done) -> list[Path]:
             raise RuntimeError(f"{source} {macros} ({arch}) did not compile: "
                                f"{str(res).splitlines()[0]}")
         paths.append(write_bundle_entry(directory, res, source, macros, arch))
+    meta = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    write_atomic(manifest, json.dumps({**meta, "entries": sorted(p.name for p in paths)})
+                 + "\n")
+    _bundle_nvrtc.cache_clear()
     return paths

@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, Mapping
 
+from ..runtime.files import write_atomic
+
 PARTIAL_SCHEMA = "sgemmlab.partial/1"
 
 
@@ -110,10 +112,10 @@ class PartialLog:
 
     # -- writing --------------------------------------------------------------------------
     def _rewrite(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(x) + "\n" for x in [self.header, *self.records]))
-        tmp.replace(self.path)
+        """The whole file anew, atomically: a stop here leaves the old file, whose records
+        the next run still resumes from (appends, by contrast, lose at most a torn line)."""
+        write_atomic(self.path, "".join(json.dumps(x) + "\n"
+                                        for x in [self.header, *self.records]))
 
     def has(self, key: Hashable) -> bool:
         return key in self._index

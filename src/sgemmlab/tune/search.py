@@ -31,6 +31,7 @@ from ..bench.check import CheckResult
 from ..bench.measure import Method
 from ..registry import Rung, config_key
 from ..runtime.compiler import CompileError, Resources, compile_kernel
+from ..runtime.files import write_atomic
 from ..runtime.launch import variant_macros
 from .resume import PartialLog, kernel_digest
 
@@ -98,8 +99,8 @@ def _store_default(gpu_name: str, rung: Rung, cfg: dict, source: str) -> None:
                  "(see the results file named under sources).", "gpus": {}, "sources": {}}
     data["gpus"].setdefault(gpu_name, {})[rung.label] = cfg
     data["sources"].setdefault(gpu_name, {})[rung.label] = source
-    DEFAULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
-    DEFAULTS_PATH.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    # atomic: every later import reads this file, and a cut one would break them all
+    write_atomic(DEFAULTS_PATH, json.dumps(data, indent=1, sort_keys=True) + "\n")
     registry.tuned_defaults.cache_clear()
 
 
