@@ -168,3 +168,12 @@ def test_a_cancelling_dot_product_is_judged_against_its_terms_rms():
     ok, _, _ = fuzz.judge(short.float(), ref, K, alpha_ab=ref, beta_c=None, bound=bound,
                           terms_rms=rms)
     assert not ok, "a k-tile left out went unseen"
+
+
+def test_tf32_of_a_negative_view_is_that_of_its_values():
+    """The judge of "tf32" cases reads an operand's bits: a view with torch's negative bit
+    (which the campaign hands over) has its values' bits, not its memory's (the first
+    campaign with such views stopped on torch's refusal to reinterpret one)."""
+    x = torch.tensor([1.2345678, -3.3333333, 1e-3, float("inf")])
+    for rounding in ("truncate", "round"):
+        assert torch.equal(fuzz.tf32(torch._neg_view(-x), rounding), fuzz.tf32(x, rounding))

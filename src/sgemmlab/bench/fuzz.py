@@ -307,7 +307,7 @@ def tf32(x, rounding: str):
     which the 3xTF32 pre-pass uses); NaN and Inf as they are."""
     import torch
 
-    bits = x.contiguous().view(torch.int32)
+    bits = x.resolve_neg().contiguous().view(torch.int32)  # the values, not the memory
     if rounding == "round":
         bits = bits + 0x1000
     out = (bits & ~0x1FFF).view(torch.float32)
