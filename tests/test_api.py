@@ -731,7 +731,7 @@ def test_concurrent_calls_from_many_threads(emulated):
 
     def worker(a, b, outs):
         try:
-            barrier.wait()
+            barrier.wait(timeout=60)
             for out in outs:
                 sgemmlab.matmul(a, b, out=out)
                 np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5,

@@ -81,5 +81,5 @@ def test_calling_the_library_loads_no_lab_module():
     code = ("import sys, sgemmlab, sgemmlab.dispatch; "
             f"print(sorted(m for m in sys.modules if m.startswith({LAB!r})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+                          check=True, timeout=300)
     assert done.stdout.strip() == "[]"

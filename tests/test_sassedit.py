@@ -51,7 +51,7 @@ def _disasm_raw(words: list[int]) -> list[str]:
         f.write(b"".join(w.to_bytes(16, "little") for w in words))
         f.flush()
         out = subprocess.run([sass.find_nvdisasm(), "-b", "SM90", "-raw", f.name],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True, timeout=120).stdout
     return [line.split("*/", 1)[1].strip() for line in out.splitlines() if "*/" in line]
 
 

@@ -48,15 +48,6 @@ def test_the_interrupted_compile_test_ends_where_the_runner_ignores_sigint():
     assert code == 0 and "1 passed" in out, out[-3000:]
 
 
-#: Waits without a timeout in files this change could not edit (others were editing them):
-#: (file, the call's source). Each is reported; the entry goes once the call is bounded.
-UNBOUNDED_ELSEWHERE = {
-    ("test_api.py", "barrier.wait()"),
-    ("test_architecture.py", "subprocess.run([sys.executable, '-c', code], "
-                             "capture_output=True, text=True, check=True)"),
-    ("test_sassedit.py", "subprocess.run([sass.find_nvdisasm(), '-b', 'SM90', '-raw', "
-                         "f.name], capture_output=True, text=True, check=True)"),
-}
 #: subprocess's functions that wait for the child (besides the methods communicate() and
 #: wait(): a Popen's, an Event's, a Barrier's, a Condition's).
 SUBPROCESS_WAITS = {"run", "call", "check_call", "check_output"}
@@ -86,8 +77,7 @@ def unbounded_waits(path: Path) -> list[str]:
 
 def test_no_test_waits_without_a_timeout():
     found = {(p.name, call) for p in sorted(TESTS.glob("*.py")) for call in unbounded_waits(p)}
-    assert found - UNBOUNDED_ELSEWHERE == set(), "bound these waits with a timeout"
-    assert UNBOUNDED_ELSEWHERE - found == set(), "bounded now: drop them from the list"
+    assert found == set(), "bound these waits with a timeout"
 
 
 def test_the_scan_sees_an_unbounded_wait(tmp_path):

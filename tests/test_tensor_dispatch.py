@@ -285,7 +285,7 @@ class Recorder:
 def host_device(monkeypatch, h200):
     """numpy arrays as device arrays, an H200 as the GPU, the Recorder as the launcher."""
 
-    def as_operand(obj, name):
+    def as_operand(obj, name, **kw):
         assert isinstance(obj, np.ndarray) and obj.dtype == np.float32, name
         return Operand(obj, obj.ctypes.data, tuple(obj.shape),
                        tuple(s // 4 for s in obj.strides), 0, "other", False)

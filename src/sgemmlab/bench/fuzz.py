@@ -262,7 +262,9 @@ def handed_over(case: Case, A, B):
         import jax
 
         torch.cuda.synchronize()
-        xs = [jax.dlpack.from_dlpack(X.contiguous()) for X in plain]
+        # fresh copies: XLA wants its buffers 16-byte aligned, and a case's offset is not
+        xs = [jax.dlpack.from_dlpack(X.clone(memory_format=torch.contiguous_format))
+              for X in plain]
         w = _delay(jax.numpy.asarray(_slow_seed()))
         yield tuple(_OnlyDLPack(x + 0 * w[0, 0]) for x in xs)
         return

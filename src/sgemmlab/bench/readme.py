@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..registry import config_key
+from ..runtime.files import write_atomic
 from . import results
 from .problems import key
 from .report import anchor_lines, vs_anchor
@@ -207,7 +208,7 @@ def update(readme: Path, paths: list[Path]) -> None:
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
         text = f"{head}{begin}\n{fn(todo)}\n{end}{tail}"
-    readme.write_text(text)
+    write_atomic(readme, text)
 
 
 H_BEGIN, H_END = "// <measured>", "// </measured>"
@@ -264,6 +265,6 @@ def update_headers(paths: list[Path],
             continue
         head, rest = text.split(H_BEGIN, 1)
         _, tail = rest.split(H_END, 1)
-        src.write_text(head + H_BEGIN + "\n" + "\n".join(lines) + "\n" + H_END + tail)
+        write_atomic(src, head + H_BEGIN + "\n" + "\n".join(lines) + "\n" + H_END + tail)
         done.append(rung.label)
     return done
