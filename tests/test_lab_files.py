@@ -17,6 +17,7 @@ from sgemmlab.cli import app
 from sgemmlab.runtime import compiler, device
 from sgemmlab.runtime.compiler import Compiled, Resources
 from sgemmlab.tune import bundle
+from test_cache_faults import _FileWith
 
 GPU = device.GPUInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), sm_count=132,
                      l2_bytes=60 << 20, max_smem_per_block_optin=232448)
@@ -26,25 +27,14 @@ class Killed(BaseException):
     """Stands for the process being stopped (Ctrl-C, a kill) in the middle of a write."""
 
 
-class _Torn:
-    """A file that takes half of what is written to it, flushes it, then is killed."""
-
-    def __init__(self, f):
-        self._f = f
-
-    def write(self, data):
-        self._f.write(data[:len(data) // 2])
-        self._f.flush()
+def _torn(f):
+    """`f` as a file that takes half of what is written to it, flushes it, then is killed."""
+    def write(data):
+        f.write(data[:len(data) // 2])
+        f.flush()
         raise Killed
 
-    def __getattr__(self, name):
-        return getattr(self._f, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._f.close()
+    return _FileWith(f, write=write)
 
 
 def tear_writes_under(monkeypatch, directory):
@@ -57,7 +47,7 @@ def tear_writes_under(monkeypatch, directory):
         path = os.readlink(f"/proc/self/fd/{file}") if isinstance(file, int) else \
             os.path.realpath(file)
         inside = path.startswith(f"{directory.resolve()}{os.sep}")
-        return _Torn(f) if inside and any(c in mode for c in "wax") else f
+        return _torn(f) if inside and any(c in mode for c in "wax") else f
 
     monkeypatch.setattr(io, "open", opened)
 
