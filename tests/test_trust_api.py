@@ -80,12 +80,15 @@ def test_deterministic_is_a_bool(emulated, value):  # noqa: F811
 def test_a_partial_config_names_what_is_missing_and_unknown(emulated):  # noqa: F811
     """config={"BM": 7} gave KeyError: 'BN'."""
     x = emulated.array(np.ones((4, 4), F32))
-    with pytest.raises(ConfigError, match=r"^config for rung .*: missing BK, BN, .*; "
-                                          r"unknown XX \(it takes BM, BN"):
+    with pytest.raises(ConfigError, match=r"^illegal configuration BM=7,XX=1 .*must set "
+                                          r"exactly .*\(missing \['BK', 'BN', .*\], "
+                                          r"unknown \['XX'\]\)"):
         sgemmlab.matmul(x, x, kernel=emulated.rung.label, config={"BM": 7, "XX": 1})
     full = dict(emulated.rung.seed)
-    with pytest.raises(ConfigError, match=r"values must be integers, got BM=128\.0"):
+    with pytest.raises(ConfigError, match=r"set to integers, got 'BM'=128\.0"):
         sgemmlab.matmul(x, x, kernel=emulated.rung.label, config={**full, "BM": 128.0})
+    with pytest.raises(ConfigError, match=r"named by strings .* got 7=1"):
+        sgemmlab.matmul(x, x, kernel=emulated.rung.label, config={**full, 7: 1})
     with pytest.raises(ConfigError, match=r"^illegal configuration .*BM=7"):
         sgemmlab.matmul(x, x, kernel=emulated.rung.label, config={**full, "BM": 7})
     with pytest.raises(TypeError, match=r"^config must be a mapping"):

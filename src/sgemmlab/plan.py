@@ -186,24 +186,16 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
 
 
 def checked_config(rung, config) -> dict[str, int]:
-    """`config` (a mapping: the general path checked) as a dict of integers the rung takes,
-    or ConfigError naming the missing and unknown constants, the values that are not
-    integers, and the rules broken."""
-    wrong = {k: v for k, v in config.items()
-             if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)}
+    """`config` (a mapping: the general path checked) as the rung's dict of integers, or a
+    ConfigError naming what is wrong: names that are not strings, values that are not
+    integers, and the rules broken (`Rung.violations`: the missing and unknown constants
+    first). The rules are checked before anything reads a constant."""
+    wrong = [f"{k!r}={v!r}" for k, v in config.items() if not isinstance(k, str)
+             or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral)]
     if wrong:
-        raise ConfigError(f"config for rung {rung.label}: values must be integers, got "
-                          + ", ".join(f"{k}={v!r}" for k, v in wrong.items()))
+        raise ConfigError(f"config for rung {rung.label}: constants are named by strings and "
+                          f"set to integers, got {', '.join(wrong)}")
     cfg = {k: int(v) for k, v in config.items()}
-    missing = sorted(set(rung.space) - set(cfg))
-    unknown = sorted(set(cfg) - set(rung.space), key=str)
-    if missing or unknown:
-        raise ConfigError(f"config for rung {rung.label}: "
-                          + "; ".join(part for part in (
-                              f"missing {', '.join(missing)}" if missing else "",
-                              f"unknown {', '.join(map(str, unknown))}" if unknown else "")
-                              if part)
-                          + f" (it takes {', '.join(rung.space)})")
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
                           + "; ".join(problems))

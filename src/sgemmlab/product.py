@@ -307,12 +307,13 @@ def check_target(C: Operand, name: str, A: Operand, B: Operand) -> None:
                              f"{name}")
 
 
-def launch_stream(a, target) -> int:
-    """The stream a call runs on: the current stream of the library of `target` (out, or
-    c), when it is torch's or CuPy's; else of a's library; else the stream a's
-    __cuda_array_interface__ names, else the legacy default stream."""
+def launch_stream(a, target) -> tuple[str, int]:
+    """(library, stream handle) of the stream a call runs on: the current stream of the
+    library of `target` (out, or c), when it is torch's or CuPy's; else of a's library (a
+    new output is of a's library); else the stream a's __cuda_array_interface__ names, else
+    the legacy default stream."""
     lead = target if target is not None and arrays.library_of(target) != "other" else a
-    return current_stream_handle(lead)
+    return arrays.library_of(lead), current_stream_handle(lead)
 
 
 def _order_operands(ops: list[Operand], lead_library: str, handle: int) -> None:
@@ -334,16 +335,17 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
     if TORCH.module is not None and not fast:
         TORCH.autograd_guard(a, b, c, out, beta)
     given = out if out is not None else c  # the array written, when the caller gave one
+    arrays_in = {n: x for n, x in (("a", a), ("b", b), ("c", c), ("out", out))
+                 if x is not None}
+    writes = {"a": False, "b": False, "c": out is None, "out": True}
     # arrays of torch and CuPy are read first (a CPU tensor must fail before its stream is
     # asked for); those of other libraries get the stream the call runs on, so that their
     # producers order their pending writes before it (DLPack's and CAI's stream protocol)
-    direct = {n: as_operand(x, n, writable=n == "out" or n == "c" and out is None)
-              for n, x in (("a", a), ("b", b), ("c", c), ("out", out))
-              if x is not None and arrays.library_of(x) != "other"}
-    handle = launch_stream(a, given)
-    ops = {n: direct.get(n) or as_operand(x, n, stream=handle,
-                                          writable=n == "out" or n == "c" and out is None)
-           for n, x in (("a", a), ("b", b), ("c", c), ("out", out)) if x is not None}
+    direct = {n: as_operand(x, n, writable=writes[n]) for n, x in arrays_in.items()
+              if arrays.library_of(x) != "other"}
+    lead, handle = launch_stream(a, given)
+    ops = {n: direct.get(n) or as_operand(x, n, stream=handle, writable=writes[n])
+           for n, x in arrays_in.items()}
     A, B, Cin = ops["a"], ops["b"], ops.get("c")
     if A.device_id != B.device_id:
         raise ValueError(f"a is on GPU {A.device_id} and b on GPU {B.device_id}")
@@ -392,13 +394,12 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
             raise ValueError(f"{name} partly overlaps c; pass the same array or disjoint ones")
     if plan.kind == "empty":
         return target
-    lead = C if C.library != "other" else A  # whose library's stream the call runs on
-    _order_operands(list(ops.values()), lead.library, handle)
+    _order_operands(list(ops.values()), lead, handle)
     if beta != 0 and not C.same_array(Cin):
         _copy_into(C, Cin)  # the kernel updates in place: C = alpha*AB + beta*C
     if plan.kind == "scale" or alpha == 0:  # BLAS: alpha == 0 reads neither A nor B
         _scale(C, beta)
-    elif lead.library == "torch":
+    elif lead == "torch":
         prev = TORCH.device_ready(A.device_id)
         fn = plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
         TORCH.restore(prev)
