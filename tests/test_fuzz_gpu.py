@@ -56,6 +56,7 @@ HANDED = [
     dict(view="conj_a", M=1, layout="NT"), dict(producer="cupy"),
     dict(producer="cupy", layout="TN", offset=1, view="neg_a", batch=2),
     dict(producer="jax"), dict(producer="jax", view="neg_b", batch=2, broadcast="a"),
+    dict(producer="jax", offset=1, layout="TN"),  # XLA wants aligned buffers: copies
     dict(alpha=0.0, inject="nan_a", beta=2.0), dict(alpha=0.0, inject="inf_b", beta=0.0),
     dict(alpha=0.0, inject="ninf_a", beta=-1.0, kernel="14_streamk"),
     *[dict(scalar=s, alpha=a, beta=b) for s in fuzz.SCALARS for a, b in
