@@ -7,6 +7,7 @@ import pytest
 
 import sgemmlab
 from sgemmlab.bench.check import check_result
+from sgemmlab.bench.fuzz import OnlyDLPack  # speaks DLPack and nothing else
 
 pytestmark = pytest.mark.gpu
 
@@ -34,19 +35,6 @@ class OnlyCAI:
     def __init__(self, t):
         self._t = t
         self.__cuda_array_interface__ = t.__cuda_array_interface__
-
-
-class OnlyDLPack:
-    """Speaks DLPack and nothing else."""
-
-    def __init__(self, t):
-        self._t = t
-
-    def __dlpack__(self, **kwargs):
-        return self._t.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._t.__dlpack_device__()
 
 
 @pytest.mark.parametrize("wrap", [OnlyCAI, OnlyDLPack], ids=["cai", "dlpack"])

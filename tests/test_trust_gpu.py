@@ -16,7 +16,7 @@ import pytest
 import sgemmlab
 from sgemmlab import OperandError
 from sgemmlab.bench.check import check_result
-from test_interop_gpu import OnlyDLPack
+from sgemmlab.bench.fuzz import OnlyDLPack
 
 pytestmark = pytest.mark.gpu
 

@@ -226,7 +226,7 @@ def as_scalar(value: float, how: str):
     return float(value)
 
 
-class _OnlyDLPack:
+class OnlyDLPack:
     """An array that speaks DLPack and nothing else (as other libraries' arrays do)."""
 
     def __init__(self, x):
@@ -266,7 +266,7 @@ def handed_over(case: Case, A, B):
         xs = [jax.dlpack.from_dlpack(X.clone(memory_format=torch.contiguous_format))
               for X in plain]
         w = _delay(jax.numpy.asarray(_slow_seed()))
-        yield tuple(_OnlyDLPack(x + 0 * w[0, 0]) for x in xs)
+        yield tuple(OnlyDLPack(x + 0 * w[0, 0]) for x in xs)
         return
     import cupy
 
@@ -280,7 +280,7 @@ def handed_over(case: Case, A, B):
         arrays = [cupy.asarray(X) for X in plain]
         for x, v in zip(arrays, values):
             x[...] = cupy.asarray(v) + 0 * w[0, 0]
-        yield tuple(_OnlyDLPack(x) for x in arrays)
+        yield tuple(OnlyDLPack(x) for x in arrays)
 
 
 def _slow_seed():
