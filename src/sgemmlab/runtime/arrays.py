@@ -350,11 +350,9 @@ class _StreamHandle:
 
 
 def current_stream_handle(obj: Any) -> int:
-    """The caller's current stream for `obj`'s library (an array, an Operand or a Matrix):
-    torch's (on the array's device), CuPy's, or the one a __cuda_array_interface__ names
-    (else the legacy default stream, as DLPack producers assume)."""
-    if isinstance(obj, (Operand, Matrix)):
-        obj = obj.obj
+    """The caller's current stream for the array `obj`'s library: torch's (on the array's
+    device), CuPy's, or the one a __cuda_array_interface__ names (else the legacy default
+    stream, as DLPack producers assume)."""
     lib = library_of(obj)
     if lib == "torch":
         torch = sys.modules["torch"]
