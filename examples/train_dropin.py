@@ -73,10 +73,11 @@ def main() -> None:
            "torch_seconds": torch_s, "sgemmlab_seconds": ours_s,
            "torch_final_loss": torch_losses[-1], "sgemmlab_final_loss": ours_losses[-1],
            "worst_relative_loss_difference": worst, "served": dict(mode.served),
-           "passed": mode.passed}
+           "passed": dict(mode.passed)}
     print(f"torch:    final loss {torch_losses[-1]:.6f}, {args.steps} steps in {torch_s:.3f} s")
     print(f"sgemmlab: final loss {ours_losses[-1]:.6f}, {args.steps} steps in {ours_s:.3f} s"
-          f"  ({dict(mode.served)} products through sgemmlab, {mode.passed} passed to torch)")
+          f"  ({dict(mode.served)} products through sgemmlab, {dict(mode.passed)} passed to "
+          f"torch)")
     print(f"worst relative difference of a step's loss: {worst:.2e}")
     if args.json:
         with open(args.json, "w") as f:

@@ -51,21 +51,108 @@ def test_training_under_the_switch_matches_torch(compiled):
     want = _losses(copy.deepcopy(base), compiled=compiled)
     with sgemmlab.torch_mode() as mode:
         got = _losses(copy.deepcopy(base), compiled=compiled)
-    if not compiled:
-        assert mode.served["linear"] == 2 * len(got) and mode.passed == 0
+    steps = len(got)
+    if compiled:  # Inductor's extern products: addmm/mm with out=
+        assert sum(mode.served.values()) >= 3 * steps, mode.served
+    else:  # per step: two addmm forward; backward two weight and one input gradient
+        assert mode.served == {"addmm": 2 * steps, "mm": 3 * steps}, mode.served
+    assert not mode.passed, mode.passed
     for a, b in zip(want, got):
         assert abs(a - b) <= 1e-5 * abs(a), (want, got)
     assert got[-1] < got[0]  # it trained
 
 
-def test_products_on_cuda_go_through_sgemmlab_and_are_exact_fp32():
-    a = torch.randn(300, 200, device="cuda")
-    b = torch.randn(200, 100, device="cuda")
-    ref = (a.double() @ b.double()).float()
+def _bound(a, b, *rest):
+    """|error| allowed against float64: K ulps of the absolute product, plus the inputs'."""
+    k = a.shape[-1]
+    scale = (a.double().abs() @ b.double().abs())
+    for r in rest:
+        scale = scale + r.double().abs()
+    return (k + 2) * 2.0 ** -23 * scale + 1e-30
+
+
+SHAPES = [(1, 1, 1), (1, 4096, 4096), (2, 11, 7), (37, 61, 53), (128, 3072, 768), (5, 1, 97)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_served_aten_product_is_fp32_exact_at_ragged_shapes(shape):
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(M * 7 + N)
+    x = torch.randn(M, K, device="cuda", generator=g)
+    w = torch.randn(N, K, device="cuda", generator=g)  # the weight layout: x @ w.T
+    bias = torch.randn(N, device="cuda", generator=g)
+    full = torch.randn(M, N, device="cuda", generator=g)
+    xb = torch.randn(3, M, K, device="cuda", generator=g)
+    wb = torch.randn(3, K, N, device="cuda", generator=g)
+    nan = float("nan")
     with sgemmlab.torch_mode() as mode:
-        c = a @ b
-        d = torch.addmm(torch.zeros(100, device="cuda"), a, b)
-        e = torch.bmm(a.expand(3, 300, 200), b.expand(3, 200, 100))
-    assert sum(mode.served.values()) == 3
-    for out in (c, d, e[1]):
-        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+        got = {
+            "linear": torch.nn.functional.linear(x, w, bias),
+            "mm": x @ w.t(),
+            "addmm": torch.addmm(full, x, w.t(), beta=0.5, alpha=-2.0),
+            "bmm": torch.bmm(xb, wb),
+            "baddbmm": torch.baddbmm(bias, xb, wb, alpha=3.0),
+            "mm.out": torch.mm(x, w.t(), out=torch.full((M, N), nan, device="cuda")),
+            "addmm.out": torch.addmm(bias, x, w.t(),
+                                     out=torch.full((M, N), nan, device="cuda")),
+            "bmm.out": torch.bmm(xb, wb, out=torch.full((3, M, N), nan, device="cuda")),
+        }
+    assert not mode.passed, mode.passed
+    assert set(mode.served) == {"addmm", "mm", "bmm", "baddbmm", "mm.out", "addmm.out",
+                                "bmm.out"}, mode.served
+    d = {k: v.double() for k, v in (("x", x), ("w", w), ("bias", bias), ("full", full),
+                                    ("xb", xb), ("wb", wb))}
+    want = {
+        "linear": d["x"] @ d["w"].T + d["bias"],
+        "mm": d["x"] @ d["w"].T,
+        "addmm": 0.5 * d["full"] - 2.0 * (d["x"] @ d["w"].T),
+        "bmm": d["xb"] @ d["wb"],
+        "baddbmm": d["bias"] + 3.0 * (d["xb"] @ d["wb"]),
+        "mm.out": d["x"] @ d["w"].T,
+        "addmm.out": d["x"] @ d["w"].T + d["bias"],
+        "bmm.out": d["xb"] @ d["wb"],
+    }
+    bounds = {"linear": _bound(x, w.t(), bias), "mm": _bound(x, w.t()),
+              "addmm": 2 * _bound(x, w.t(), full), "bmm": _bound(xb, wb),
+              "baddbmm": 3 * _bound(xb, wb, bias), "mm.out": _bound(x, w.t()),
+              "addmm.out": _bound(x, w.t(), bias), "bmm.out": _bound(xb, wb)}
+    for name, out in got.items():
+        assert not out.isnan().any(), name
+        err = (out.double() - want[name]).abs()
+        assert (err <= bounds[name]).all(), (name, float(err.max()))
+
+
+def test_what_the_switch_passes_runs_torchs_own_kernels():
+    a = torch.randn(64, 32, device="cuda")
+    b = torch.randn(32, 16, device="cuda")
+    with sgemmlab.torch_mode() as mode:
+        h = a.half() @ b.half()  # another dtype
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            ab = a @ b  # autocast's bfloat16 product
+        z = torch.addmm(torch.ones(16, device="cuda"), a, b, alpha=0)  # alpha == 0
+        r = torch.relu(a)  # not a product at all
+    assert not mode.served and mode.passed["mm"] == 2 and mode.passed["addmm"] == 1
+    assert h.dtype == torch.float16 and ab.dtype == torch.bfloat16
+    torch.testing.assert_close(z, torch.ones(64, 16, device="cuda"))
+    torch.testing.assert_close(r, torch.relu(a))
+
+
+def test_a_cuda_graph_captures_the_switchs_kernels():
+    lin = torch.nn.Linear(256, 96).cuda()
+    x = torch.randn(8, 256, device="cuda")
+    with sgemmlab.torch_mode() as mode, torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            lin(x)  # the warm-up plans the shape on the capturing stream
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = lin(x)
+        x.copy_(torch.randn(8, 256, device="cuda"))
+        graph.replay()
+    torch.cuda.synchronize()
+    want = x.double() @ lin.weight.double().T + lin.bias.double()  # (a float64 product:
+    # torch's kernel, outside the mode)
+    assert mode.served["addmm"] == 2 and not mode.passed, (mode.served, mode.passed)
+    assert (y.double() - want).abs().max() < 1e-4

@@ -7,7 +7,8 @@ ladder that explains, rung by rung, how such a kernel gets fast.
 
 docs/api.md is the reference; with torch, torch.ops.sgemmlab.matmul is the same product as
 a PyTorch operator (autograd, torch.compile, CUDA graphs), and `with sgemmlab.torch_mode():`
-sends a model's FP32 products (nn.Linear, @, mm, bmm, addmm) through it unchanged.
+runs a whole model's FP32 products (nn.Linear, @, mm, bmm, addmm, their backward passes) on
+sgemmlab's kernels, registered at torch's dispatcher, without changing a line of it.
 """
 
 from .api import find_torch, free_workspaces, matmul, sgemm

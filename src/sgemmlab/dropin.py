@@ -1,133 +1,444 @@
-"""A drop-in switch for torch models: FP32 products on CUDA go through sgemmlab.
+"""The drop-in switch: torch's own FP32 products on CUDA run on sgemmlab's kernels.
 
     import sgemmlab
     with sgemmlab.torch_mode():            # or torch_mode(precision="tf32x3")
-        loss = model(x).sum()              # nn.Linear, @, torch.mm, bmm, addmm ...
-        loss.backward()
+        loss = model(x).sum()              # nn.Linear, @, torch.mm, bmm, addmm, ...
+        loss.backward()                    # the backward's products too
 
-While the mode is on, these torch calls run on sgemmlab's kernels when their operands are
-float32 tensors on a CUDA device: `torch.matmul`, `Tensor.__matmul__` (`@`, and `@=`'s
-product), `Tensor.matmul`, `torch.mm`, `torch.bmm` (and their Tensor methods),
-`torch.addmm` and `torch.nn.functional.linear` (so `nn.Linear`). Everything else —
-another dtype or device, a 1-D or 4-D operand, an `out=` argument, a shape sgemmlab refuses —
-goes to torch unchanged: the mode never changes what a program computes, only which kernels
-compute its FP32 products, and never switches precision (exact FP32 unless `precision`
-says otherwise, as sgemmlab.matmul).
+    sgemmlab.torch_mode().enable()         # the same, for the rest of the program
+    sgemmlab.torch_mode.disable_all()      # ... until this
 
-How: a torch.overrides.TorchFunctionMode, whose handler calls torch.ops.sgemmlab.matmul
-(torch_ops.py). That operator carries autograd (the backward's products are sgemmlab's too)
-and torch.compile (Dynamo traces the mode and sees the operator as one opaque node), so
-training and compiled models keep working. `served` counts the eager calls it took, by
-function, and `passed` those it gave back to torch: a quick way to see the switch took
-effect (inside a compiled region nothing is counted: Dynamo cannot trace the counter).
+How: while a mode is on, sgemmlab's functions are registered, through torch.library, as
+the CUDA kernels of the aten products every torch path ends in — `mm`, `addmm`, `bmm`,
+`baddbmm` and their `out=` forms (`torch.matmul`, `@`, `F.linear` and `nn.Linear`, their
+backward passes through autograd, torch.compile's extern products, and what a CUDA graph
+captures all reach one of them). It is the depth torch's own cuBLAS kernels sit at, so
+every other op, the autograd graph, autocast and torch.compile's tracing are untouched,
+and a product costs one call more than torch's, not a Python layer per op.
+
+Each call is served when sgemmlab computes it exactly as torch would: float32 operands on
+one GPU, shapes torch accepts, a bias (`addmm`'s input) that broadcasts as torch broadcasts
+it, finite α and β, and layouts the kernels read. Everything else — other dtypes (autocast's
+half products included), α = 0, out= tensors that torch would resize, operands that
+overlap the output, a shape torch refuses (torch raises its own error) — goes to torch's
+own kernel unchanged: the switch never changes what a program computes beyond the order
+of FP32 additions, and never lowers its precision.
+
+Precision follows torch unless the mode names one: at
+`torch.set_float32_matmul_precision("highest")` (torch's default) the products are exact
+FP32 on the FMA units ("ieee"); at "high" or "medium" the program has accepted TF32, and
+torch's cuBLAS TF32 kernels keep running them (sgemmlab's only faster FP32 path is
+"tf32x3", which is more accurate than TF32 and slower than cuBLAS's TF32).
+`torch_mode(precision="tf32x3")` runs FP32-accurate tensor-core products whatever torch's
+setting. `deterministic=True`, or torch.use_deterministic_algorithms(True), asks for
+bit-reproducible configurations.
+
+The registration is process-wide, as torch's own backend flags are: a mode entered in one
+thread serves products of every thread until it exits. Modes nest; the innermost one's
+options hold. `served` and `passed` count, by aten op, the calls the mode computed and those
+it gave to torch (while it was the innermost mode): a quick way to see that the switch took
+effect. A CUDA graph capture gets sgemmlab's kernels for products already planned (make one
+eager call of each shape first, as torch.compile's "reduce-overhead" warm-up does);
+a product first seen during a capture runs torch's kernel.
 """
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections import Counter
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .torch_ops import matmul as _op
+from . import product
+from .dispatch import check_precision
+from .errors import ConfigError, OperandError
+from .plan import describe, make_plan
+from .runtime import limits
 
-_F = torch.nn.functional
+#: The aten products the switch serves (name, overload): what torch.library registers.
+OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
+
+#: What sgemmlab refusing a call looks like (the call then goes to torch's kernel).
+_REFUSED = (OperandError, ConfigError, ValueError, OverflowError)
+
+_F32 = torch.float32
+_lock = threading.RLock()
 
 
-class torch_mode(TorchFunctionMode):  # noqa: N801  (used like a function: with torch_mode():)
-    """The switch: `with sgemmlab.torch_mode(precision="ieee", deterministic=False):`.
+class torch_mode:  # noqa: N801  (used like a function: with sgemmlab.torch_mode():)
+    """The switch: `with sgemmlab.torch_mode(precision=None, deterministic=False):`, or
+    `.enable()` / `.disable()` for a switch that outlives a block.
 
-    `devices` are the device types whose tensors go through sgemmlab ("cuda"; the tests add
-    "cpu", where the operator's CPU kernel is torch.matmul, to check the routing without a
-    GPU)."""
+    precision: None (follow torch.get_float32_matmul_precision(): the module docstring),
+    "ieee" (exact FP32 even where torch would allow TF32), or "tf32x3" (FP32-accurate
+    tensor-core products). "tf32" is refused: it is torch's "high" setting, whose products
+    cuBLAS runs faster."""
 
-    def __init__(self, precision: str = "ieee", deterministic: bool = False,
-                 devices: tuple[str, ...] = ("cuda",)):
-        super().__init__()
-        from .dispatch import check_precision
-
-        check_precision(precision)
-        self.precision, self.deterministic, self.devices = precision, deterministic, devices
+    def __init__(self, precision: str | None = None, deterministic: bool = False):
+        if precision is not None:
+            precision = check_precision(precision)
+            if precision == "tf32":
+                raise ValueError("precision='tf32' is torch's own TF32 (set "
+                                 "torch.set_float32_matmul_precision('high') without the "
+                                 "switch); the switch runs 'ieee' or 'tf32x3'")
+        if not isinstance(deterministic, bool):
+            raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+        self.precision, self.deterministic = precision, deterministic
         self.served: Counter = Counter()
-        self.passed = 0
+        self.passed: Counter = Counter()
 
-    # -- what is ours -------------------------------------------------------------------
-    def _ours(self, *tensors) -> bool:
-        return all(isinstance(t, torch.Tensor) and t.dtype == torch.float32
-                   and t.device.type in self.devices for t in tensors) and \
-            len({t.device for t in tensors}) == 1
+    def enable(self) -> torch_mode:
+        """Turn the switch on with this mode's options (innermost until disabled)."""
+        with _lock:
+            if self in _STACK:
+                raise RuntimeError("this torch_mode is already enabled")
+            if not _STACK:
+                _register()
+            _STACK.append(self)
+            _activate()
+        return self
 
-    def _product(self, a, b):
-        return _op(a, b, self.deterministic, self.precision)
+    def disable(self) -> None:
+        """Turn this mode off; the switch stays on while another mode is enabled."""
+        with _lock:
+            if self not in _STACK:
+                raise RuntimeError("this torch_mode is not enabled")
+            _STACK.remove(self)
+            _activate()
+            if not _STACK:
+                _unregister()
 
-    def _matmul(self, a, b, dims=(2, 3)):
-        if not self._ours(a, b) or a.dim() not in dims or b.dim() not in dims:
-            return NotImplemented
-        if a.shape[-1] != b.shape[-2]:
-            return NotImplemented  # torch raises its own error for it
-        if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0] and \
-                1 not in (a.shape[0], b.shape[0]):
-            return NotImplemented
-        return self._product(a, b)
+    @staticmethod
+    def disable_all() -> None:
+        """Turn every mode off: torch's kernels run every product again."""
+        with _lock:
+            _STACK.clear()
+            _activate()
+            _unregister()
 
-    def _mm(self, a, b):
-        return self._matmul(a, b, dims=(2,))
+    @staticmethod
+    def active() -> torch_mode | None:
+        """The innermost enabled mode, or None when the switch is off."""
+        return _STACK[-1] if _STACK else None
 
-    def _bmm(self, a, b):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or \
-                a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
-            return NotImplemented  # bmm does not broadcast its batch
-        return self._matmul(a, b, dims=(3,))
+    def __enter__(self) -> torch_mode:
+        return self.enable()
 
-    def _addmm(self, input, mat1, mat2, *, beta=1, alpha=1):
-        if not self._ours(input, mat1, mat2) or mat1.dim() != 2 or mat2.dim() != 2:
-            return NotImplemented
-        out = self._matmul(mat1, mat2)
-        if out is NotImplemented:
+    def __exit__(self, *exc) -> None:
+        self.disable()
+
+    def __repr__(self) -> str:
+        p = self.precision or "follow torch"
+        return f"torch_mode(precision={p}, deterministic={self.deterministic})"
+
+
+# ---------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------
+_STACK: list[torch_mode] = []
+_library = None
+_ORIGINAL: dict[str, object] = {}  # op -> torch's kernel, called for what sgemmlab passes
+#: The dispatch key the kernels are registered for ("CUDA"; the CPU tests use "CPU", with
+#: `_product`, `_plan_for` and `_run` replaced by CPU stand-ins: the routing without a GPU).
+KEY = "CUDA"
+_MODE: torch_mode | None = None  # the innermost mode, read by every call
+
+
+def _activate() -> None:
+    global _MODE
+    _MODE = _STACK[-1] if _STACK else None
+
+
+def _register() -> None:
+    """Register sgemmlab's functions as the KEY kernels of OPS, keeping torch's own."""
+    global _library
+    originals = {op: torch.library.get_kernel(f"aten::{op}", KEY) for op in OPS}
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():  # "Overriding a previously registered kernel"
+            warnings.simplefilter("ignore")
+            for op in OPS:
+                lib.impl(op, _IMPLS[op], KEY, with_keyset=True)
+    except BaseException:
+        lib._destroy()
+        raise
+    _ORIGINAL.clear()
+    _ORIGINAL.update(originals)
+    _library = lib
+
+
+def _unregister() -> None:
+    """Give the ops back to torch: destroying the library restores its kernels."""
+    global _library
+    if _library is not None:
+        _library._destroy()
+        _library = None
+
+
+# ---------------------------------------------------------------------------------------
+# The options of a call
+# ---------------------------------------------------------------------------------------
+_cublas_tf32 = torch._C._get_cublas_allow_tf32
+_torch_deterministic = torch._C._get_deterministic_algorithms
+
+
+def _options(mode: torch_mode) -> tuple[str, bool] | None:
+    """(precision, deterministic) for a call, or None: torch's TF32 runs it."""
+    precision = mode.precision
+    if precision is None:
+        if _cublas_tf32():
+            return None
+        precision = "ieee"
+    return precision, mode.deterministic or _torch_deterministic()
+
+
+def _passed(name: str, ks, args, kwargs):
+    mode = _MODE
+    if mode is not None:
+        mode.passed[name] += 1
+    return _ORIGINAL[name].call_boxed(ks, *args, **kwargs)
+
+
+def _scalar(v) -> float | None:
+    """α or β as the kernels' float, or None where torch's kernel should decide (bool,
+    complex, non-finite, beyond float32, or a non-zero value that float32 rounds to 0)."""
+    t = type(v)
+    if t is not int and t is not float:
+        return None
+    if v == 1 or v == 0:
+        return float(v)
+    try:
+        return product.scalar("alpha", v)
+    except (ValueError, OverflowError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# The products: the hot path's caches, and the general path behind them
+# ---------------------------------------------------------------------------------------
+_REFUSED_KEYS: set = set()  # shapes sgemmlab refused once: torch runs them without a try
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _product(a, b, precision: str, det: bool):
+    """a @ b into a new tensor on sgemmlab's kernels, or None (torch runs it)."""
+    r = product.hot(a, b, None, det, precision)
+    if r is not None:
+        return r
+    if a.device != b.device or a.is_neg() or b.is_neg():
+        return None
+    key = product.fast_key(a, b, det, precision)
+    if key in _REFUSED_KEYS or _capturing():
+        return None
+    try:
+        return product.general(a, b, None, 1.0, 0.0, None, None, None, det, fast=True,
+                               precision=precision)
+    except _REFUSED:
+        if len(_REFUSED_KEYS) > 4096:
+            _REFUSED_KEYS.clear()
+        _REFUSED_KEYS.add(key)
+        return None
+
+
+_PLANS: dict[tuple, object] = {}  # (geometry, options) -> Plan, or None where refused
+
+
+def _plan_for(a, b, c, opts: tuple[str, bool], fresh: bool = False):
+    """The plan of c = alpha a @ b + beta c on sgemmlab's kernels (c updated in place), or
+    None where sgemmlab does not serve it (torch then runs the whole call). fresh: c is a
+    new tensor (it overlaps nothing)."""
+    if a.is_neg() or b.is_neg() or c.is_neg():
+        return None
+    dev = a.get_device()
+    if b.get_device() != dev or c.get_device() != dev:
+        return None
+    precision, det = opts
+    key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), dev,
+           (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0, det, precision)
+    plan = _PLANS.get(key, False)
+    if plan is False:
+        if _capturing():
+            return None
+        plan = _plan_into(a, b, c, key, det, precision)
+    if plan is None or not fresh and _overlap(c, a, b):
+        return None
+    return plan
+
+
+def _run(plan, a, b, c, alpha: float, beta: float) -> None:
+    """c = alpha a @ b + beta c (beta == 0 never reads c), on torch's current stream."""
+    if plan.kind == "gemm":
+        glue, dev = product.TORCH, plan.device_id
+        prev = glue.device_ready(dev)
+        plan.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), glue.raw_stream(dev), alpha,
+                    beta)
+        glue.restore(prev)
+    elif plan.kind == "scale":  # K == 0: beta c
+        if beta == 0:
+            c.zero_()
+        elif beta != 1:
+            c.mul_(beta)
+
+
+def _plan_into(a, b, c, key, det: bool, precision: str):
+    try:
+        g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
+                     (tuple(c.shape), c.stride()), "out")
+        limits.check_int32(batch=g.batch)
+        plan = make_plan(g, key[6], None, None, det, key[7], precision)
+    except _REFUSED:
+        plan = None
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+def _overlap(c, a, b) -> bool:
+    """c shares memory with a or b (then torch runs the call: it defines the result)."""
+    lo, hi = _extent(c)
+    return any(lo < end and start < hi for start, end in (_extent(a), _extent(b)))
+
+
+def _extent(t) -> tuple[int, int]:
+    if t.numel() == 0:
+        return (0, 0)
+    start = t.data_ptr()
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 1)
+    return start, start + 4 * (last + 1)
+
+
+# ---------------------------------------------------------------------------------------
+# The aten kernels
+# ---------------------------------------------------------------------------------------
+def _ours(*tensors) -> bool:
+    return all(t.dtype is _F32 for t in tensors)
+
+
+def _mm(ks, a, b):
+    mode = _MODE
+    if mode is not None and a.dtype is _F32 and b.dtype is _F32:
+        opts = _options(mode)
+        if opts is not None and a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0]:
+            r = _product(a, b, *opts)
+            if r is not None:
+                mode.served["mm"] += 1
+                return r
+    return _passed("mm", ks, (a, b), {})
+
+
+def _bmm(ks, a, b):
+    mode = _MODE
+    if mode is not None and _ours(a, b):
+        opts = _options(mode)
+        if opts is not None and a.dim() == 3 and b.dim() == 3 and a.shape[0] == b.shape[0] \
+                and a.shape[2] == b.shape[1]:
+            r = _product(a, b, *opts)
+            if r is not None:
+                mode.served["bmm"] += 1
+                return r
+    return _passed("bmm", ks, (a, b), {})
+
+
+def _product_out(name: str, dims: int, ks, a, b, out):
+    mode = _MODE
+    if mode is not None and _ours(a, b, out) and a.dim() == dims and b.dim() == dims:
+        opts = _options(mode)
+        plan = None
+        if opts is not None and _shape_ok(a, b, dims) and \
+                tuple(out.shape) == _out_shape(a, b, dims):
+            plan = _plan_for(a, b, out, opts)
+        if plan is not None:
+            _run(plan, a, b, out, 1.0, 0.0)
+            mode.served[name] += 1
             return out
-        if alpha != 1:
-            out = out * alpha
-        if beta != 0:  # torch's rule: beta == 0 ignores input (NaN in it included)
-            out = out + (input if beta == 1 else input * beta)
-        return out
-
-    def _linear(self, input, weight, bias=None):
-        if not self._ours(input, weight) or input.dim() < 2 or weight.dim() != 2 or \
-                (bias is not None and not self._ours(bias)):
-            return NotImplemented
-        if input.shape[-1] != weight.shape[1]:
-            return NotImplemented
-        flat = input.reshape(-1, input.shape[-1])
-        out = self._product(flat, weight.t()).reshape(*input.shape[:-1], weight.shape[0])
-        return out if bias is None else out + bias
-
-    # -- the mode -------------------------------------------------------------------------
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        handler = _HANDLERS.get(func)
-        if handler is not None and not (set(kwargs) - _KWARGS[handler]):
-            out = getattr(self, handler)(*args, **kwargs)
-            if out is not NotImplemented:
-                if not torch.compiler.is_compiling():  # (counted in eager calls only)
-                    self.served[getattr(func, "__name__", str(func))] += 1
-                return out
-        if handler is not None and not torch.compiler.is_compiling():
-            self.passed += 1
-        return func(*args, **kwargs)
+    return _passed(name, ks, (a, b), {"out": out})
 
 
-def _functions():
-    mm = [torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__]
-    two = [torch.mm, torch.Tensor.mm]
-    three = [torch.bmm, torch.Tensor.bmm]
-    out = {f: "_matmul" for f in mm}
-    out |= {f: "_mm" for f in two} | {f: "_bmm" for f in three}
-    out |= {torch.addmm: "_addmm", torch.Tensor.addmm: "_addmm"}
-    out |= {_F.linear: "_linear", torch._C._nn.linear: "_linear"}
-    return out
+def _mm_out(ks, a, b, *, out):
+    return _product_out("mm.out", 2, ks, a, b, out)
 
 
-_HANDLERS = _functions()
-#: The keyword arguments each handler takes (anything else, `out=` for one, goes to torch).
-_KWARGS = {"_matmul": frozenset(), "_mm": frozenset(), "_bmm": frozenset(),
-           "_addmm": frozenset({"beta", "alpha"}), "_linear": frozenset({"bias"})}
+def _bmm_out(ks, a, b, *, out):
+    return _product_out("bmm.out", 3, ks, a, b, out)
+
+
+def _shape_ok(a, b, dims: int) -> bool:
+    if dims == 2:
+        return a.shape[1] == b.shape[0]
+    return a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
+
+
+def _out_shape(a, b, dims: int) -> tuple:
+    return (a.shape[0], b.shape[1]) if dims == 2 else (a.shape[0], a.shape[1], b.shape[2])
+
+
+def _broadcasts(x, shape: tuple) -> bool:
+    """x expands to `shape` by torch's rules (as addmm's and baddbmm's input must)."""
+    if x.dim() > len(shape):
+        return False
+    return all(n == 1 or n == m for n, m in zip(reversed(x.shape), reversed(shape)))
+
+
+def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
+    """addmm / baddbmm (into a new tensor, or `out`): beta x + alpha a @ b."""
+    mode = _MODE
+    kwargs = {"beta": beta, "alpha": alpha}
+    if out is not None:
+        kwargs["out"] = out
+    if mode is None or not _ours(x, a, b) or out is not None and not _ours(out):
+        return _passed(name, ks, (x, a, b), kwargs)
+    opts = _options(mode)
+    al, be = _scalar(alpha), _scalar(beta)
+    if opts is None or al is None or be is None or al == 0 or a.dim() != dims or \
+            b.dim() != dims or not _shape_ok(a, b, dims):
+        return _passed(name, ks, (x, a, b), kwargs)
+    shape = _out_shape(a, b, dims)
+    if not _broadcasts(x, shape) or x.device != a.device:
+        return _passed(name, ks, (x, a, b), kwargs)
+    # torch's rule: beta == 0 ignores x (NaN in it included); else x is copied into the
+    # output (unless it is the output itself) and the kernel updates it in place
+    if out is None:
+        target = torch.empty(shape, dtype=_F32, device=a.device) if be == 0 else \
+            x.expand(shape).clone(memory_format=torch.contiguous_format)
+    elif tuple(out.shape) != shape or (be != 0 and not _same(out, x) and _overlap(out, x, x)):
+        return _passed(name, ks, (x, a, b), kwargs)
+    else:
+        target = out
+    plan = _plan_for(a, b, target, opts, fresh=out is None)
+    if plan is None:
+        return _passed(name, ks, (x, a, b), kwargs)
+    if out is not None and be != 0 and not _same(target, x):
+        target.copy_(x.expand(shape))
+    _run(plan, a, b, target, al, be)
+    mode.served[name] += 1
+    return target
+
+
+def _same(x, y) -> bool:
+    """x and y are the very same view of the same memory."""
+    return x.data_ptr() == y.data_ptr() and x.shape == y.shape and x.stride() == y.stride()
+
+
+def _addmm(ks, x, a, b, *, beta=1, alpha=1):
+    return _add_product("addmm", 2, ks, x, a, b, beta, alpha)
+
+
+def _addmm_out(ks, x, a, b, *, beta=1, alpha=1, out):
+    return _add_product("addmm.out", 2, ks, x, a, b, beta, alpha, out)
+
+
+def _baddbmm(ks, x, a, b, *, beta=1, alpha=1):
+    return _add_product("baddbmm", 3, ks, x, a, b, beta, alpha)
+
+
+def _baddbmm_out(ks, x, a, b, *, beta=1, alpha=1, out):
+    return _add_product("baddbmm.out", 3, ks, x, a, b, beta, alpha, out)
+
+
+_IMPLS = {"mm": _mm, "mm.out": _mm_out, "addmm": _addmm, "addmm.out": _addmm_out,
+          "bmm": _bmm, "bmm.out": _bmm_out, "baddbmm": _baddbmm, "baddbmm.out": _baddbmm_out}
