@@ -212,6 +212,12 @@ PrecisionOpt = Annotated[str, typer.Option(
     "(3xTF32 tensor cores, FP32-accurate, gated like FP32; adds the tf32x3 and tf32 "
     "baselines) or tf32 (NOT FP32, never gated; adds tf32); their records are then named "
     "matmul[tf32x3], auto[tf32x3]")]
+ModelOpt = Annotated[Optional[list[str]], typer.Option(
+    "--model", help="time whole torch workloads with and without sgemmlab.torch_mode, "
+    "paired in one run, instead of kernels: overhead, linear, encoder-small, encoder, "
+    "encoder-wide, llama, llama-wide, llama-graphs, llama-wide-graphs or all; repeatable "
+    "(the Llama ones need transformers: the models extra); --precision tf32x3 runs the "
+    "switch on 3xTF32, the baseline staying torch's exact FP32")]
 
 
 @app.command()
@@ -230,9 +236,22 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
           quiet: Annotated[bool, typer.Option(help="no live display")] = False,
           config: Annotated[Optional[list[str]], typer.Option(
               help="one more candidate: RUNG:NAME=VALUE,..., the rung at its default with "
-              "these values changed (e.g. 24:REG_TRANSPOSE=0); repeatable")] = None):
+              "these values changed (e.g. 24:REG_TRANSPOSE=0); repeatable")] = None,
+          model: ModelOpt = None):
     """Check kernels and baselines, then time each against cuBLAS FP32 over suites of
-    problems (shapes, batches, layouts)."""
+    problems (shapes, batches, layouts); or, with --model, whole torch workloads with and
+    without the drop-in switch."""
+    if model:
+        given = [name for name, value in (
+            ("--suite", suite), ("--shape", shape), ("--random", random), ("--seed", seed),
+            ("--kernel", kernel), ("--baseline", baseline), ("--config", config),
+            ("--confirm", confirm), ("--grouped", grouped), ("--mode", mode != "isolated"))
+            if value]
+        if given:
+            fail(f"--model times whole workloads: it does not combine with "
+                 f"{', '.join(given)}", 2)
+        _bench_models(model, precision, quiet)
+        return
     from ..bench import report, runner, suites
     from ..bench.measure import CONFIRM, QUICK
     from ..bench.tables import LiveBoard, print_scoreboard
@@ -308,6 +327,33 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     failed = sorted({r["kernel"] for r in run["records"] if r.get("status") == "failed"})
     if failed:
         fail(f"failed their correctness check (not timed): {', '.join(failed)}", 3)
+
+
+def _bench_models(names: list[str], precision: str, quiet: bool) -> None:
+    """`bench --model`: the workloads of bench/models.py, a line per pair as it is
+    measured, then the table and the summary."""
+    from rich.console import Console
+
+    from ..bench import models
+
+    try:
+        todo = models.workloads_for(names)
+        precision = models.precision_of(precision)
+    except (KeyError, ValueError) as exc:
+        fail(exc.args[0], 2)
+    gpu = require_gpu()
+    require_torch()
+    on_record = None if quiet else (lambda rec: typer.echo(models.progress_line(rec)))
+    run, path = models.run(todo, precision, on_record)
+    title = (f"{gpu.name}: torch without / with sgemmlab.torch_mode(precision="
+             f"{precision!r}); baseline {models.BASELINE}")
+    Console(width=max(Console().width, 100)).print(models.table(run["records"], title))
+    for line in models.summary_lines(run["summary"]):
+        typer.echo(line)
+    typer.echo(f"results: {path}")
+    bad = len(run["summary"]["failed_checks"]) + len(run["summary"]["errors"])
+    if bad:
+        fail(f"{bad} workload case(s) failed their check or raised (see above)", 3)
 
 
 def _echo_skipped(records: list[dict]) -> None:
