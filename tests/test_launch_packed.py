@@ -98,3 +98,18 @@ def test_the_legacy_default_stream_needs_no_capture_query(monkeypatch, legacy):
     monkeypatch.setattr(ws, "_driver", NoDriver())
     assert ws.capture_probe(Stream()) is None
     assert ws.capturing(Stream()) is False
+
+
+def test_integer_handles_launch_through_ctypes_on_plain_integers(monkeypatch):
+    seen = []
+    monkeypatch.setattr(launch_mod.fastcall, "launch_kernel",
+                        lambda: lambda *a: seen.append(a) or 0)
+    kernel, stream = types.SimpleNamespace(handle=0xABC0), types.SimpleNamespace(handle=0x51)
+    p = launch_mod.Packed(kernel, stream, (3, 1, 1), (128, 1, 1), (np.int32(9),))
+    p()
+    (call,) = seen
+    assert call[:9] == (0xABC0, 3, 1, 1, 128, 1, 1, 0, 0x51) and call[10] is None
+    assert ctypes.c_int32.from_address((ctypes.c_void_p * 1).from_address(call[9])[0]).value == 9
+    p._fn = lambda *a: 719  # CUDA_ERROR_LAUNCH_FAILED, as ctypes returns it: an int
+    with pytest.raises(RuntimeError, match="cuLaunchKernel failed"):
+        p()

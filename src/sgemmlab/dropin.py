@@ -140,7 +140,8 @@ _STACK: list[torch_mode] = []
 _library = None
 _ORIGINAL: dict[str, object] = {}  # op -> torch's kernel, called for what sgemmlab passes
 #: The dispatch key the kernels are registered for ("CUDA"; the CPU tests use "CPU", with
-#: `_product`, `_plan_for` and `_run` replaced by CPU stand-ins: the routing without a GPU).
+#: `_product`, `_plan_for`, `_run` and `_fill` replaced by CPU stand-ins: the routing
+#: without a GPU).
 KEY = "CUDA"
 _MODE: torch_mode | None = None  # the innermost mode, read by every call
 
@@ -403,8 +404,7 @@ def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
     # torch's rule: beta == 0 ignores x (NaN in it included); else x is copied into the
     # output (unless it is the output itself) and the kernel updates it in place
     if out is None:
-        target = torch.empty(shape, dtype=_F32, device=a.device) if be == 0 else \
-            x.expand(shape).clone(memory_format=torch.contiguous_format)
+        target = a.new_empty(shape)
     elif tuple(out.shape) != shape or (be != 0 and not _same(out, x) and _overlap(out, x, x)):
         return _passed(name, ks, (x, a, b), kwargs)
     else:
@@ -412,11 +412,71 @@ def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
     plan = _plan_for(a, b, target, opts, fresh=out is None)
     if plan is None:
         return _passed(name, ks, (x, a, b), kwargs)
-    if out is not None and be != 0 and not _same(target, x):
-        target.copy_(x.expand(shape))
+    if be != 0 and not _same(target, x):
+        _fill(target, x, shape)
     _run(plan, a, b, target, al, be)
     mode.served[name] += 1
     return target
+
+
+def _fill(target, x, shape: tuple) -> None:
+    """target = x broadcast to `shape` (torch's broadcasting), on torch's current stream:
+    kernels/broadcast.cu for a contiguous target, torch's copy otherwise."""
+    if target.numel() == 0:
+        return
+    if not target.is_contiguous():
+        target.copy_(x.expand(shape))
+        return
+    _broadcast(target, x, shape)
+
+
+def _broadcast(target, x, shape: tuple) -> None:
+    dev = target.get_device()
+    glue = product.TORCH
+    handle = glue.raw_stream(dev)
+    strides = _broadcast_strides(x, shape)
+    key = (target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
+    fn = _FILLS.get(key)
+    if fn is None:
+        fn = _bind_fill(target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
+        if len(_FILLS) > 1024:
+            _FILLS.clear()
+        _FILLS[key] = fn
+    prev = glue.device_ready(dev)
+    fn()
+    glue.restore(prev)
+
+
+_FILLS: dict[tuple, object] = {}  # bound fills, by pointers, shape, strides and stream
+_FILL_KERNELS: dict[int, object] = {}
+
+
+def _broadcast_strides(x, shape: tuple) -> tuple[int, int, int]:
+    """x's strides (batch, rows, columns) as broadcast to `shape` (2 or 3 dimensions): 0
+    where x has no such dimension or a size of 1 there."""
+    full = [0, 0, 0]
+    for k, (n, st) in enumerate(zip(reversed(x.shape), reversed(x.stride()))):
+        full[2 - k] = 0 if n == 1 else st
+    return full[0], full[1], full[2]
+
+
+def _bind_fill(pout: int, px: int, shape: tuple, strides: tuple, dev: int, handle: int):
+    import numpy as np
+
+    from .runtime.arrays import stream_for
+    from .runtime.device import gpu_info
+    from .runtime.launch import Packed, load_kernel
+
+    kernel = _FILL_KERNELS.get(dev)
+    if kernel is None:
+        kernel = _FILL_KERNELS[dev] = load_kernel("broadcast.cu", "broadcast", {}, dev)[0]
+    batch = shape[0] if len(shape) == 3 else 1
+    rows, cols = shape[-2], shape[-1]
+    total = batch * rows * cols
+    blocks = max(1, min(-(-total // 256), 8 * gpu_info(dev).sm_count))
+    args = (pout, px, np.int64(rows), np.int64(cols), np.int64(total),
+            *(np.int64(s) for s in strides))
+    return Packed(kernel, stream_for(handle, dev), (blocks, 1, 1), (256, 1, 1), args)
 
 
 def _same(x, y) -> bool:

@@ -340,7 +340,7 @@ def _nvrtc(source: str, macros: Mapping[str, int], arch: str) -> tuple[bytes, st
     opts = _options(arch, macros)
     options = ProgramOptions(
         name=source, include_path=[str(KERNEL_DIR)], arch=opts["arch"], std=opts["std"],
-        define_macro=list(opts["define_macro"]), ptxas_options=list(opts["ptxas_options"]),
+        define_macro=list(opts["define_macro"]) or None, ptxas_options=list(opts["ptxas_options"]),
     )
     log = io.StringIO()
     try:

@@ -164,6 +164,11 @@ def capture_probe(stream) -> Callable[[], bool] | None:
     handle = stream.handle
     if int(handle) in LEGACY_STREAMS:
         return None
+    from .fastcall import stream_is_capturing
+
+    fast = stream_is_capturing(int(handle))
+    if fast is not None:
+        return fast
     global _driver
     if _driver is None:
         from cuda.bindings import driver
