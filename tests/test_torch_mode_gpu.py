@@ -156,3 +156,21 @@ def test_a_cuda_graph_captures_the_switchs_kernels():
     # torch's kernel, outside the mode)
     assert mode.served["addmm"] == 2 and not mode.passed, (mode.served, mode.passed)
     assert (y.double() - want).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("bias", [(), (1,), (67,), (1, 67), (13, 1), (13, 67), (3, 1, 67),
+                                  (3, 13, 1)], ids=str)
+def test_every_input_torch_broadcasts_is_spread_by_the_fill_kernel(bias):
+    g = torch.Generator(device="cuda").manual_seed(len(bias) * 10 + sum(bias))
+    x = torch.randn(bias, device="cuda", generator=g)
+    a, b = (torch.randn(3, 13, 29, device="cuda", generator=g),
+            torch.randn(3, 29, 67, device="cuda", generator=g))
+    with sgemmlab.torch_mode() as mode:
+        got = torch.baddbmm(x, a, b, beta=-0.5, alpha=2.0)
+        got2 = torch.addmm(x, a[0], b[0], beta=-0.5, alpha=2.0) if len(bias) < 3 else None
+    assert not mode.passed, mode.passed
+    want = -0.5 * x.double() + 2.0 * (a.double() @ b.double())
+    bound = 2 * _bound(a, b, x.expand(3, 13, 67))
+    assert ((got.double() - want).abs() <= bound).all()
+    if got2 is not None:
+        assert ((got2.double() - want[0]).abs() <= bound[0]).all()
