@@ -96,9 +96,15 @@ if not _expecttest_found():
 @functools.cache
 def _op_db() -> list:
     """torch's op_db, imported on first use (some seconds, and warnings): where the test
-    runs, never at collection."""
+    runs, never at collection. Importing it freezes torch.backends' global flags
+    (torch's test harness calls disable_global_flags()), which later tests of the same
+    worker set directly: they are thawed again."""
+    frozen = torch.backends.flags_frozen()
     from torch.testing._internal.common_methods_invocations import op_db
 
+    if not frozen and torch.backends.flags_frozen():
+        torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+        assert not torch.backends.flags_frozen()
     return op_db
 
 
