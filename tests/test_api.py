@@ -283,12 +283,18 @@ def test_a_column_major_out_is_computed_as_its_transpose():
 
 
 def test_a_vector_out_takes_the_layout_that_leaves_fewer_transposes():
-    # C is 1x5 (both layouts fit it); A^T and B^T column-major: computing C^T makes both
-    # row-major for the kernel
-    g = plan.describe(_geo((1, 3), (1, 1)), _geo((3, 5), (1, 3)), _geo((1, 5), (5, 1)))
-    assert g.swap and not g.trans_a and not g.trans_b
+    # C is 5x1 (both layouts fit it); A column-major: computing C^T = B^T A^T makes the
+    # kernel's operands row-major
+    g = plan.describe(_geo((5, 3), (1, 5)), _geo((3, 1), (1, 1)), _geo((5, 1), (1, 1)))
+    assert g.swap and not g.trans_a and not g.trans_b and (g.M, g.N) == (1, 5)
     g = plan.describe(_geo((1, 3), (3, 1)), _geo((3, 5), (5, 1)), _geo((1, 5), (5, 1)))
     assert not g.swap and not g.trans_a and not g.trans_b
+
+
+def test_a_single_row_stays_a_row_for_the_skinny_m_family():
+    # x @ W^T at M = 1: B column-major, and C stays 1 x N (not the N = 1 problem C^T)
+    g = plan.describe(_geo((1, 3), (1, 1)), _geo((3, 5), (1, 3)), _geo((1, 5), (5, 1)))
+    assert not g.swap and g.trans_b and (g.M, g.N, g.K) == (1, 5, 3)
 
 
 def test_a_batch_against_a_shared_matrix_folds_into_one_taller_product():

@@ -113,11 +113,15 @@ def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm
         raise OperandError(f"{c_name}: strides {tuple(c[1])} of shape {dims(c[0])} make "
                            "different elements share memory; the output must not")
     # C: row-major unless only column-major fits it, or both do (a vector) and computing
-    # C^T leaves fewer transposed operands for the kernel
+    # C^T leaves fewer transposed operands for the kernel. A single row (M = 1: x @ W^T,
+    # what every linear layer sends at batch 1) stays a row: the skinny-M family reads a
+    # column-major B at full speed, and the swapped N = 1 problem was slower at 6 of 9
+    # layer shapes on the H200 (results/nvidia-h200/bench-1x2048x2048-NT-...-20261202T210055Z
+    # against bench-2048x1x2048-...-20261202T210102Z)
     a_opts, b_opts = {t for t, _ in la}, {t for t, _ in lb}
     forced = [next(iter(o)) for o in (a_opts, b_opts) if len(o) == 1]
     c_opts = {t for t, _ in lc}
-    swap = c_opts == {True} or (len(c_opts) == 2
+    swap = c_opts == {True} or (len(c_opts) == 2 and M > 1
                                 and sum(not t for t in forced) < sum(forced))
     ta, lda = next((t, ld) for t, ld in sorted(la, key=lambda x: x[0] != swap))
     tb, ldb = next((t, ld) for t, ld in sorted(lb, key=lambda x: x[0] != swap))
