@@ -389,13 +389,9 @@ def _broadcasts(x, shape: tuple) -> bool:
 def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
     """addmm / baddbmm (into a new tensor, or `out`): beta x + alpha a @ b."""
     mode = _MODE
-    kwargs = {"beta": beta, "alpha": alpha}
-    if out is not None:
-        kwargs["out"] = out
-    if mode is None or not _ours(x, a, b) or out is not None and not _ours(out) or \
-            x.is_neg():
-        return _passed(name, ks, (x, a, b), kwargs)
-    opts = _options(mode)
+    ours = mode is not None and _ours(x, a, b) and (out is None or _ours(out)) and \
+        not x.is_neg()
+    opts = _options(mode) if ours else None
     if out is None and opts is not None:  # a call this switch served before: its recipe
         key = _recipe_key(x, a, b, beta, alpha, opts)
         recipe = _RECIPES.get(key)
@@ -407,6 +403,11 @@ def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
             _run(plan, a, b, target, al, be)
             mode.served[name] += 1
             return target
+    kwargs = {"beta": beta, "alpha": alpha}
+    if out is not None:
+        kwargs["out"] = out
+    if not ours:
+        return _passed(name, ks, (x, a, b), kwargs)
     al, be = _scalar(alpha), _scalar(beta)
     if opts is None or al is None or be is None or al == 0 or a.dim() != dims or \
             b.dim() != dims or not _shape_ok(a, b, dims):
@@ -443,12 +444,12 @@ _RECIPES: dict[tuple, tuple] = {}
 
 
 def _recipe_key(x, a, b, beta, alpha, opts) -> tuple:
-    """What a served addmm/baddbmm's handling depends on, besides the negative bits (checked
-    on every call): geometry, dtypes, devices, the operands' alignment and the options."""
-    return (x.shape, x.stride(), a.shape, a.stride(), b.shape, b.stride(), x.dtype, a.dtype,
-            b.dtype, x.get_device(), a.get_device(), b.get_device(),
-            (a.data_ptr() | b.data_ptr()) & 15 == 0, type(beta), beta, type(alpha), alpha,
-            opts)
+    """What a served addmm/baddbmm's handling depends on, besides what every call checks
+    first (float32, the negative bits): geometry, devices, the operands' alignment, α and β
+    (with their types: True is not 1 here) and the options."""
+    return (x.shape, x.stride(), a.shape, a.stride(), b.shape, b.stride(), x.get_device(),
+            a.get_device(), b.get_device(), (a.data_ptr() | b.data_ptr()) & 15 == 0,
+            type(beta), beta, type(alpha), alpha, opts)
 
 
 def _fill(target, x, shape: tuple, strides: tuple | None = None) -> None:
