@@ -113,3 +113,57 @@ def test_integer_handles_launch_through_ctypes_on_plain_integers(monkeypatch):
     p._fn = lambda *a: 719  # CUDA_ERROR_LAUNCH_FAILED, as ctypes returns it: an int
     with pytest.raises(RuntimeError, match="cuLaunchKernel failed"):
         p()
+
+
+def _record_pointers(p, seen):
+    """Replace p's driver call by one that records A, B, C as the kernel would read them."""
+
+    def call(*a):
+        ptrs = (ctypes.c_void_p * len(p.args)).from_address(a[9])
+        seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in (4, 6, 9)))
+        return (0,)
+
+    p._fn = call
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_plan_repoints_its_packed_launch_for_new_pointers(swap, monkeypatch):
+    from sgemmlab import plan as plan_mod
+
+    g = plan_mod.Gemm(8, 8, 8, 1, False, False, 8, 8, 8, 0, 0, 0, swap, (8, 8))
+    packs, seen = [], []
+
+    def bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, **kw):
+        args = (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
+                b, np.int32(ldb), np.float32(beta), c, np.int32(ldc))
+        p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), args,
+                              launch_mod.POINTERS)
+        _record_pointers(p, seen)
+        packs.append(p)
+        return p
+
+    monkeypatch.setattr(plan_mod, "stream_for", lambda handle, dev: STREAM)
+    pl = plan_mod.Plan.__new__(plan_mod.Plan)
+    for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=None,
+                        config=None, launcher=types.SimpleNamespace(bind=bind),
+                        per_item=False, reuse=True, bound={}, templates={},
+                        lock=__import__("threading").Lock()).items():
+        setattr(pl, name, v)
+    calls = [(0x100, 0x200, 0x300), (0x400, 0x500, 0x600), (0x100, 0x200, 0x300),
+             (0x700, 0x800, 0x900)]
+    for pa, pb, pc in calls:
+        pl.launch(pa, pb, pc, 7, 1.0, 0.0)
+    want = [(pb, pa, pc) if swap else (pa, pb, pc) for pa, pb, pc in calls]
+    assert seen == want
+    assert len(packs) == 1  # packed once; every other pointer set only repointed it
+    pl.launch(0x100, 0x200, 0x300, 7, 2.0, 0.0)  # another alpha: packed anew
+    assert len(packs) == 2 and seen[-1] == want[0]
+
+
+def test_repointing_checks_its_pointers():
+    p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1),
+                          (np.int32(1), 0x10, 0x20), (1, 2))
+    with pytest.raises(ValueError, match="2 pointers for 2 slots|pointers"):
+        p.repointed(0x10)
+    with pytest.raises(TypeError, match="device pointer"):
+        p.repointed(0x10, -1)

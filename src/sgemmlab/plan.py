@@ -28,7 +28,7 @@ from .registry import config_key
 from .runtime import limits
 from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
-from .runtime.launch import Launcher
+from .runtime.launch import POINTERS, Launcher, Packed
 
 PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
 BOUND_LIMIT = 256  # bound launches kept per plan
@@ -211,7 +211,7 @@ class Plan:
     caller's pointers (in the caller's order: the plan swaps them when it computes C^T)."""
 
     __slots__ = ("gemm", "out_shape", "kind", "device_id", "rung", "config", "launcher",
-                 "per_item", "reuse", "bound", "lock")
+                 "per_item", "reuse", "bound", "lock", "templates")
 
     def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None):
         self.gemm = gemm
@@ -226,6 +226,8 @@ class Plan:
         # its stream's workspace when a bigger call has replaced it)
         self.reuse = rung is not None
         self.bound: dict[tuple, Callable[[], None]] = {}
+        # per (stream, alpha, beta): a packed launch that new pointers repoint (`_bind`)
+        self.templates: dict[tuple, Packed] = {}
         self.lock = threading.Lock()
 
     def launch(self, pa: int, pb: int, pc: int, handle: int, alpha: float,
@@ -239,10 +241,21 @@ class Plan:
         return fn
 
     def _bind(self, key: tuple) -> Callable[[], None]:
+        """The launch for these pointers, stream, alpha and beta. Where a launch of the same
+        stream, alpha and beta is a plain packed one (no workspace, one launch for the
+        batch), it is repointed: three pointers written, nothing checked or packed again
+        (the rung's checks depend on the shape, which the plan fixes, and on the pointers'
+        alignment, which is part of the plan's key). In a model the operands' pointers
+        change from call to call: activations come and go through the allocator."""
         pa, pb, pc, handle, alpha, beta = key
         g = self.gemm
         if g.swap:
             pa, pb = pb, pa
+        template = self.templates.get((handle, alpha, beta))
+        if template is not None:
+            fn = template.repointed(pa, pb, pc)
+            self._keep(key, fn)
+            return fn
         stream = stream_for(handle, self.device_id)
         bind = self.launcher.bind
         kw = {"trans_a": True} if g.trans_a else {}
@@ -262,12 +275,21 @@ class Plan:
                           stride_c=g.stride_c)
             fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
                       **kw)
+            if isinstance(fn, Packed) and fn.pointer_slots == POINTERS:
+                # every call goes through a repointed one, which writes its own pointers:
+                # the template's are overwritten by the next
+                with self.lock:
+                    self.templates[(handle, alpha, beta)] = fn
+                fn = fn.repointed(pa, pb, pc)
+        self._keep(key, fn)
+        return fn
+
+    def _keep(self, key: tuple, fn: Callable[[], None]) -> None:
         if self.reuse:
             with self.lock:
                 if len(self.bound) >= BOUND_LIMIT:
                     self.bound.clear()
                 self.bound[key] = fn
-        return fn
 
 
 def aligned(g: Gemm, pointers_aligned: bool) -> bool:

@@ -4,8 +4,9 @@ cuStreamIsCapturing for the launches that use a workspace.
 cuda.bindings wraps each driver function in a layer that converts every argument through
 Python objects, per call. A bound launch is one cuLaunchKernel on arguments packed once
 (launch.Packed), and a product through the drop-in switch makes one or two on every call:
-here the same driver function is called through a ctypes prototype on plain integers. Where the driver library cannot be found this way
-(another platform), None is returned and the callers keep cuda.bindings.
+here the same driver function is called through a ctypes prototype on plain integers.
+Where the driver library cannot be found this way (another platform), None is returned and
+the callers keep cuda.bindings.
 
 The library is the one the process has already loaded for cuda.bindings (by its soname,
 through the system's loader path): nothing is loaded from a directory another user could

@@ -98,15 +98,19 @@ class Packed:
     context, which must be the kernel's device's (the API makes it so before a launch)."""
 
     __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
-                 "_call")
+                 "_call", "pointer_slots", "_lock")
 
     def __init__(self, kernel, stream, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], args: tuple):
+                 block: tuple[int, int, int], args: tuple,
+                 pointer_slots: tuple[int, ...] = ()):
         grid, block = tuple(map(int, grid)), tuple(map(int, block))
         self.kernel, self.stream, self.grid, self.block, self.args = (
             kernel, stream, grid, block, args)
         self._values = [_C_TYPES[type(a)](a) if type(a) in _C_TYPES else
                         ctypes.c_uint64(_pointer(a)) for a in args]
+        # the arguments `repointed` may change (A, B and C of a rung's launch)
+        self.pointer_slots = pointer_slots
+        self._lock = threading.Lock()
         self._params = (ctypes.c_void_p * max(1, len(args)))(
             *[ctypes.addressof(v) for v in self._values])
         # cuLaunchKernel's arguments, resolved once: the CUkernel, grid, block, no dynamic
@@ -134,6 +138,26 @@ class Packed:
                                f"{self.grid}, block {self.block})")
 
 
+    def repointed(self, *pointers: int) -> Callable[[], None]:
+        """This launch on other pointers in `pointer_slots` (the rest as packed): a call
+        writes them into the packed arguments and launches, under this launch's lock (the
+        driver copies the arguments at the launch, so the next call may change them). What
+        a product on new operands costs instead of packing every argument again."""
+        if len(pointers) != len(self.pointer_slots):
+            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
+        cells = [self._values[i] for i in self.pointer_slots]
+        new = [_pointer(p) for p in pointers]
+        lock, launch = self._lock, self.__call__
+
+        def go() -> None:
+            with lock:
+                for cell, p in zip(cells, new):
+                    cell.value = p
+                launch()
+
+        return go
+
+
 def _integers(*handles) -> tuple[int, ...] | None:
     """The driver handles as integers, or None where they are not (the tests' stand-ins)."""
     try:
@@ -156,6 +180,11 @@ def _pointer(a) -> int:
         raise TypeError(f"a kernel argument must be a numpy scalar or a device pointer, "
                         f"got {a!r}")
     return a
+
+
+#: Where A, B and C sit among a rung's launch arguments (M, N, K, alpha, A, lda, B, ldb,
+#: beta, C, ldc, ...): the slots a bound launch may be repointed at (Packed.repointed).
+POINTERS = (4, 6, 9)
 
 
 @dataclass(frozen=True)
@@ -234,7 +263,7 @@ class Launcher:
         if gy > 65535 or batch > 65535:
             raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
                                 "along gridDim.y and z, which allow 65535 each")
-        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args))
+        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), POINTERS)
 
     def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
         """Rung 14: the plan's grid and arguments, and the stream's workspace."""
@@ -267,7 +296,8 @@ class Launcher:
                  self.rung.rows_on_x)
         head = args + [int32("parts", p.parts)]
         if p.parts == 1:
-            return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]))
+            return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]),
+                          POINTERS)
         return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
                                     lambda zeroed, scratch: [scratch, zeroed])
 
