@@ -326,3 +326,24 @@ def test_a_signature_served_once_is_served_again_from_its_recipe(gen, cpu_switch
     close(again[0], product64(a, b).float() + bias)
     close(again[1], product64(a, b).float())
     close(neg, product64(a, b).float() - bias)
+
+
+@pytest.mark.parametrize("shape, x, want", [
+    ((4, 3), (3,), (0, 0, 1)),
+    ((4, 3), (1, 3), (0, 0, 1)),
+    ((4, 3), (4, 1), (0, 1, 0)),
+    ((4, 3), (), (0, 0, 0)),
+    ((4, 3), (4, 3), (0, 3, 1)),
+    ((2, 4, 3), (4, 3), (0, 3, 1)),
+    ((2, 4, 3), (2, 1, 3), (3, 0, 1)),
+    ((2, 4, 3), (2, 4, 1), (4, 1, 0)),
+])
+def test_the_fill_kernel_reads_the_input_with_torchs_broadcast_strides(shape, x, want):
+    """kernels/broadcast.cu reads out[z][i][j] = x[z sz + i si + j sj]: with the strides
+    the switch computes, that is torch's expand, element by element."""
+    src = torch.arange(float(max(torch.Size(x).numel(), 1))).reshape(x)
+    assert dropin._broadcast_strides(src, shape) == want
+    full = (1,) * (3 - len(shape)) + shape
+    z, i, j = torch.meshgrid(*(torch.arange(n) for n in full), indexing="ij")
+    got = src.reshape(-1)[z * want[0] + i * want[1] + j * want[2]].reshape(shape)
+    assert torch.equal(got, src.expand(shape))
