@@ -347,3 +347,15 @@ def test_the_fill_kernel_reads_the_input_with_torchs_broadcast_strides(shape, x,
     z, i, j = torch.meshgrid(*(torch.arange(n) for n in full), indexing="ij")
     got = src.reshape(-1)[z * want[0] + i * want[1] + j * want[2]].reshape(shape)
     assert torch.equal(got, src.expand(shape))
+
+
+def test_the_switchs_caches_are_forgotten_with_the_plans(gen, cpu_switch):
+    """A recipe holds a plan, and a refusal stands for one: a new dispatch table (which
+    clears the plans) must not leave them stale."""
+    a, b, bias = rand(5, 7, gen=gen), rand(7, 3, gen=gen), rand(3, gen=gen)
+    with torch_mode():
+        F.linear(a, b.t(), bias)
+    dropin._REFUSED_KEYS.add(("a refused key",))
+    assert dropin._RECIPES
+    sgemmlab.api.clear_caches()
+    assert not dropin._RECIPES and not dropin._REFUSED_KEYS

@@ -53,8 +53,7 @@ import torch
 from . import product
 from .dispatch import check_precision
 from .errors import ConfigError, OperandError
-from .plan import describe, make_plan
-from .runtime import limits
+from .plan import PLANS, describe, make_plan
 
 #: The aten products the switch serves (name, overload): what torch.library registers.
 OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
@@ -219,7 +218,10 @@ def _scalar(v) -> float | None:
 # ---------------------------------------------------------------------------------------
 # The products: the hot path's caches, and the general path behind them
 # ---------------------------------------------------------------------------------------
-_REFUSED_KEYS: set = set()  # shapes sgemmlab refused once: torch runs them without a try
+#: Keys sgemmlab refused once (torch runs them without a try): the hot path's and the
+#: plans'. Cleared with the plans (a new dispatch table may serve them).
+_REFUSED_KEYS: set = set()
+PLANS.follow(_REFUSED_KEYS)
 
 
 def _capturing() -> bool:
@@ -240,35 +242,45 @@ def _product(a, b, precision: str, det: bool):
         return product.general(a, b, None, 1.0, 0.0, None, None, None, det, fast=True,
                                precision=precision)
     except _REFUSED:
-        if len(_REFUSED_KEYS) > 4096:
-            _REFUSED_KEYS.clear()
-        _REFUSED_KEYS.add(key)
+        _refuse(key)
         return None
-
-
-_PLANS: dict[tuple, object] = {}  # (geometry, options) -> Plan, or None where refused
 
 
 def _plan_for(a, b, c, opts: tuple[str, bool], fresh: bool = False):
     """The plan of c = alpha a @ b + beta c on sgemmlab's kernels (c updated in place), or
     None where sgemmlab does not serve it (torch then runs the whole call). fresh: c is a
-    new tensor (it overlaps nothing)."""
+    new tensor (it overlaps nothing). Plans live in the API's cache (plan.PLANS, keyed as
+    the general path keys them), refusals in _REFUSED_KEYS."""
     if a.is_neg() or b.is_neg() or c.is_neg():
         return None
     dev = a.get_device()
     if b.get_device() != dev or c.get_device() != dev:
         return None
     precision, det = opts
-    key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), dev,
-           (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0, det, precision)
-    plan = _PLANS.get(key, False)
-    if plan is False:
-        if _capturing():
+    aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
+    key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), dev, aligned,
+           None, None, det, precision)
+    plan = PLANS.general.get(key)
+    if plan is None:
+        if key in _REFUSED_KEYS or _capturing():
             return None
-        plan = _plan_into(a, b, c, key, det, precision)
-    if plan is None or not fresh and _overlap(c, a, b):
+        try:
+            plan = PLANS.get(key, lambda: make_plan(
+                describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
+                         (tuple(c.shape), c.stride()), "out"),
+                dev, None, None, det, aligned, precision))
+        except _REFUSED:
+            _refuse(key)
+            return None
+    if not fresh and _overlap(c, a, b):
         return None
     return plan
+
+
+def _refuse(key: tuple) -> None:
+    if len(_REFUSED_KEYS) > 4096:
+        _REFUSED_KEYS.clear()
+    _REFUSED_KEYS.add(key)
 
 
 def _run(plan, a, b, c, alpha: float, beta: float) -> None:
@@ -284,20 +296,6 @@ def _run(plan, a, b, c, alpha: float, beta: float) -> None:
             c.zero_()
         elif beta != 1:
             c.mul_(beta)
-
-
-def _plan_into(a, b, c, key, det: bool, precision: str):
-    try:
-        g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
-                     (tuple(c.shape), c.stride()), "out")
-        limits.check_int32(batch=g.batch)
-        plan = make_plan(g, key[6], None, None, det, key[7], precision)
-    except _REFUSED:
-        plan = None
-    if len(_PLANS) > 4096:
-        _PLANS.clear()
-    _PLANS[key] = plan
-    return plan
 
 
 def _overlap(c, a, b) -> bool:
@@ -441,6 +439,7 @@ def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
 #: addmm/baddbmm calls served into a new tensor, by signature: (plan, output shape, the
 #: input's broadcast strides or None where beta == 0, alpha, beta as the kernels take them)
 _RECIPES: dict[tuple, tuple] = {}
+PLANS.follow(_RECIPES)  # a recipe holds a plan: stale when the plans are
 
 
 def _recipe_key(x, a, b, beta, alpha, opts) -> tuple:

@@ -327,6 +327,7 @@ class PlanCache:
         self.hot: dict[tuple, Callable[[], None]] = {}
         self._lock = threading.Lock()
         self._making: dict[tuple, threading.Lock] = {}  # a lock per key being planned
+        self._followers: list = []  # caches built on these plans, cleared with them
 
     def get(self, key: tuple, make: Callable[[], Plan]) -> Plan:
         """The general path's plan for `key`, made by `make()` on first use (a `make` that
@@ -367,11 +368,18 @@ class PlanCache:
                     self.hot.clear()
                 self.hot[key] = launch
 
+    def follow(self, cache) -> None:
+        """Clear `cache` (a dict or set whose entries hold or stand for plans: the drop-in
+        switch's) whenever these plans are cleared."""
+        self._followers.append(cache)
+
     def clear(self) -> None:
         with self._lock:
             self.general.clear()
             self.fast.clear()
             self.hot.clear()
+            for cache in self._followers:
+                cache.clear()
 
 
 PLANS = PlanCache()
