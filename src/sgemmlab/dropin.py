@@ -468,19 +468,19 @@ def _broadcast(target, x, shape: tuple, strides: tuple) -> None:
     dev = target.get_device()
     glue = product.TORCH
     handle = glue.raw_stream(dev)
-    key = (target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
-    fn = _FILLS.get(key)
-    if fn is None:
-        fn = _bind_fill(target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
+    key = (shape, strides, dev, handle)
+    fill = _FILLS.get(key)
+    if fill is None:
+        fill = _bind_fill(target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
         if len(_FILLS) > 1024:
             _FILLS.clear()
-        _FILLS[key] = fn
+        _FILLS[key] = fill
     prev = glue.device_ready(dev)
-    fn()
+    fill.launch_at(target.data_ptr(), x.data_ptr())  # the launch, repointed (launch.Packed)
     glue.restore(prev)
 
 
-_FILLS: dict[tuple, object] = {}  # bound fills, by pointers, shape, strides and stream
+_FILLS: dict[tuple, object] = {}  # packed fills, by shape, strides, device and stream
 _FILL_KERNELS: dict[int, object] = {}
 
 
@@ -509,7 +509,8 @@ def _bind_fill(pout: int, px: int, shape: tuple, strides: tuple, dev: int, handl
     blocks = max(1, min(-(-total // 256), 8 * gpu_info(dev).sm_count))
     args = (pout, px, np.int64(rows), np.int64(cols), np.int64(total),
             *(np.int64(s) for s in strides))
-    return Packed(kernel, stream_for(handle, dev), (blocks, 1, 1), (256, 1, 1), args)
+    return Packed(kernel, stream_for(handle, dev), (blocks, 1, 1), (256, 1, 1), args,
+                  pointer_slots=(0, 1))
 
 
 def _same(x, y) -> bool:

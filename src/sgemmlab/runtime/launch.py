@@ -145,17 +145,16 @@ class Packed:
         a product on new operands costs instead of packing every argument again."""
         if len(pointers) != len(self.pointer_slots):
             raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
-        cells = [self._values[i] for i in self.pointer_slots]
-        new = [_pointer(p) for p in pointers]
-        lock, launch = self._lock, self.__call__
+        new = tuple(_pointer(p) for p in pointers)
+        launch_at = self.launch_at
+        return lambda: launch_at(*new)
 
-        def go() -> None:
-            with lock:
-                for cell, p in zip(cells, new):
-                    cell.value = p
-                launch()
-
-        return go
+    def launch_at(self, *pointers: int) -> None:
+        """Launch with `pointers` (checked device pointers) in `pointer_slots`."""
+        with self._lock:
+            for i, p in zip(self.pointer_slots, pointers):
+                self._values[i].value = p
+            self()
 
 
 def _integers(*handles) -> tuple[int, ...] | None:
