@@ -167,3 +167,55 @@ def test_repointing_checks_its_pointers():
         p.repointed(0x10)
     with pytest.raises(TypeError, match="device pointer"):
         p.repointed(0x10, -1)
+
+
+def _driver_recorder(monkeypatch, nargs):
+    """A fake cuLaunchKernel (through fastcall) recording every argument as the kernel
+    would read it, for launches on integer handles."""
+    seen = []
+
+    def call(*a):
+        ptrs = (ctypes.c_void_p * nargs).from_address(a[9])
+        seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in range(nargs)))
+        return 0
+
+    monkeypatch.setattr(launch_mod.fastcall, "launch_kernel", lambda: call)
+    return seen
+
+
+def test_a_workspace_launch_is_repointed_and_follows_its_workspace(monkeypatch):
+    seen = _driver_recorder(monkeypatch, 13)
+    spaces = iter([(0xA000, 0xB000), (0xC000, 0xD000)])
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: next(spaces))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    kernel, stream = types.SimpleNamespace(handle=0x10), types.SimpleNamespace(handle=0x20)
+    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
+            np.int32(8), np.float32(0), 0x300, np.int32(8)]
+    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
+    w = launch_mod.WorkspaceLaunch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
+                                   lambda zeroed, scratch: [scratch, zeroed])
+    w()
+    w.repointed(0x400, 0x500, 0x600)()
+    monkeypatch.setattr(ws, "generation", ws.generation + 1)  # a bigger call replaced it
+    w.repointed(0x700, 0x800, 0x900)()
+    w()
+    abc = [(r[4], r[6], r[9]) for r in seen]
+    assert abc == [(0x100, 0x200, 0x300), (0x400, 0x500, 0x600), (0x700, 0x800, 0x900),
+                   (0x100, 0x200, 0x300)]
+    assert [r[11:] for r in seen] == [(0xB000, 0xA000)] * 2 + [(0xD000, 0xC000)] * 2
+
+
+def test_a_captured_workspace_launch_gets_its_own_workspace_and_the_new_pointers(monkeypatch):
+    seen = _driver_recorder(monkeypatch, 13)
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0xA000, 0xB000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: lambda: True)
+    monkeypatch.setattr(ws, "for_capture", lambda dev, stream, z, s: (0xE000, 0xF000, None))
+    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
+            np.int32(8), np.float32(0), 0x300, np.int32(8)]
+    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
+    w = launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
+                                   types.SimpleNamespace(handle=0x20), (1, 1, 1), (32, 1, 1),
+                                   head, p, lambda zeroed, scratch: [scratch, zeroed])
+    w.repointed(0x400, 0x500, 0x600)()
+    assert [(r[4], r[6], r[9], r[11], r[12]) for r in seen] == [
+        (0x400, 0x500, 0x600, 0xF000, 0xE000)]

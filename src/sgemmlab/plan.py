@@ -28,7 +28,7 @@ from .registry import config_key
 from .runtime import limits
 from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
-from .runtime.launch import POINTERS, Launcher, Packed
+from .runtime.launch import POINTERS, Launcher
 
 PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
 BOUND_LIMIT = 256  # bound launches kept per plan
@@ -226,8 +226,8 @@ class Plan:
         # its stream's workspace when a bigger call has replaced it)
         self.reuse = rung is not None
         self.bound: dict[tuple, Callable[[], None]] = {}
-        # per (stream, alpha, beta): a packed launch that new pointers repoint (`_bind`)
-        self.templates: dict[tuple, Packed] = {}
+        # per (stream, alpha, beta): a launch that new pointers repoint (`_bind`)
+        self.templates: dict[tuple, Callable[[], None]] = {}
         self.lock = threading.Lock()
 
     def launch(self, pa: int, pb: int, pc: int, handle: int, alpha: float,
@@ -242,11 +242,12 @@ class Plan:
 
     def _bind(self, key: tuple) -> Callable[[], None]:
         """The launch for these pointers, stream, alpha and beta. Where a launch of the same
-        stream, alpha and beta is a plain packed one (no workspace, one launch for the
-        batch), it is repointed: three pointers written, nothing checked or packed again
-        (the rung's checks depend on the shape, which the plan fixes, and on the pointers'
-        alignment, which is part of the plan's key). In a model the operands' pointers
-        change from call to call: activations come and go through the allocator."""
+        stream, alpha and beta exists as one launch for the whole batch (a Packed or a
+        WorkspaceLaunch), it is repointed: three pointers written, nothing checked or
+        packed again (the rung's checks depend on the shape, which the plan fixes, and on
+        the pointers' alignment, which is part of the plan's key). In a model the
+        operands' pointers change from call to call: activations come and go through the
+        allocator."""
         pa, pb, pc, handle, alpha, beta = key
         g = self.gemm
         if g.swap:
@@ -275,7 +276,7 @@ class Plan:
                           stride_c=g.stride_c)
             fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
                       **kw)
-            if isinstance(fn, Packed) and fn.pointer_slots == POINTERS:
+            if getattr(fn, "pointer_slots", None) == POINTERS:  # Packed, WorkspaceLaunch
                 # every call goes through a repointed one, which writes its own pointers:
                 # the template's are overwritten by the next
                 with self.lock:

@@ -301,39 +301,69 @@ class Launcher:
                                     lambda zeroed, scratch: [scratch, zeroed])
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
-                        tail) -> Callable[[], None]:
-        """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
-        workspace (sized by the plan `p`). The launch keeps working when a later, bigger
-        call replaces that workspace: it notices (workspace.generation) and asks for the
-        pointers again. A launch captured into a torch CUDA graph gets a workspace of its
-        own (workspace.for_capture), so the graph may replay on any stream."""
-        from . import workspace as ws
-
-        state: list = [None, None]  # [generation, the packed launch]
-        block = self.block
-        capturing = ws.capture_probe(stream)
-
-        def refresh() -> None:
-            zeroed, scratch = ws.workspace(self.device_id, stream, p.zeroed_bytes,
-                                           p.scratch_bytes)
-            state[:] = [ws.generation, Packed(kernel, stream, grid, block,
-                                              tuple(head + tail(zeroed, scratch)))]
-
-        refresh()
-
-        def go() -> None:
-            if capturing is not None and capturing():
-                zeroed, scratch, owner = ws.for_capture(self.device_id, stream,
-                                                        p.zeroed_bytes, p.scratch_bytes)
-                Packed(kernel, stream, grid, block, tuple(head + tail(zeroed, scratch)))()
-                del owner  # enqueued: the graph's pool keeps the memory
-                return
-            if state[0] != ws.generation:
-                refresh()
-            state[1]()
-
-        return go
+                        tail) -> WorkspaceLaunch:
+        return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail)
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""
         self.bind(*args, **kwargs)()
+
+
+class WorkspaceLaunch:
+    """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
+    workspace (sized by the plan `p`). The launch keeps working when a later, bigger call
+    replaces that workspace: it notices (workspace.generation) and asks for the pointers
+    again. A launch captured into a torch CUDA graph gets a workspace of its own
+    (workspace.for_capture), so the graph may replay on any stream. Like a packed launch it
+    can be repointed at other A, B and C (`head`'s POINTERS slots), for the plan's calls on
+    new operands."""
+
+    pointer_slots = POINTERS
+
+    def __init__(self, device_id: int, kernel, stream, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], head: list, p, tail):
+        from . import workspace as ws
+
+        self._ws, self._device_id, self._kernel, self._stream = ws, device_id, kernel, stream
+        self._grid, self._block, self._head, self._p, self._tail = grid, block, head, p, tail
+        self._pointers = tuple(head[i] for i in POINTERS)
+        self._capturing = ws.capture_probe(stream)
+        self._lock = threading.Lock()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        zeroed, scratch = self._ws.workspace(self._device_id, self._stream,
+                                             self._p.zeroed_bytes, self._p.scratch_bytes)
+        self._generation = self._ws.generation
+        self._packed = Packed(self._kernel, self._stream, self._grid, self._block,
+                              tuple(self._head + self._tail(zeroed, scratch)), POINTERS)
+
+    def launch_at(self, *pointers: int) -> None:
+        """Launch with `pointers` (checked device pointers) as A, B and C."""
+        ws = self._ws
+        if self._capturing is not None and self._capturing():
+            zeroed, scratch, owner = ws.for_capture(self._device_id, self._stream,
+                                                    self._p.zeroed_bytes,
+                                                    self._p.scratch_bytes)
+            args = list(self._head)
+            for i, ptr in zip(POINTERS, pointers):
+                args[i] = ptr
+            Packed(self._kernel, self._stream, self._grid, self._block,
+                   tuple(args + self._tail(zeroed, scratch)))()
+            del owner  # enqueued: the graph's pool keeps the memory
+            return
+        with self._lock:
+            if self._generation != ws.generation:
+                self._refresh()
+            self._packed.launch_at(*pointers)
+
+    def __call__(self) -> None:
+        self.launch_at(*self._pointers)
+
+    def repointed(self, *pointers: int) -> Callable[[], None]:
+        """This launch on other A, B and C (Packed.repointed)."""
+        if len(pointers) != len(POINTERS):
+            raise ValueError(f"{len(pointers)} pointers for {len(POINTERS)} slots")
+        new = tuple(_pointer(p) for p in pointers)
+        launch_at = self.launch_at
+        return lambda: launch_at(*new)
