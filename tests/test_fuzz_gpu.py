@@ -84,3 +84,25 @@ def test_the_ways_operands_are_handed_over(kw):
 def test_a_negative_view_as_the_output_is_refused():
     rec = fuzz.check(fuzz.Case(8, 8, 8, view="neg_c"), 1)
     assert rec["status"] == "refused" and "negative bit" in rec["why"], rec
+
+
+SWITCHED = [  # (M, N, K, more): ragged, 1 and primes, batches with a broadcast operand
+    (1, 1, 1, {}), (1, 4096, 4096, dict(layout="NT")), (37, 29, 41, dict(layout="TT")),
+    (61, 1, 97, dict(pad=(3, 1, 5), offset=1)), (128, 3072, 768, dict(layout="NT")),
+    (13, 17, 19, dict(batch=3, broadcast="b", layout="NT")),
+    (13, 17, 19, dict(batch=8, broadcast="a", beta=-1.0)),
+    (31, 33, 65, dict(view="neg_ab", beta=0.25)), (5, 7, 3, dict(inject="nan_c", beta=1.0)),
+    (64, 64, 64, dict(precision="tf32x3", beta=1.0)), (97, 65, 33, dict(deterministic=True)),
+]
+
+
+@pytest.mark.parametrize("entry", ["switch", "switch_bias"])
+@pytest.mark.parametrize("shape", SWITCHED, ids=lambda s: f"{s[0]}x{s[1]}x{s[2]}{s[3]}")
+def test_torch_ops_under_the_switch_are_checked_like_sgemm(entry, shape):
+    """The campaign's switch entries: torch.addmm / baddbmm under torch_mode, called twice
+    (the second on a plan made before and a launch repointed at new operands), judged
+    against float64 like an sgemm call."""
+    M, N, K, more = shape
+    case = fuzz.Case(M, N, K, **{"alpha": -2.5, "beta": 0.5, **more, "entry": entry})
+    rec = fuzz.check(case, 11)
+    assert rec["status"] == "ok", rec

@@ -26,6 +26,16 @@ non-blocking CuPy stream of their own, and pending JAX results, both through DLP
 scalars, Fractions and 0-d tensors (on the GPU too). With alpha = 0 the reference is beta C
 whatever NaN or Inf A and B hold (BLAS reads neither).
 
+The call itself is drawn too (`entry`): `sgemmlab.sgemm`, or torch's own ops inside
+`sgemmlab.torch_mode()`, which reach sgemmlab through torch's dispatcher: "switch" is
+torch.addmm (torch.baddbmm for a batch, a broadcast operand expanded) with `out=C` and C as
+the input, the BLAS update; "switch_bias" the same into a new tensor with a row of N biases
+as the input (the fill kernel, and the recipes a second call takes). Each switch case is
+called twice, first on fresh operands of the same geometry: the judged call then runs on a
+plan made before and a launch repointed at its operands. The switch serves only what torch
+would compute the same way, so its cases draw none of what it hands to torch (α = 0, the
+"tf32" precision, named kernels, other producers, scalar types, a negative C).
+
 Documented limits are drawn around, not into: Inf inputs with "tf32x3" (docs/api.md: the
 split's remainder is inf - inf); and without `deterministic`, subnormal results may be zero
 (docs/api.md: the GPU's float atomic add, which atomic fix-up uses, flushes subnormals — the
@@ -55,6 +65,8 @@ VIEWS = ("",) * 16 + ("neg_a", "neg_b", "neg_ab", "conj_a", "neg_c")
 PRODUCERS = ("torch",) * 12 + ("cupy", "jax")
 #: how alpha and beta are passed (every type the API accepts; "int" only where integral)
 SCALARS = ("float",) * 4 + ("int", "np32", "np64", "fraction", "tensor", "cuda_tensor")
+#: how the product is called: sgemmlab.sgemm, or torch ops under sgemmlab.torch_mode()
+ENTRIES = ("sgemm",) * 5 + ("switch", "switch_bias")
 SUBNORMAL_SPACING = 2.0**-149
 SMALLEST_NORMAL = 2.0**-126  # the floor where atomic adds may flush subnormals to zero
 
@@ -78,12 +90,14 @@ class Case:
     view: str = ""
     producer: str = "torch"
     scalar: str = "float"
+    entry: str = "sgemm"
 
     def label(self) -> str:
         b = f"{self.batch}{self.broadcast}@" if self.batch > 1 else ""
         k = f" kernel={self.kernel}" if self.kernel else ""
         how = "".join(f" {x}" for x in (self.view, self.producer != "torch" and self.producer,
-                                         self.scalar != "float" and self.scalar) if x)
+                                         self.scalar != "float" and self.scalar,
+                                         self.entry != "sgemm" and self.entry) if x)
         return (f"{b}{self.M}x{self.N}x{self.K}:{self.layout} pad={self.pad} off={self.offset} "
                 f"a={self.alpha} b={self.beta} {self.inject or 'finite'} {self.precision}"
                 f"{' det' if self.deterministic else ''}{k}{how}")
@@ -107,15 +121,27 @@ def cases():
         inject = draw(st.sampled_from(INJECT))
         if precision == "tf32x3" and "inf" in inject:
             inject = ""  # documented: Inf with tf32x3 gives NaN (docs/api.md)
-        return Case(M, N, K, draw(st.sampled_from(("NN", "NT", "TN", "TT"))), batch, broadcast,
-                    tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3)),
-                    draw(st.sampled_from((0, 0, 0, 1, 2, 3))), draw(st.sampled_from(ALPHAS)),
-                    draw(st.sampled_from(BETAS)), inject, precision, draw(st.booleans()),
-                    "?" if draw(st.integers(0, 3)) == 0 else None, draw(st.sampled_from(VIEWS)),
-                    draw(st.sampled_from(producers)), draw(st.sampled_from(SCALARS)))
+        c = Case(M, N, K, draw(st.sampled_from(("NN", "NT", "TN", "TT"))), batch, broadcast,
+                 tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3)),
+                 draw(st.sampled_from((0, 0, 0, 1, 2, 3))), draw(st.sampled_from(ALPHAS)),
+                 draw(st.sampled_from(BETAS)), inject, precision, draw(st.booleans()),
+                 "?" if draw(st.integers(0, 3)) == 0 else None, draw(st.sampled_from(VIEWS)),
+                 draw(st.sampled_from(producers)), draw(st.sampled_from(SCALARS)),
+                 draw(st.sampled_from(ENTRIES)))
+        return c if c.entry == "sgemm" else for_the_switch(c)
 
     producers = tuple(p for p in PRODUCERS if p == "torch" or _importable(p))
     return case()
+
+
+def for_the_switch(c: Case) -> Case:
+    """A drawn case as the switch serves it: none of what it hands to torch's own kernels
+    (α = 0, "tf32", a named kernel, another producer or scalar type, a negative C)."""
+    from dataclasses import replace
+
+    return replace(c, alpha=c.alpha or 1.0, precision="ieee" if c.precision == "tf32" else
+                   c.precision, kernel=None, producer="torch", scalar="float",
+                   view="" if c.view == "neg_c" else c.view)
 
 
 def _importable(module: str) -> bool:
@@ -371,17 +397,38 @@ def check(case: Case, seed: int) -> dict:
 
     from ..errors import ConfigError, DispatchError, LayoutError, OperandError
 
-    kernel = kernel_for(case, random.Random(seed))
+    kernel = kernel_for(case, random.Random(seed)) if case.entry == "sgemm" else None
     A, B, C, cbuf, C0 = operands(case, seed)
     sentinel = cbuf.clone()
     rec = {**asdict(case), "kernel": kernel, "seed": seed}
     c_arg = torch._neg_view(C) if case.view == "neg_c" else C
     alpha, beta = as_scalar(case.alpha, case.scalar), as_scalar(case.beta, case.scalar)
+    bias = None
     try:
-        with handed_over(case, A, B) as (a_arg, b_arg):
-            sgemmlab.sgemm(a_arg, b_arg, c_arg, alpha=alpha, beta=beta, out=c_arg,
-                           kernel=kernel, deterministic=case.deterministic,
-                           precision=case.precision)
+        if case.entry == "sgemm":
+            with handed_over(case, A, B) as (a_arg, b_arg):
+                sgemmlab.sgemm(a_arg, b_arg, c_arg, alpha=alpha, beta=beta, out=c_arg,
+                               kernel=kernel, deterministic=case.deterministic,
+                               precision=case.precision)
+        else:
+            warm = operands(case, seed + 1)  # the same geometry at other addresses
+            if case.entry == "switch_bias":
+                bias = _bias(case, seed)
+            with sgemmlab.torch_mode(precision=case.precision,
+                                     deterministic=case.deterministic) as mode:
+                through_switch(case, *warm[:3], _bias(case, seed + 1) if bias is not None
+                               else None)
+                out = through_switch(case, A, B, C, bias)
+            # (a negative view may reach it resolved by torch's Negative fallback, or be
+            # passed to torch: either is right, and the judge below checks the values)
+            if not case.view and (sum(mode.passed.values()) or
+                                  sum(mode.served.values()) != 2):
+                return {**rec, "status": "failed", "error": math.inf,
+                        "flushed_subnormals": False,
+                        "why": f"the switch served {dict(mode.served)} and passed "
+                               f"{dict(mode.passed)}, not both calls"}
+            if bias is not None:
+                C = out
         torch.cuda.synchronize()
     except (OperandError, LayoutError, ConfigError, DispatchError, ValueError,
             OverflowError) as exc:
@@ -389,7 +436,8 @@ def check(case: Case, seed: int) -> dict:
     if case.view == "neg_c":  # refused above, or it wrote through a negative view
         return {**rec, "status": "failed", "why": "a negative view was taken as the output",
                 "error": math.inf, "flushed_subnormals": False}
-    bc = case.beta * C0.double() if case.beta != 0 else None
+    c_in = C0 if bias is None else bias.expand(C.shape)
+    bc = case.beta * c_in.double() if case.beta != 0 else None
     spacing = SUBNORMAL_SPACING if case.deterministic else SMALLEST_NORMAL
     # "tf32" keeps 10 of the 23 mantissa bits of each operand, truncated by the tensor core
     # or rounded by a pre-pass, whichever path the call took (or all of them, where an
@@ -415,7 +463,7 @@ def check(case: Case, seed: int) -> dict:
         if verdicts[-1][0]:
             break
     ok, why, err = min(verdicts, key=lambda v: (not v[0], v[2]))
-    if ok:  # nothing outside C's view was written
+    if ok and bias is None:  # nothing outside C's view was written
         view = torch.zeros_like(cbuf, dtype=torch.bool)
         torch.as_strided(view, C.shape, C.stride(), C.storage_offset()).fill_(True)
         if not torch.equal(cbuf[~view], sentinel[~view]):
@@ -426,6 +474,35 @@ def check(case: Case, seed: int) -> dict:
     flushed = ok and err > error_bound(case.K) and not case.deterministic
     return {**rec, "status": "ok" if ok else "failed", "why": why, "error": err,
             "flushed_subnormals": flushed}
+
+
+def through_switch(case: Case, A, B, C, bias):
+    """The case's product as torch code makes it, under the switch (the caller's mode):
+    with `bias` (a row of N), beta bias + alpha A B into a new tensor; else the BLAS update
+    of C in place (out=C, C as the input). A batch goes to baddbmm, a broadcast operand
+    expanded over it (a batch stride of 0)."""
+    import torch
+
+    x = C if bias is None else bias
+    kw = {"beta": case.beta, "alpha": case.alpha}
+    if bias is None:
+        kw["out"] = C
+    if case.batch == 1:
+        return torch.addmm(x, A, B, **kw)
+    A3 = A if A.dim() == 3 else A.expand(case.batch, *A.shape)
+    B3 = B if B.dim() == 3 else B.expand(case.batch, *B.shape)
+    return torch.baddbmm(x, A3, B3, **kw)
+
+
+def _bias(case: Case, seed: int):
+    """A row of N biases (NaN in one where the case injects NaN into C and beta reads it)."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed ^ 0x5EED)
+    b = torch.rand(case.N, device="cuda", generator=gen) * 2 - 1
+    if case.inject == "nan_c" and case.beta != 0:
+        b[_pick(torch.Generator().manual_seed(seed), case.N)] = math.nan
+    return b
 
 
 def campaign(count: int, seed: int = 0, on_record=None) -> tuple[list[dict], dict | None]:
