@@ -359,3 +359,15 @@ def test_the_switchs_caches_are_forgotten_with_the_plans(gen, cpu_switch):
     assert dropin._RECIPES
     sgemmlab.api.clear_caches()
     assert not dropin._RECIPES and not dropin._REFUSED_KEYS
+
+
+def test_a_torch_without_cuda_kernels_makes_the_switch_a_no_op(gen):
+    """CPU builds of torch have no CUDA kernels to replace: the switch registers nothing,
+    and products run on torch's own kernels as before (nothing served, nothing passed)."""
+    if torch._C._dispatch_has_kernel_for_dispatch_key("aten::mm", "CUDA"):
+        pytest.skip("this torch has CUDA kernels")
+    a, b = rand(4, 5, gen=gen), rand(5, 3, gen=gen)
+    with torch_mode() as mode:
+        got = a @ b
+    assert not mode.served and not mode.passed
+    torch.testing.assert_close(got, a @ b)

@@ -154,6 +154,9 @@ def _register() -> None:
     """Register sgemmlab's functions as the KEY kernels of OPS, keeping torch's own."""
     global _library
     product.TORCH.find()  # the hot path's view of torch (current stream, device)
+    if not all(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", KEY)
+               for op in OPS):
+        return  # a torch built without CUDA: it has no such products to replace
     originals = {op: torch.library.get_kernel(f"aten::{op}", KEY) for op in OPS}
     lib = torch.library.Library("aten", "IMPL")
     try:
