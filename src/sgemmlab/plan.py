@@ -280,6 +280,8 @@ class Plan:
                 # every call goes through a repointed one, which writes its own pointers:
                 # the template's are overwritten by the next
                 with self.lock:
+                    if len(self.templates) >= BOUND_LIMIT:
+                        self.templates.clear()
                     self.templates[(handle, alpha, beta)] = fn
                 fn = fn.repointed(pa, pb, pc)
         self._keep(key, fn)
