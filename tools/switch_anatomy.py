@@ -1,7 +1,7 @@
 """Where a product through the drop-in switch spends its time: host against GPU, and the
-host time of each piece of the switch's path. A probe, run on the GPU machine by hand:
+host time of each piece of the switch's path. A probe, run on the GPU machine:
 
-    PYTHONPATH=src python3 tools/switch_anatomy.py     # writes $OUT/probe3.json
+    tools/h200.sh anatomy      # PYTHONPATH=src python3 tools/switch_anatomy.py
 
 For each layer shape, F.linear and mm(x, W.t()) without and with sgemmlab.torch_mode():
 host µs per call (the GPU kept busy by a sleep kernel: bench/overhead.py's method) and GPU
@@ -9,14 +9,15 @@ host µs per call (the GPU kept busy by a sleep kernel: bench/overhead.py's meth
 and the rung dispatch ran. Then, at 1x1024x1024, the host µs of the pieces: allocation, the
 bias copy, the hot path's key and launch, a ctypes cuLaunchKernel on the same packed
 arguments, and a Python aten::mm kernel that only allocates (the dispatcher's boxing).
-Its output at 7aa67f5 is results/nvidia-h200/switch-anatomy-20261202T2032Z.json.
+It writes results/<gpu>/switch-anatomy-<time>.json (bench/results.py: the environment and
+the commit with the measurements). The first run, at 7aa67f5, before this file wrote its
+own results, is results/nvidia-h200/switch-anatomy-20261202T2032Z.json.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
-import os
 import sys
 
 sys.path.insert(0, "src")
@@ -26,6 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import sgemmlab  # noqa: E402
 from sgemmlab import product  # noqa: E402
+from sgemmlab.bench import results  # noqa: E402
 from sgemmlab.bench.overhead import host_seconds_per_call  # noqa: E402
 from sgemmlab.runtime.launch import Packed  # noqa: E402
 
@@ -117,12 +119,18 @@ def pieces() -> dict:
 
 
 def main() -> None:
+    from sgemmlab.runtime.device import gpu_info
+
     torch.backends.cuda.matmul.allow_tf32 = False
     res = shapes()
     res["pieces 1x1024x1024"] = pieces()
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "probe3.json"), "w") as f:
-        f.write(json.dumps(res, indent=1))
+    gpu = gpu_info(0)
+    run = results.new_run("switch-anatomy", gpu, {
+        "host": "µs per call, the GPU kept busy (bench/overhead.py)",
+        "gpu": "µs per call, 200 calls queued behind a sleep, CUDA events"})
+    run["measurements"] = res
     print(json.dumps(res, indent=1))
+    print("results:", results.write(run, gpu.slug, f"switch-anatomy-{results.stamp()}"))
 
 
 if __name__ == "__main__":
