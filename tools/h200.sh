@@ -2,7 +2,8 @@
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
-#                               sanitize accuracy tensor firstcall profile dropin fuzz anatomy
+#                               sanitize accuracy tensor firstcall profile dropin fuzz models
+#                               anatomy
 #                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
@@ -123,6 +124,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         sg firstcall || status=1 ;;
     profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
       sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
+    models)  # whole torch models with and without the switch, and the tf32x3 training step
+      sg bench --model "${MODELS:-all}" || status=1
+      sg bench --model encoder --precision tf32x3 || status=1 ;;
     anatomy)  # where a product through the drop-in switch spends its time, host and GPU
       python3 tools/switch_anatomy.py || status=1 ;;
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)
