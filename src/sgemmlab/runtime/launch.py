@@ -5,7 +5,9 @@ device pointers, on a given stream. Kernels are compiled (or read from the disk 
 per (rung, configuration, alignment variant, architecture) and kept loaded.
 
 A bound launch is a `Packed` launch: its arguments packed into C memory once, so a call
-is one cuLaunchKernel. cuda.core's `launch()` packs the arguments and converts the
+is one cuLaunchKernel (through ctypes: runtime/fastcall.py), and a call on other operands
+of the same plan writes their three pointers into that memory (`repointed`) instead of
+packing it again. cuda.core's `launch()` packs the arguments and converts the
 configuration on every call; bench's isolated mode counts the host time of a call, which
 after a synchronize runs from cold caches, and there that was 9 µs of a 16.6 µs bound
 launch at 4096 x 4096 x 256 (tools/profile_host.py --cold,
@@ -136,7 +138,6 @@ class Packed:
         if err:
             raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
                                f"{self.grid}, block {self.block})")
-
 
     def repointed(self, *pointers: int) -> Callable[[], None]:
         """This launch on other pointers in `pointer_slots` (the rest as packed): a call
