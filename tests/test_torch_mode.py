@@ -52,7 +52,8 @@ def cpu_switch(monkeypatch):
     torch_mode.disable_all()
     s = StandIn()
     monkeypatch.setattr(dropin, "KEY", "CPU")
-    monkeypatch.setattr(dropin, "_product", s.product)
+    monkeypatch.setattr(dropin, "NATIVE", False)  # the Python kernels (the native ones:
+    monkeypatch.setattr(dropin, "_product", s.product)  # tests/test_torch_mode_native.py)
     monkeypatch.setattr(dropin, "_plan_for", s.plan_for)
     monkeypatch.setattr(dropin, "_run", s.run)
     monkeypatch.setattr(dropin, "_fill",

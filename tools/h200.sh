@@ -3,7 +3,7 @@
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
-#                               anatomy
+#                               anatomy native
 #                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
@@ -127,6 +127,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1
       sg bench --model encoder --precision tf32x3 || status=1 ;;
+    native)  # the drop-in switch's native kernels, built once into the cache (the tests,
+      # the models and the anatomy then load them)
+      python3 -c "from sgemmlab.runtime import native; import time; t = time.time(); \
+m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1), 's')" \
+        || status=1 ;;
     anatomy)  # where a product through the drop-in switch spends its time, host and GPU
       python3 tools/switch_anatomy.py || status=1 ;;
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)

@@ -54,6 +54,8 @@ from . import product
 from .dispatch import check_precision
 from .errors import ConfigError, OperandError
 from .plan import PLANS, describe, make_plan
+from .runtime import fastcall, native
+from .runtime.launch import POINTERS
 
 #: The aten products the switch serves (name, overload): what torch.library registers.
 OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
@@ -84,8 +86,20 @@ class torch_mode:  # noqa: N801  (used like a function: with sgemmlab.torch_mode
         if not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
         self.precision, self.deterministic = precision, deterministic
-        self.served: Counter = Counter()
-        self.passed: Counter = Counter()
+        self._served: Counter = Counter()
+        self._passed: Counter = Counter()
+
+    @property
+    def served(self) -> Counter:
+        """Calls this mode computed on sgemmlab's kernels, by aten op."""
+        _harvest()
+        return self._served
+
+    @property
+    def passed(self) -> Counter:
+        """Calls this mode gave to torch's own kernels, by aten op."""
+        _harvest()
+        return self._passed
 
     def enable(self) -> torch_mode:
         """Turn the switch on with this mode's options (innermost until disabled)."""
@@ -143,20 +157,56 @@ _ORIGINAL: dict[str, object] = {}  # op -> torch's kernel, called for what sgemm
 #: without a GPU).
 KEY = "CUDA"
 _MODE: torch_mode | None = None  # the innermost mode, read by every call
+#: Use the native kernels where they build (runtime/native.py); False: the Python ones
+#: (SGEMMLAB_NATIVE=0 says so for a process; the CPU tests of the routing set it).
+NATIVE = True
+_native = None  # the native module while its kernels are registered
+_PRECISION_CODES = {None: -1, "ieee": 0, "tf32x3": 1}  # csrc/switch.cpp's g_precision
+
+
+def _driver_calls() -> tuple[int, int] | None:
+    """The addresses of cuLaunchKernel and cuStreamIsCapturing for the native kernels, or
+    None where the driver library is not reachable through ctypes."""
+    return fastcall.addresses()
 
 
 def _activate() -> None:
     global _MODE
+    _harvest()  # what the native kernels counted belongs to the mode that was innermost
     _MODE = _STACK[-1] if _STACK else None
+    if _native is not None:
+        mode = _MODE
+        _native.set_mode(-2 if mode is None else _PRECISION_CODES[mode.precision],
+                         bool(mode is not None and mode.deterministic))
+
+
+def _harvest() -> None:
+    """Add the native kernels' counts (csrc/switch.cpp) to the innermost mode's."""
+    nat, mode = _native, _MODE
+    if nat is None:
+        return
+    served, passed = nat.take_counts()
+    if mode is not None:
+        mode._served.update(served)
+        mode._passed.update(passed)
 
 
 def _register() -> None:
-    """Register sgemmlab's functions as the KEY kernels of OPS, keeping torch's own."""
-    global _library
+    """Register sgemmlab's kernels for KEY as the kernels of OPS, keeping torch's own: the
+    native ones (csrc/switch.cpp) where they build, else the Python ones below."""
+    global _library, _native
     product.TORCH.find()  # the hot path's view of torch (current stream, device)
     if not all(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", KEY)
                for op in OPS):
         return  # a torch built without CUDA: it has no such products to replace
+    calls = _driver_calls() if NATIVE else None
+    nat = native.load() if calls is not None else None
+    if nat is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nat.enable(KEY, *calls, _miss, product.make_current)
+        _native = nat
+        return
     originals = {op: torch.library.get_kernel(f"aten::{op}", KEY) for op in OPS}
     lib = torch.library.Library("aten", "IMPL")
     try:
@@ -174,7 +224,10 @@ def _register() -> None:
 
 def _unregister() -> None:
     """Give the ops back to torch: destroying the library restores its kernels."""
-    global _library
+    global _library, _native
+    if _native is not None:
+        _native.disable()
+        _native = None
     if _library is not None:
         _library._destroy()
         _library = None
@@ -200,7 +253,7 @@ def _options(mode: torch_mode) -> tuple[str, bool] | None:
 def _passed(name: str, ks, args, kwargs):
     mode = _MODE
     if mode is not None:
-        mode.passed[name] += 1
+        mode._passed[name] += 1
     return _ORIGINAL[name].call_boxed(ks, *args, **kwargs)
 
 
@@ -256,28 +309,37 @@ def _plan_for(a, b, c, opts: tuple[str, bool], fresh: bool = False):
     the general path keys them), refusals in _REFUSED_KEYS."""
     if a.is_neg() or b.is_neg() or c.is_neg():
         return None
-    dev = a.get_device()
-    if b.get_device() != dev or c.get_device() != dev:
+    key = _plan_key(a, b, c, opts)
+    if key is None:
         return None
-    precision, det = opts
-    aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
-    key = (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), dev, aligned,
-           None, None, det, precision)
     plan = PLANS.general.get(key)
     if plan is None:
         if key in _REFUSED_KEYS or _capturing():
             return None
+        dev = key[6]
         try:
             plan = PLANS.get(key, lambda: make_plan(
                 describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                          (tuple(c.shape), c.stride()), "out"),
-                dev, None, None, det, aligned, precision))
+                dev, None, None, key[10], key[7], key[11]))
         except _REFUSED:
             _refuse(key)
             return None
     if not fresh and _overlap(c, a, b):
         return None
     return plan
+
+
+def _plan_key(a, b, c, opts: tuple[str, bool]) -> tuple | None:
+    """The plan cache's key of c = a @ b (the general path's), or None for operands on
+    different devices."""
+    dev = a.get_device()
+    if b.get_device() != dev or c.get_device() != dev:
+        return None
+    precision, det = opts
+    aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
+    return (a.shape, a.stride(), b.shape, b.stride(), c.shape, c.stride(), dev, aligned,
+            None, None, det, precision)
 
 
 def _refuse(key: tuple) -> None:
@@ -329,7 +391,7 @@ def _mm(ks, a, b):
         if opts is not None and a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0]:
             r = _product(a, b, *opts)
             if r is not None:
-                mode.served["mm"] += 1
+                mode._served["mm"] += 1
                 return r
     return _passed("mm", ks, (a, b), {})
 
@@ -342,24 +404,14 @@ def _bmm(ks, a, b):
                 and a.shape[2] == b.shape[1]:
             r = _product(a, b, *opts)
             if r is not None:
-                mode.served["bmm"] += 1
+                mode._served["bmm"] += 1
                 return r
     return _passed("bmm", ks, (a, b), {})
 
 
 def _product_out(name: str, dims: int, ks, a, b, out):
-    mode = _MODE
-    if mode is not None and _ours(a, b, out) and a.dim() == dims and b.dim() == dims:
-        opts = _options(mode)
-        plan = None
-        if opts is not None and _shape_ok(a, b, dims) and \
-                tuple(out.shape) == _out_shape(a, b, dims):
-            plan = _plan_for(a, b, out, opts)
-        if plan is not None:
-            _run(plan, a, b, out, 1.0, 0.0)
-            mode.served[name] += 1
-            return out
-    return _passed(name, ks, (a, b), {"out": out})
+    r = _serve(name, dims, None, a, b, 0, 1, out)
+    return r if r is not None else _passed(name, ks, (a, b), {"out": out})
 
 
 def _mm_out(ks, a, b, *, out):
@@ -389,11 +441,28 @@ def _broadcasts(x, shape: tuple) -> bool:
 
 def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
     """addmm / baddbmm (into a new tensor, or `out`): beta x + alpha a @ b."""
+    r = _serve(name, dims, x, a, b, beta, alpha, out)
+    if r is not None:
+        return r
+    kwargs = {"beta": beta, "alpha": alpha}
+    if out is not None:
+        kwargs["out"] = out
+    return _passed(name, ks, (x, a, b), kwargs)
+
+
+def _serve(name: str, dims: int, x, a, b, beta, alpha, out=None, export=None):
+    """beta x + alpha a @ b on sgemmlab's kernels (x None: a product alone, beta 0), into a
+    new tensor or `out`; or None where torch's kernel is to run the call. `export`, a list
+    (the native kernels' miss), receives how the next call of this signature is served
+    without Python: a recipe (`_recipe`), or REFUSE where every such call goes to torch."""
     mode = _MODE
-    ours = mode is not None and _ours(x, a, b) and (out is None or _ours(out)) and \
-        not x.is_neg()
+    if mode is None:
+        return None
+    ours = _ours(a, b) and (x is None or _ours(x) and not x.is_neg()) and \
+        (out is None or _ours(out))
     opts = _options(mode) if ours else None
-    if out is None and opts is not None:  # a call this switch served before: its recipe
+    if x is not None and out is None and opts is not None and export is None:
+        # a call this switch served before: its recipe
         key = _recipe_key(x, a, b, beta, alpha, opts)
         recipe = _RECIPES.get(key)
         if recipe is not None and not (a.is_neg() or b.is_neg()):
@@ -402,41 +471,100 @@ def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
             if strides is not None:
                 _fill(target, x, shape, strides)
             _run(plan, a, b, target, al, be)
-            mode.served[name] += 1
+            mode._served[name] += 1
             return target
-    kwargs = {"beta": beta, "alpha": alpha}
-    if out is not None:
-        kwargs["out"] = out
-    if not ours:
-        return _passed(name, ks, (x, a, b), kwargs)
+    if opts is None:
+        return None
     al, be = _scalar(alpha), _scalar(beta)
-    if opts is None or al is None or be is None or al == 0 or a.dim() != dims or \
-            b.dim() != dims or not _shape_ok(a, b, dims):
-        return _passed(name, ks, (x, a, b), kwargs)
+    if al is None or be is None or al == 0 or a.dim() != dims or b.dim() != dims or \
+            not _shape_ok(a, b, dims):
+        return _refused(export)
     shape = _out_shape(a, b, dims)
-    if not _broadcasts(x, shape) or x.device != a.device:
-        return _passed(name, ks, (x, a, b), kwargs)
+    if x is not None and (not _broadcasts(x, shape) or x.device != a.device):
+        return _refused(export)
     # torch's rule: beta == 0 ignores x (NaN in it included); else x is copied into the
     # output (unless it is the output itself) and the kernel updates it in place
     if out is None:
         target = a.new_empty(shape)
-    elif tuple(out.shape) != shape or (be != 0 and not _same(out, x) and _overlap(out, x, x)):
-        return _passed(name, ks, (x, a, b), kwargs)
+    elif tuple(out.shape) != shape or (x is not None and be != 0 and not _same(out, x)
+                                       and _overlap(out, x, x)):
+        return None
     else:
         target = out
     plan = _plan_for(a, b, target, opts, fresh=out is None)
     if plan is None:
-        return _passed(name, ks, (x, a, b), kwargs)
-    if be != 0 and not _same(target, x):
-        _fill(target, x, shape)
+        key = _plan_key(a, b, target, opts)
+        return _refused(export) if key is not None and key in _REFUSED_KEYS else None
+    fill = None
+    filled = x is not None and be != 0 and not _same(target, x)
+    if filled:
+        fill = _fill(target, x, shape)
     _run(plan, a, b, target, al, be)
-    if out is None:  # the next call of this signature goes straight to the launches
+    if export is not None:
+        recipe = _recipe(plan, shape, a.get_device(), al, be, fill if filled else ())
+        if recipe is not None:
+            export.append(recipe)
+    if x is not None and out is None and export is None:
+        # the next call of this signature goes straight to the launches
         strides = _broadcast_strides(x, shape) if be != 0 else None
         if len(_RECIPES) > 4096:
             _RECIPES.clear()
-        _RECIPES[key] = (plan, shape, strides, al, be)
-    mode.served[name] += 1
+        _RECIPES[_recipe_key(x, a, b, beta, alpha, opts)] = (plan, shape, strides, al, be)
+    mode._served[name] += 1
     return target
+
+
+REFUSE = "refuse"
+#: What fills an exported launch's pointer slot (csrc/switch.cpp's Operand)
+A, B, OUT, X = 0, 1, 2, 3
+
+
+def _refused(export) -> None:
+    """None (torch runs the call), telling the native kernels that every call of this
+    signature goes to torch (what decided it is part of their key)."""
+    if export is not None:
+        export.append(REFUSE)
+    return None
+
+
+def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill) -> tuple | None:
+    """(output shape, launches) as csrc/switch.cpp runs a call of this signature, or None
+    where it cannot (the call then asks Python every time): the fill launch (`fill`; ()
+    when there is none) then the plan's launch, each as Packed.export gives it, on the
+    template the plan launched through (Plan.templates), its A, B and C slots naming the
+    caller's operands."""
+    launches = []
+    if fill is None:  # filled by torch's copy (a strided out=)
+        return None
+    if fill != ():
+        launches.append(fill.export({0: OUT, 1: X}))
+    if plan.kind == "empty":
+        return tuple(shape), launches
+    if plan.kind != "gemm" or plan.per_item:
+        return None
+    template = _template(plan, dev, alpha, beta)
+    if template is None or not hasattr(template, "export"):
+        return None  # a launch that cannot be repointed (the TMA rungs' tensor maps)
+    codes = (B, A, OUT) if plan.gemm.swap else (A, B, OUT)
+    try:
+        launches.append(template.export(dict(zip(POINTERS, codes))))
+    except TypeError:
+        return None
+    return tuple(shape), launches
+
+
+def _template(plan, dev: int, alpha: float, beta: float):
+    """The launch the plan ran this call through on torch's current stream (or None)."""
+    return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta))
+
+
+def _miss(op: int, x, a, b, out, beta, alpha):
+    """The native kernels' question for a call they have no recipe for: (the result, or
+    None for torch's kernel; the recipe for the next such call, REFUSE, or None)."""
+    name = OPS[op]
+    export: list = []
+    r = _serve(name, 3 if name.startswith("b") else 2, x, a, b, beta, alpha, out, export)
+    return r, export[0] if export else None
 
 
 #: addmm/baddbmm calls served into a new tensor, by signature: (plan, output shape, the
@@ -454,19 +582,20 @@ def _recipe_key(x, a, b, beta, alpha, opts) -> tuple:
             type(beta), beta, type(alpha), alpha, opts)
 
 
-def _fill(target, x, shape: tuple, strides: tuple | None = None) -> None:
+def _fill(target, x, shape: tuple, strides: tuple | None = None):
     """target = x broadcast to `shape` (torch's broadcasting), on torch's current stream:
-    kernels/broadcast.cu for a contiguous target, torch's copy otherwise. `strides`: x's
-    broadcast strides, where the caller has them."""
-    if target.numel() == 0:
-        return
+    kernels/broadcast.cu for a contiguous target (returns its packed launch), torch's copy
+    otherwise (returns None). `strides`: x's broadcast strides, where the caller has
+    them."""
     if not target.is_contiguous():
         target.copy_(x.expand(shape))
-        return
-    _broadcast(target, x, shape, strides or _broadcast_strides(x, shape))
+        return None
+    if target.numel() == 0:
+        return ()
+    return _broadcast(target, x, shape, strides or _broadcast_strides(x, shape))
 
 
-def _broadcast(target, x, shape: tuple, strides: tuple) -> None:
+def _broadcast(target, x, shape: tuple, strides: tuple):
     """The fill kernel: target (new, contiguous) = x broadcast, x read with `strides`."""
     dev = target.get_device()
     glue = product.TORCH
@@ -481,6 +610,7 @@ def _broadcast(target, x, shape: tuple, strides: tuple) -> None:
     prev = glue.device_ready(dev)
     fill.launch_at(target.data_ptr(), x.data_ptr())  # the launch, repointed (launch.Packed)
     glue.restore(prev)
+    return fill
 
 
 _FILLS: dict[tuple, object] = {}  # packed fills, by shape, strides, device and stream

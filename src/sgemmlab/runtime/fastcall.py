@@ -68,3 +68,13 @@ def stream_is_capturing(handle: int):
         return f(handle, byref(status)) == 0 and status.value == active
 
     return probe
+
+
+def addresses() -> tuple[int, int] | None:
+    """The addresses of cuLaunchKernel and cuStreamIsCapturing in that library, for the
+    drop-in switch's native kernels (csrc/switch.cpp calls them through these); or None."""
+    lib = _libcuda()
+    if lib is None:
+        return None
+    return (ctypes.cast(lib.cuLaunchKernel, ctypes.c_void_p).value,
+            ctypes.cast(lib.cuStreamIsCapturing, ctypes.c_void_p).value)

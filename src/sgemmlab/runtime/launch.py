@@ -150,6 +150,18 @@ class Packed:
         launch_at = self.launch_at
         return lambda: launch_at(*new)
 
+    def export(self, operands: dict[int, int]) -> tuple:
+        """This launch as data, for the native switch (sgemmlab/csrc/switch.cpp), which
+        repoints and launches it without Python: (kernel handle, grid, block, each argument
+        as the integer of its bytes, (slot, operand) for the pointer slots — `operands`
+        maps a slot to the operand code that fills it —, no workspace tail, 0, 0)."""
+        handles = _integers(self.kernel.handle)
+        if handles is None:
+            raise TypeError("a launch on a stand-in kernel has no handle to export")
+        cells = [int.from_bytes(bytes(v), "little") for v in self._values]
+        slots = [(i, operands[i]) for i in self.pointer_slots]
+        return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)
+
     def launch_at(self, *pointers: int) -> None:
         """Launch with `pointers` (checked device pointers) in `pointer_slots`."""
         with self._lock:
@@ -279,9 +291,7 @@ class Launcher:
                        int32("dp_tiles", p.dp_tiles), int32("sk_tiles", p.sk_tiles),
                        int32("sk_blocks", p.sk_blocks)]
 
-        def tail(zeroed: int, scratch: int) -> list:
-            return [scratch if p.fixup == 0 else zeroed + p.counters_bytes, zeroed]  # 2: unused
-
+        tail = [(SCRATCH, 0) if p.fixup == 0 else (ZEROED, p.counters_bytes), (ZEROED, 0)]
         return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail)
 
     def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
@@ -299,10 +309,10 @@ class Launcher:
             return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]),
                           POINTERS)
         return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
-                                    lambda zeroed, scratch: [scratch, zeroed])
+                                    [(SCRATCH, 0), (ZEROED, 0)])
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
-                        tail) -> WorkspaceLaunch:
+                        tail: list) -> WorkspaceLaunch:
         return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail)
 
     def __call__(self, *args, **kwargs) -> None:
@@ -310,19 +320,23 @@ class Launcher:
         self.bind(*args, **kwargs)()
 
 
+#: The two regions of a workspace (runtime/workspace.py) a launch's tail points into.
+ZEROED, SCRATCH = 0, 1
+
+
 class WorkspaceLaunch:
-    """A launch whose last arguments, `tail(zeroed, scratch)`, point into the stream's
-    workspace (sized by the plan `p`). The launch keeps working when a later, bigger call
-    replaces that workspace: it notices (workspace.generation) and asks for the pointers
-    again. A launch captured into a torch CUDA graph gets a workspace of its own
-    (workspace.for_capture), so the graph may replay on any stream. Like a packed launch it
-    can be repointed at other A, B and C (`head`'s POINTERS slots), for the plan's calls on
-    new operands."""
+    """A launch whose last arguments, `tail` ((region, byte offset) pairs: ZEROED or
+    SCRATCH), point into the stream's workspace (sized by the plan `p`). The launch keeps
+    working when a later, bigger call replaces that workspace: it notices
+    (workspace.generation) and asks for the pointers again. A launch captured into a torch
+    CUDA graph gets a workspace of its own (workspace.for_capture), so the graph may replay
+    on any stream. Like a packed launch it can be repointed at other A, B and C (`head`'s
+    POINTERS slots), for the plan's calls on new operands."""
 
     pointer_slots = POINTERS
 
     def __init__(self, device_id: int, kernel, stream, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], head: list, p, tail):
+                 block: tuple[int, int, int], head: list, p, tail: list):
         from . import workspace as ws
 
         self._ws, self._device_id, self._kernel, self._stream = ws, device_id, kernel, stream
@@ -337,7 +351,21 @@ class WorkspaceLaunch:
                                              self._p.zeroed_bytes, self._p.scratch_bytes)
         self._generation = self._ws.generation
         self._packed = Packed(self._kernel, self._stream, self._grid, self._block,
-                              tuple(self._head + self._tail(zeroed, scratch)), POINTERS)
+                              tuple(self._head + self._at(zeroed, scratch)), POINTERS)
+
+    def _at(self, zeroed: int, scratch: int) -> list[int]:
+        """The tail's pointers into a workspace at these two regions."""
+        return [(zeroed, scratch)[region] + offset for region, offset in self._tail]
+
+    def export(self, operands: dict[int, int]) -> tuple:
+        """The launch as the native switch stores it (Packed.export), its tail and the
+        workspace it needs added."""
+        kernel, grid, block, cells, slots, _, _, _ = self._packed.export(operands)
+        cells = cells[:len(self._head)]
+        tail = [(len(self._head) + i, region, offset)
+                for i, (region, offset) in enumerate(self._tail)]
+        return (kernel, grid, block, cells, slots, tail, self._p.zeroed_bytes,
+                self._p.scratch_bytes)
 
     def launch_at(self, *pointers: int) -> None:
         """Launch with `pointers` (checked device pointers) as A, B and C."""
@@ -350,7 +378,7 @@ class WorkspaceLaunch:
             for i, ptr in zip(POINTERS, pointers):
                 args[i] = ptr
             Packed(self._kernel, self._stream, self._grid, self._block,
-                   tuple(args + self._tail(zeroed, scratch)))()
+                   tuple(args + self._at(zeroed, scratch)))()
             del owner  # enqueued: the graph's pool keeps the memory
             return
         with self._lock:

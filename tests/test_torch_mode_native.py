@@ -1,0 +1,357 @@
+"""The drop-in switch's native kernels (sgemmlab/csrc/switch.cpp) without a GPU.
+
+The module is built as a user's first torch_mode() builds it, registered on torch's CPU key
+instead of CUDA, and handed a stand-in for cuLaunchKernel: a ctypes callback that reads the
+launch's packed arguments exactly as the driver would (the kernel handle, the grid, and
+an array of pointers to the arguments) and computes the launch on the CPU tensors' memory
+in float64. The stand-in plans export launches laid out as the rungs' are (M, N, K, alpha,
+A, lda, B, ldb, beta, C, ldc, ...: the A, B and C slots at launch.POINTERS), and the fill
+launch as kernels/broadcast.cu's. So every test sees the C++ side do what it does on the
+H200 — the key, the recipe, the repointing, the fill, the passes to torch's kernel — and
+checks the values against float64. The GPU tests run the same kernels on the real driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sgemmlab import dropin  # noqa: E402
+from sgemmlab.dropin import torch_mode  # noqa: E402
+from sgemmlab.plan import describe  # noqa: E402
+from sgemmlab.runtime import native  # noqa: E402
+from sgemmlab.runtime.launch import POINTERS  # noqa: E402
+
+F = torch.nn.functional
+GEMM, FILL = 1, 2  # the stand-in kernels' handles
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, *[ctypes.c_uint] * 7,
+                          ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+CAPTURING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int))
+
+
+def product64(a, b):
+    return (a.double().unsqueeze(-1) * b.double().unsqueeze(-3)).sum(-2)
+
+
+def _view(ptr: int, shape, strides) -> np.ndarray:
+    """float32 memory at `ptr` as an array (strides in elements)."""
+    if not shape or min(shape) == 0:
+        return np.zeros(shape, np.float32)
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    flat = np.ctypeslib.as_array((ctypes.c_float * span).from_address(ptr))
+    return np.lib.stride_tricks.as_strided(flat, shape, [4 * s for s in strides])
+
+
+class Driver:
+    """cuLaunchKernel and cuStreamIsCapturing, on the CPU: each launch is recorded."""
+
+    def __init__(self):
+        self.launches: list[tuple] = []
+        self.launch = LAUNCH(self._launch)
+        self.capturing = CAPTURING(lambda stream, status: 0)
+
+    def addresses(self) -> tuple[int, int]:
+        return (ctypes.cast(self.launch, ctypes.c_void_p).value,
+                ctypes.cast(self.capturing, ctypes.c_void_p).value)
+
+    def _launch(self, kernel, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        def arg(i, ctype):
+            return ctypes.cast(params[i], ctypes.POINTER(ctype))[0]
+
+        try:
+            if kernel == GEMM:
+                self._gemm(arg)
+            elif kernel == FILL:
+                self._fill(arg)
+            else:
+                return 400  # CUDA_ERROR_INVALID_HANDLE
+        except Exception as exc:  # a stand-in that fails must fail the test
+            self.launches.append(("error", repr(exc)))
+            return 999
+        return 0
+
+    def _gemm(self, arg):
+        i32, f32, u64 = ctypes.c_int32, ctypes.c_float, ctypes.c_uint64
+        M, N, K, alpha = arg(0, i32), arg(1, i32), arg(2, i32), arg(3, f32)
+        pa, lda, pb, ldb = arg(4, u64), arg(5, i32), arg(6, u64), arg(7, i32)
+        beta, pc, ldc = arg(8, f32), arg(9, u64), arg(10, i32)
+        batch, sa, sb, sc, ta, tb = (arg(11 + i, ctypes.c_int64) for i in range(6))
+        self.launches.append(("gemm", pa, pb, pc, alpha, beta))
+        for z in range(batch):
+            A = _view(pa + 4 * z * sa, (M, K), (1, lda) if ta else (lda, 1)).astype(np.float64)
+            Bm = _view(pb + 4 * z * sb, (K, N), (1, ldb) if tb else (ldb, 1)).astype(np.float64)
+            C = _view(pc + 4 * z * sc, (M, N), (ldc, 1))
+            r = alpha * (A @ Bm)
+            if beta != 0:
+                r = r + beta * C.astype(np.float64)
+            C[...] = r.astype(np.float32)
+
+    def _fill(self, arg):
+        i64 = ctypes.c_int64
+        pout, px = arg(0, ctypes.c_uint64), arg(1, ctypes.c_uint64)
+        rows, cols, total, sz, si, sj = (arg(2 + i, i64) for i in range(6))
+        self.launches.append(("fill", pout, px))
+        batch = total // (rows * cols)
+        out = _view(pout, (batch, rows, cols), (rows * cols, cols, 1))
+        out[...] = _view(px, (batch, rows, cols), (sz, si, sj))
+
+
+class Launch:
+    """A stand-in for launch.Packed: what `export` gives csrc/switch.cpp."""
+
+    def __init__(self, kernel, cells, slots):
+        self.kernel, self.cells, self.slots = kernel, cells, slots
+
+    def export(self, operands):
+        return (self.kernel, (1, 1, 1), (1, 1, 1), self.cells,
+                [(i, operands[i]) for i in self.slots], [], 0, 0)
+
+
+def _cell(value, ctype) -> int:
+    return int.from_bytes(bytes(ctype(value)), "little")
+
+
+class Plan:
+    """A stand-in plan.Plan: the real `describe` of the call, and the template a rung's
+    launch would export (its arguments in the rungs' order)."""
+
+    kind, per_item = "gemm", False
+
+    def __init__(self, a, b, c, alpha=1.0, beta=0.0):
+        g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
+                     (tuple(c.shape), c.stride()))
+        self.gemm, self.alpha, self.beta = g, alpha, beta
+        i32, f32 = ctypes.c_int32, ctypes.c_float
+        cells = [_cell(g.M, i32), _cell(g.N, i32), _cell(g.K, i32), _cell(alpha, f32), 0,
+                 _cell(g.lda, i32), 0, _cell(g.ldb, i32), _cell(beta, f32), 0,
+                 _cell(g.ldc, i32)] + [_cell(v, ctypes.c_int64) for v in (
+                     g.batch, g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b)]
+        self.templates = {"only": Launch(GEMM, cells, POINTERS)}
+
+
+class Python:
+    """The Python side's stand-ins: plans, the first call's product, the fill."""
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.misses: list[str] = []
+
+    def plan_for(self, a, b, c, opts, fresh=False):
+        if not fresh and dropin._overlap(c, a, b):
+            return None
+        return Plan(a, b, c)
+
+    def run(self, plan, a, b, c, alpha, beta):
+        """The first call of a signature, in Python; its template then carries the call's
+        alpha and beta, as a real plan's does (Plan.templates)."""
+        plan.templates["only"] = Plan(a, b, c, alpha, beta).templates["only"]
+        r = alpha * product64(a, b)
+        if beta != 0:
+            r = r + beta * c.double()
+        c.copy_(r)
+
+    def fill(self, target, x, shape, strides=None):
+        target.copy_(x.expand(shape))
+        if not target.is_contiguous():
+            return None
+        if target.numel() == 0:
+            return ()
+        s = strides or dropin._broadcast_strides(x, shape)
+        rows, cols = shape[-2], shape[-1]
+        total = target.numel()
+        i64 = ctypes.c_int64
+        return Launch(FILL, [0, 0] + [_cell(v, i64) for v in (rows, cols, total, *s)], (0, 1))
+
+
+@pytest.fixture
+def switch(monkeypatch):
+    torch_mode.disable_all()
+    mod = native.load(quiet=True)
+    if mod is None:
+        pytest.skip(f"the native module cannot be built here ({native._failed})")
+    driver = Driver()
+    py = Python(driver)
+    monkeypatch.setattr(dropin, "KEY", "CPU")
+    monkeypatch.setattr(dropin, "NATIVE", True)
+    monkeypatch.setattr(dropin, "_driver_calls", driver.addresses)
+    monkeypatch.setattr(dropin, "_plan_for", py.plan_for)
+    monkeypatch.setattr(dropin, "_run", py.run)
+    monkeypatch.setattr(dropin, "_fill", py.fill)
+    monkeypatch.setattr(dropin, "_template", lambda plan, *_: plan.templates["only"])
+    real_miss = dropin._miss
+
+    def miss(op, *args):
+        py.misses.append(dropin.OPS[op])
+        return real_miss(op, *args)
+
+    monkeypatch.setattr(dropin, "_miss", miss)
+    mod.clear()
+    yield driver, py, mod
+    torch_mode.disable_all()
+    mod.clear()
+
+
+@pytest.fixture(autouse=True)
+def _highest():
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(old)
+
+
+def close(got, want):
+    torch.testing.assert_close(got.double(), want, rtol=2e-6, atol=2e-6)
+
+
+def rand(*shape, gen):
+    return torch.randn(shape, generator=gen)
+
+
+CASES = {  # name -> (call on fresh operands, its float64 value, the aten op it lands in)
+    "mm": (lambda o: o["a"] @ o["b"], lambda o: product64(o["a"], o["b"]), "mm"),
+    "x @ W^T": (lambda o: o["a"] @ o["w"].t(), lambda o: product64(o["a"], o["w"].t()), "mm"),
+    "bmm": (lambda o: torch.bmm(o["x"], o["y"]), lambda o: product64(o["x"], o["y"]), "bmm"),
+    "linear": (lambda o: F.linear(o["a"], o["w"], o["bias"]),
+               lambda o: product64(o["a"], o["w"].t()) + o["bias"].double(), "addmm"),
+    "addmm, a column of x": (
+        lambda o: torch.addmm(o["col"], o["a"], o["b"], beta=0.5, alpha=-2),
+        lambda o: 0.5 * o["col"].double() - 2 * product64(o["a"], o["b"]), "addmm"),
+    "addmm, a whole x": (
+        lambda o: torch.addmm(o["full"], o["a"], o["b"], beta=3),
+        lambda o: 3 * o["full"].double() + product64(o["a"], o["b"]), "addmm"),
+    "baddbmm": (lambda o: torch.baddbmm(o["bias"], o["x"], o["y"], alpha=0.25),
+                lambda o: o["bias"].double() + 0.25 * product64(o["x"], o["y"]), "baddbmm"),
+    "mm out=": (lambda o: torch.mm(o["a"], o["b"], out=o["out"]),
+                lambda o: product64(o["a"], o["b"]), "mm.out"),
+    "addmm out=x": (lambda o: torch.addmm(o["out"], o["a"], o["b"], out=o["out"]),
+                    lambda o: o["out"].double() + product64(o["a"], o["b"]), "addmm.out"),
+}
+
+
+def operands(gen):
+    return {"a": rand(5, 7, gen=gen), "b": rand(7, 3, gen=gen), "w": rand(3, 7, gen=gen),
+            "x": rand(2, 5, 7, gen=gen), "y": rand(2, 7, 3, gen=gen),
+            "bias": rand(3, gen=gen), "col": rand(5, 1, gen=gen), "full": rand(5, 3, gen=gen),
+            "out": rand(5, 3, gen=gen)}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_signature_asks_python_once_then_runs_in_cpp_on_new_pointers(switch, name):
+    driver, py, mod = switch
+    call, want, op = CASES[name]
+    gen = torch.Generator().manual_seed(11)
+    with torch_mode() as mode:
+        for step in range(3):
+            o = operands(gen)  # new tensors, new pointers: each call is repointed
+            expected = want(o)  # before the call: out= may be an input too
+            got = call(o)
+            close(got, expected)
+    assert py.misses == [op], py.misses
+    assert mode.served == {op: 3} and not mode.passed, (mode.served, mode.passed)
+    gemms = [x for x in driver.launches if x[0] == "gemm"]
+    assert len(gemms) == 2 and gemms[0][1:4] != gemms[1][1:4], driver.launches
+    assert not [x for x in driver.launches if x[0] == "error"], driver.launches
+    assert mod.recipes() == 1
+
+
+def test_the_fill_is_launched_with_the_bias_and_the_new_output(switch):
+    driver, py, _ = switch
+    gen = torch.Generator().manual_seed(3)
+    with torch_mode():
+        for _ in range(2):
+            o = operands(gen)
+            r = F.linear(o["a"], o["w"], o["bias"])
+            close(r, product64(o["a"], o["w"].t()) + o["bias"].double())
+    fills = [x for x in driver.launches if x[0] == "fill"]
+    assert len(fills) == 1 and fills[0][1] == r.data_ptr() and fills[0][2] == o["bias"].data_ptr()
+
+
+def test_what_sgemmlab_refuses_goes_to_torch_without_asking_python_again(switch):
+    _, py, mod = switch
+    gen = torch.Generator().manual_seed(5)
+    a, b, x = rand(4, 6, gen=gen), rand(6, 2, gen=gen), rand(4, 2, gen=gen)
+    a[0, 0] = float("nan")
+    with torch_mode() as mode:
+        for _ in range(3):  # alpha = 0: torch's kernel decides what NaN * 0 gives
+            r = torch.addmm(x, a, b, alpha=0)
+            torch.testing.assert_close(r, x)
+    assert py.misses == ["addmm"] and mod.recipes() == 1
+    assert mode.passed == {"addmm": 3} and not mode.served
+
+
+def test_calls_the_kernels_never_see_go_straight_to_torch(switch):
+    driver, py, _ = switch
+    gen = torch.Generator().manual_seed(9)
+    a, b = rand(4, 6, gen=gen), rand(6, 2, gen=gen)
+    with torch_mode() as mode:
+        r64 = a.double() @ b.double()  # another dtype
+        torch.set_float32_matmul_precision("high")  # TF32 accepted: cuBLAS's
+        r_high = a @ b
+        torch.set_float32_matmul_precision("highest")
+        with pytest.raises(RuntimeError):  # torch's own error for shapes it refuses
+            a @ a
+        s = (a.relu() + 1).sum()  # not a product
+    assert not py.misses and not driver.launches
+    assert mode.passed == {"mm": 3} and not mode.served
+    close(r_high, product64(a, b))
+    torch.testing.assert_close(r64, product64(a, b))
+    assert torch.isfinite(s)
+
+
+def test_an_out_that_overlaps_an_operand_goes_to_torch_even_with_a_recipe(switch):
+    _, py, _ = switch
+    gen = torch.Generator().manual_seed(13)
+    buf = rand(2, 4, 4, gen=gen)
+    b = rand(4, 4, gen=gen)
+    with torch_mode() as mode:
+        torch.mm(buf[0], b, out=buf[1])  # the signature's recipe
+        theirs = buf.clone()
+        torch.mm(buf[1], b, out=buf[1])  # the same signature, out is an operand
+    torch.mm(theirs[1], b, out=theirs[1])  # whatever torch's kernel makes of it
+    assert torch.equal(buf, theirs)
+    assert mode.served == {"mm.out": 1} and mode.passed == {"mm.out": 1}
+
+
+def test_beta_zero_ignores_nan_in_the_input(switch):
+    gen = torch.Generator().manual_seed(17)
+    a, b = rand(3, 5, gen=gen), rand(5, 4, gen=gen)
+    x = torch.full((3, 4), float("nan"))
+    with torch_mode() as mode:
+        for _ in range(2):
+            close(torch.addmm(x, a, b, beta=0), product64(a, b))
+    assert mode.served == {"addmm": 2}
+
+
+def test_modes_nest_and_count_their_own_calls_and_disabling_restores_torch(switch):
+    driver, _, _ = switch
+    gen = torch.Generator().manual_seed(19)
+    a, b = rand(3, 5, gen=gen), rand(5, 4, gen=gen)
+    outer = torch_mode().enable()
+    a @ b
+    with torch_mode() as inner:
+        a @ b
+        a @ b
+    a @ b
+    outer.disable()
+    n = len(driver.launches)
+    close(a @ b, product64(a, b))  # torch's own kernel again
+    assert len(driver.launches) == n
+    assert outer.served == {"mm": 2} and inner.served == {"mm": 2}
+
+
+def test_a_new_signature_is_a_new_recipe(switch):
+    _, py, mod = switch
+    gen = torch.Generator().manual_seed(23)
+    with torch_mode():
+        for m in (1, 2, 3, 2, 1):
+            a, b = rand(m, 6, gen=gen), rand(6, 5, gen=gen)
+            close(a @ b, product64(a, b))
+        for m in (1, 2):
+            a, b = rand(m, 6, gen=gen), rand(6, 5, gen=gen)
+            close(a.t().contiguous().t() @ b, product64(a, b))  # other strides, same shape
+    assert py.misses == ["mm"] * 4 and mod.recipes() == 4
