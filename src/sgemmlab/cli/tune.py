@@ -90,6 +90,10 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "--grid", help="build this GPU's dispatch table over the shape grid "
              "(tune/grid.py: M, N, K log-spaced from 1 to 16384; column-major operands on a "
              "coarser grid): the grid's candidates at every grid shape")] = False,
+         layers: Annotated[bool, typer.Option(
+             "--layers", help="with --grid: only the products of linear layers "
+             "(tune/grid.py's LAYER_WEIGHTS at M 1-256), in the weight's layout NT (or "
+             "--layout)")] = False,
          validate: Annotated[bool, typer.Option(
              "--validate", help="leave each measured shape out of this GPU's table (or the "
              "shipped one) and predict it from the others; no GPU needed")] = False):
@@ -117,6 +121,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.message)
     except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite
         fail(exc.args[0])
+    if layers and not grid:
+        fail("--layers applies to --grid")
     if not (table or grid) and layout or not table and (config or confirm):
         fail("--layout applies to --table and --grid, --config and --confirm to --table")
     if table and (write_defaults or limit is not None or where or candidates):
@@ -143,7 +149,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         return
     require_torch()
     if grid:
-        _tune_grid(layouts if layout else None, jobs, resume, export, quiet)
+        _tune_grid(layouts if layout else None, jobs, resume, export, quiet, layers)
         return
     if table:
         _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet,
@@ -190,8 +196,9 @@ def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export
         typer.echo(f"table:   {path}")
 
 
-def _tune_grid(layouts, jobs, resume, export, quiet):
-    """--grid: the NN grid, then the coarser grid for the other layouts (or `layouts`)."""
+def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
+    """--grid: the NN grid, then the coarser grid for the other layouts (or `layouts`);
+    with `layers`, the linear layers' products alone (NT, or `layouts`)."""
     from ..bench.runner import BaselineError
     from ..runtime.device import gpu_info
     from ..tune import grid
@@ -203,7 +210,9 @@ def _tune_grid(layouts, jobs, resume, export, quiet):
     other = [x for x in (layouts or ["TN", "NT", "TT"]) if x != "NN"]
     if other:
         passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
-    if layouts and "NN" not in layouts:
+    if layers:
+        passes = [(layouts or ["NT"], grid.layer_shapes(), "grid-layers")]
+    elif layouts and "NN" not in layouts:
         passes = passes[1:]
     else:  # batches of row-major products (the rungs that take a batch in one launch)
         passes.append((["NN"], grid.batch_problems(), "grid-batched"))

@@ -55,6 +55,23 @@ STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 
 STREAMK_64N = {**STREAMK_64, "BM": 128, "BN": 64, "WM": 64, "WN": 32}
 
 
+#: The products of the models people run, at the batch sizes of decoding and small batches:
+#: (N, K) of a linear layer's weight (out, in features) — LLaMA-7B/8B's 4096 / 11008 / 14336,
+#: a 1.1B LLaMA's 2048 / 5632, BERT's 768 / 3072, the 1024 and 512 Transformers, the output
+#: heads of a 32000-token vocabulary — and M the rows (tokens) of a call, 1 to 512.
+LAYER_WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (1024, 1024),
+                 (3072, 768), (2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048),
+                 (1536, 512), (512, 512), (2048, 512), (512, 2048))
+LAYER_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def layer_shapes() -> list[Shape]:
+    """(M, N, K) of x @ W^T for every LAYER_ROWS x LAYER_WEIGHTS: measured in the weight's
+    own layout (NT: B column-major) by `sgemmlab tune --grid --layers`, so dispatch knows the
+    exact products a linear layer sends instead of blending the coarse layout grid's."""
+    return [(M, N, K) for N, K in LAYER_WEIGHTS for M in LAYER_ROWS]
+
+
 def grid_shapes(sides: Iterable[int] = SIDES, limit: int = MAX_PRODUCT) -> list[Shape]:
     """Every (M, N, K) of sides^3 with M N K <= limit."""
     sides = tuple(sides)
