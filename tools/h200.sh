@@ -3,7 +3,7 @@
 #   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
-#                               anatomy native
+#                               anatomy native layers
 #                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
@@ -127,6 +127,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1
       sg bench --model encoder --precision tf32x3 || status=1 ;;
+    layers)  # the linear layers' products in the weight's layout, into the shipped table
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # merged into the package's table, not a user one
+      sg tune --grid --layers --export src/sgemmlab/data/tables/nvidia-h200.json --quiet \
+        | tail -3 || status=1 ;;
     native)  # the drop-in switch's native kernels, built once into the cache (the tests,
       # the models and the anatomy then load them)
       python3 -c "from sgemmlab.runtime import native; import time; t = time.time(); \
