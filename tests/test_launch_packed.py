@@ -193,7 +193,7 @@ def test_a_workspace_launch_is_repointed_and_follows_its_workspace(monkeypatch):
             np.int32(8), np.float32(0), 0x300, np.int32(8)]
     p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
     w = launch_mod.WorkspaceLaunch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
-                                   lambda zeroed, scratch: [scratch, zeroed])
+                                   [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
     w()
     w.repointed(0x400, 0x500, 0x600)()
     monkeypatch.setattr(ws, "generation", ws.generation + 1)  # a bigger call replaced it
@@ -215,7 +215,33 @@ def test_a_captured_workspace_launch_gets_its_own_workspace_and_the_new_pointers
     p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
     w = launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
                                    types.SimpleNamespace(handle=0x20), (1, 1, 1), (32, 1, 1),
-                                   head, p, lambda zeroed, scratch: [scratch, zeroed])
+                                   head, p, [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
     w.repointed(0x400, 0x500, 0x600)()
     assert [(r[4], r[6], r[9], r[11], r[12]) for r in seen] == [
         (0x400, 0x500, 0x600, 0xF000, 0xE000)]
+
+
+def test_a_launch_exports_its_arguments_bytes_and_pointer_slots_for_the_native_switch(
+        monkeypatch):
+    """What csrc/switch.cpp copies and repoints: each argument's bytes as an integer, the
+    pointer slots with the operand each takes, and a workspace launch's tail (its slots, the
+    region each points into and the offset) with the bytes it needs."""
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0xA000, 0xB000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    head = [np.int32(-3), np.int32(8), np.int32(8), np.float32(0.5), 0x100, np.int32(8),
+            0x200, np.int32(8), np.float32(0), 0x300, np.int32(8)]
+    kernel, stream = types.SimpleNamespace(handle=0x10), types.SimpleNamespace(handle=0x20)
+    packed = launch_mod.Packed(kernel, stream, (2, 1, 1), (32, 1, 1), tuple(head),
+                               launch_mod.POINTERS)
+    k, grid, block, cells, slots, tail, zeroed, scratch = packed.export({4: 1, 6: 0, 9: 2})
+    assert (k, grid, block, tail, zeroed, scratch) == (0x10, (2, 1, 1), (32, 1, 1), [], 0, 0)
+    assert cells[0] == 2**32 - 3 and cells[3] == int.from_bytes(np.float32(0.5).tobytes(),
+                                                                 "little")
+    assert cells[4] == 0x100 and slots == [(4, 1), (6, 0), (9, 2)]
+    p = types.SimpleNamespace(zeroed_bytes=512, scratch_bytes=1024, counters_bytes=64)
+    w = launch_mod.WorkspaceLaunch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
+                                   [(launch_mod.ZEROED, 64), (launch_mod.ZEROED, 0)])
+    _, _, _, cells, slots, tail, zeroed, scratch = w.export({4: 0, 6: 1, 9: 2})
+    assert len(cells) == len(head) and slots == [(4, 0), (6, 1), (9, 2)]
+    assert tail == [(11, launch_mod.ZEROED, 64), (12, launch_mod.ZEROED, 0)]
+    assert (zeroed, scratch) == (512, 1024)
