@@ -8,13 +8,19 @@
     sgemmlab.torch_mode().enable()         # the same, for the rest of the program
     sgemmlab.torch_mode.disable_all()      # ... until this
 
-How: while a mode is on, sgemmlab's functions are registered, through torch.library, as
-the CUDA kernels of the aten products every torch path ends in — `mm`, `addmm`, `bmm`,
+How: while a mode is on, sgemmlab's kernels are registered at torch's dispatcher as the
+CUDA kernels of the aten products every torch path ends in — `mm`, `addmm`, `bmm`,
 `baddbmm` and their `out=` forms (`torch.matmul`, `@`, `F.linear` and `nn.Linear`, their
 backward passes through autograd, torch.compile's extern products, and what a CUDA graph
 captures all reach one of them). It is the depth torch's own cuBLAS kernels sit at, so
-every other op, the autograd graph, autocast and torch.compile's tracing are untouched,
-and a product costs one call more than torch's, not a Python layer per op.
+every other op, the autograd graph, autocast and torch.compile's tracing are untouched.
+
+The registered kernels are native (csrc/switch.cpp, built by runtime/native.py): a call
+whose signature was served before runs from its recipe in C++ — the output allocated, the
+plan's launches repointed at the call's tensors — and asks Python (`_miss`, which runs
+`_serve`) only for a new signature. Where the native module cannot be built, the Python
+functions at the end of this file are registered instead, through torch.library; they make
+the same decisions and launch the same plans, with Python's cost per call.
 
 Each call is served when sgemmlab computes it exactly as torch would: float32 operands on
 one GPU, shapes torch accepts, a bias (`addmm`'s input) that broadcasts as torch broadcasts

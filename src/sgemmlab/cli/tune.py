@@ -206,12 +206,14 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
     from ..tune.search import TUNE
 
     cands = grid.grid_candidates(gpu_info().name)
+    worth = grid.useful
     passes = [(["NN"], grid.grid_shapes(), "grid")]
     other = [x for x in (layouts or ["TN", "NT", "TT"]) if x != "NN"]
     if other:
         passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
     if layers:
         passes = [(layouts or ["NT"], grid.layer_shapes(), "grid-layers")]
+        cands, worth = grid.layer_candidates(gpu_info().name), grid.layer_useful
     elif layouts and "NN" not in layouts:
         passes = passes[1:]
     else:  # batches of row-major products (the rungs that take a batch in one launch)
@@ -221,7 +223,7 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
             done = table_mod.build_table(shapes, layouts=lays, jobs=jobs, resume=resume,
                                          tag=tag, export=export, live=not quiet,
                                          echo=typer.echo, candidates=cands,
-                                         worth=grid.useful, method=TUNE)
+                                         worth=worth, method=TUNE)
         except BaselineError as exc:
             fail(str(exc), 4)
         except ValueError as exc:

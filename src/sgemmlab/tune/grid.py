@@ -72,6 +72,35 @@ def layer_shapes() -> list[Shape]:
     return [(M, N, K) for N, K in LAYER_WEIGHTS for M in LAYER_ROWS]
 
 
+#: Rung 15's shapes tried at the layers' decode rows (M <= 16): the rows a block covers
+#: (RM, matched to M: `layer_useful`), the columns per block and its warps, the unroll, with
+#: K split to fill the GPU and not.
+SKINNY_ROWS = ((32, 8), (32, 16), (64, 8), (64, 16))  # (BN, WARPS)
+SKINNY_UNROLLS = (4, 8)
+
+
+def layer_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
+    """The grid's candidates and rung 15 at every SKINNY_ROWS x SKINNY_UNROLLS x RM shape:
+    a decode step's products are where a layer's time is its weight's bytes."""
+    out = grid_candidates(gpu_name)
+    r15 = registry.rung(15)
+    base = r15.default(gpu_name)
+    for rm, (bn, warps), unroll, split in itertools.product(
+            (1, 2, 4, 8, 16), SKINNY_ROWS, SKINNY_UNROLLS, (0, 1)):
+        cfg = {**base, "RM": rm, "BN": bn, "WARPS": warps, "UNROLL": unroll, "SPLIT": split}
+        if r15.is_legal(cfg) and (r15, cfg) not in out:
+            out.append((r15, cfg))
+    return out
+
+
+def layer_useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> bool:
+    """`useful`, and rung 15 only with RM at its default or the rows M rounds up to."""
+    if rung.label == registry.rung(15).label and cfg.get("RM") not in (
+            rung.default(None)["RM"], min(16, 1 << max(0, M - 1).bit_length())):
+        return False
+    return useful(rung, cfg, M, N, K, batch)
+
+
 def grid_shapes(sides: Iterable[int] = SIDES, limit: int = MAX_PRODUCT) -> list[Shape]:
     """Every (M, N, K) of sides^3 with M N K <= limit."""
     sides = tuple(sides)
