@@ -174,3 +174,25 @@ def test_every_input_torch_broadcasts_is_spread_by_the_fill_kernel(bias):
     assert ((got.double() - want).abs() <= bound).all()
     if got2 is not None:
         assert ((got2.double() - want[0]).abs() <= bound[0]).all()
+
+
+def test_compiled_cuda_graphs_run_products_that_need_a_workspace():
+    """torch.compile's "reduce-overhead" (CUDA graph trees) on products whose launches use
+    a workspace (Stream-K's counters, split-K's parts), with the workspaces freed first: the
+    switch allocates them in the warm-up, where torch checks that nothing it did not hand
+    out stays alive in the graphs' memory pool. The workspace is sgemmlab's own memory,
+    never from that pool (a tree once refused one: "tensor(s) in the cudagraph pool not
+    tracked as outputs")."""
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(4096, 4096, bias=False).cuda()
+    f = torch.compile(lambda x: lin(x), mode="reduce-overhead")
+    sgemmlab.free_workspaces()
+    with sgemmlab.torch_mode() as mode, torch.no_grad():
+        for rows in (1, 8, 32, 128):
+            for _ in range(3):
+                x = torch.randn(rows, 4096, device="cuda")
+                y = f(x).clone()
+                want = x.double() @ lin.weight.double().T
+                assert (y.double() - want).abs().max() < 1e-3, rows
+    assert sum(mode.served.values()) >= 4, mode.served
+    assert sgemmlab.free_workspaces() > 0  # at least one of them used a workspace

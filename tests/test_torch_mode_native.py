@@ -14,6 +14,7 @@ checks the values against float64. The GPU tests run the same kernels on the rea
 from __future__ import annotations
 
 import ctypes
+import types
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from sgemmlab.runtime import native  # noqa: E402
 from sgemmlab.runtime.launch import POINTERS  # noqa: E402
 
 F = torch.nn.functional
-GEMM, FILL = 1, 2  # the stand-in kernels' handles
+GEMM, FILL, GEMM_WS = 1, 2, 3  # the stand-in kernels' handles (3: a workspace tail too)
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, *[ctypes.c_uint] * 7,
                           ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
@@ -64,8 +65,11 @@ class Driver:
             return ctypes.cast(params[i], ctypes.POINTER(ctype))[0]
 
         try:
-            if kernel == GEMM:
+            if kernel in (GEMM, GEMM_WS):
                 self._gemm(arg)
+                if kernel == GEMM_WS:
+                    self.launches.append(("tail", arg(17, ctypes.c_uint64),
+                                          arg(18, ctypes.c_uint64)))
             elif kernel == FILL:
                 self._fill(arg)
             else:
@@ -355,3 +359,40 @@ def test_a_new_signature_is_a_new_recipe(switch):
             a, b = rand(m, 6, gen=gen), rand(6, 5, gen=gen)
             close(a.t().contiguous().t() @ b, product64(a, b))  # other strides, same shape
     assert py.misses == ["mm"] * 4 and mod.recipes() == 4
+
+
+def test_a_workspace_tail_points_into_the_workspace_python_hands_over(switch, monkeypatch):
+    """A launch with a workspace (Stream-K, split-K parts): its tail is the stream's
+    workspace as runtime/workspace.py allocates it, asked for once, and again after that
+    module replaced or freed a buffer (workspace.on_change -> the native bump)."""
+    from sgemmlab.runtime import workspace as ws
+
+    driver, py, mod = switch
+    asked = []
+
+    def space(dev, handle, zeroed, scratch):
+        asked.append((zeroed, scratch))
+        base = 0x100000 * len(asked)
+        return base, base + 0x1000
+
+    monkeypatch.setattr(dropin, "_workspace", space)
+    real_run = py.run
+
+    def run(plan, a, b, c, alpha, beta):  # the template gains a tail, as a rung 14 one has
+        real_run(plan, a, b, c, alpha, beta)
+        t = plan.templates["only"]
+        plan.templates["only"] = types.SimpleNamespace(export=lambda operands: (
+            GEMM_WS, (1, 1, 1), (1, 1, 1), t.cells, [(i, operands[i]) for i in t.slots],
+            [(17, 1, 0), (18, 0, 64)], 256, 512))
+
+    monkeypatch.setattr(dropin, "_run", run)
+    gen = torch.Generator().manual_seed(29)
+    with torch_mode():
+        for step in range(4):
+            if step == 3:
+                ws._moved()  # a buffer replaced: the next call asks again
+            a, b = rand(6, 5, gen=gen), rand(5, 7, gen=gen)
+            close(a @ b, product64(a, b))
+    tails = [x[1:] for x in driver.launches if x[0] == "tail"]
+    assert asked == [(256, 512), (256, 512)], asked
+    assert tails == [(0x101000, 0x100040)] * 2 + [(0x201000, 0x200040)], tails

@@ -151,20 +151,9 @@ def free_workspaces() -> int:
     during a CUDA graph capture, or while a graph captured outside torch with sgemmlab calls
     in it may still be replayed (it uses its stream's workspace; graphs that torch captures
     have memory of their own)."""
-    import sys
-
     from .runtime import workspace
 
-    freed = workspace.release_all()
-    native = sys.modules.get("sgemmlab.runtime.native")
-    module = native._module if native is not None else None
-    if module is not None:  # the drop-in switch's native kernels keep their own
-        import torch
-
-        for dev in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(dev)
-        freed += module.free_workspaces()
-    return freed
+    return workspace.release_all()
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,

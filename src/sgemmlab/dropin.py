@@ -60,7 +60,8 @@ from . import product
 from .dispatch import check_precision
 from .errors import ConfigError, OperandError
 from .plan import PLANS, describe, make_plan
-from .runtime import fastcall, native
+from .runtime import fastcall, native, workspace
+from .runtime.arrays import stream_for
 from .runtime.launch import POINTERS
 
 #: The aten products the switch serves (name, overload): what torch.library registers.
@@ -210,7 +211,8 @@ def _register() -> None:
     if nat is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            nat.enable(KEY, *calls, _miss, product.make_current)
+            nat.enable(KEY, *calls, _miss, product.make_current, _workspace)
+        workspace.on_change(nat.bump)
         _native = nat
         return
     originals = {op: torch.library.get_kernel(f"aten::{op}", KEY) for op in OPS}
@@ -562,6 +564,11 @@ def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill) -> tu
 def _template(plan, dev: int, alpha: float, beta: float):
     """The launch the plan ran this call through on torch's current stream (or None)."""
     return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta))
+
+
+def _workspace(dev: int, handle: int, zeroed: int, scratch: int) -> tuple[int, int]:
+    """The native kernels' workspace for a stream: runtime/workspace.py's buffer."""
+    return workspace.workspace(dev, stream_for(handle, dev), zeroed, scratch)
 
 
 def _miss(op: int, x, a, b, out, beta, alpha):

@@ -185,46 +185,62 @@ std::shared_ptr<const Recipe> parse(const py::handle& obj) {
 constexpr uint64_t kAlign = 256;
 uint64_t round_up(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// The stream's workspace is runtime/workspace.py's (cuda.core memory, outside torch's
+// allocator: a CUDA-graph tree's memory pool must not see it), asked for through Python
+// once per (device, stream) and again whenever that module replaces or frees a buffer
+// (`bump`, which it calls on every change of its generation).
 struct Space {
-  at::Tensor buffer;
-  uint64_t zeroed = 0, scratch = 0;
+  uint64_t generation = ~0ull, zeroed_bytes = 0, scratch_bytes = 0, zeroed = 0, scratch = 0;
 };
+std::atomic<uint64_t> g_generation{0};
 std::mutex g_spaces_lock;
 std::unordered_map<uint64_t, Space> g_spaces;  // by device << 56 ^ stream handle
-std::vector<at::Tensor> g_retired;  // replaced buffers: a launch of another thread on the
-                                    // same stream may still have been handed one
+py::object* g_workspace = nullptr;  // workspace(device, stream, zeroed, scratch) -> pointers
 
 // (zeroed, scratch) pointers for work on the current stream of `device`; `hold` keeps a
 // capture's own buffer alive until its launches are enqueued
 std::pair<uint64_t, uint64_t> workspace(const at::Device& device, uint64_t stream,
                                         uint64_t zeroed, uint64_t scratch, at::Tensor& hold) {
-  zeroed = std::max(round_up(zeroed), kAlign);
-  scratch = round_up(scratch);
-  auto opts = at::TensorOptions().dtype(at::kByte).device(device);
   int status = 0;
   if (stream > 1 && g_capturing != nullptr && g_capturing(stream, &status) == 0 &&
       status == kCaptureActive) {
     // a capture gets memory of its own from torch's allocator (the graph's pool), its
-    // zeroed region cleared by a memset the graph replays
+    // zeroed region cleared by a memset the graph replays (workspace.for_capture's rule)
+    zeroed = std::max(round_up(zeroed), kAlign);
+    scratch = round_up(scratch);
+    auto opts = at::TensorOptions().dtype(at::kByte).device(device);
     hold = at::empty({static_cast<int64_t>(zeroed + scratch + kAlign)}, opts);
     uint64_t base = round_up(reinterpret_cast<uint64_t>(hold.data_ptr()));
     hold.narrow(0, base - reinterpret_cast<uint64_t>(hold.data_ptr()), zeroed).zero_();
     return {base, base + zeroed};
   }
   uint64_t key = (static_cast<uint64_t>(device.index()) << 56) ^ stream;
-  std::lock_guard<std::mutex> g(g_spaces_lock);
-  Space& s = g_spaces[key];
-  if (!s.buffer.defined() || s.zeroed < zeroed || s.scratch < scratch) {
-    uint64_t z = std::max(zeroed, s.zeroed * (zeroed > s.zeroed ? 2 : 1));
-    uint64_t sc = std::max(scratch, s.scratch * (scratch > s.scratch ? 2 : 1));
-    // allocated on this stream: torch's allocator hands its memory back in stream order
-    if (s.buffer.defined()) g_retired.push_back(s.buffer);
-    s.buffer = at::zeros({static_cast<int64_t>(z + sc)}, opts);
-    s.zeroed = z;
-    s.scratch = sc;
+  uint64_t generation = g_generation.load();  // before asking: a change meanwhile asks again
+  {
+    std::lock_guard<std::mutex> g(g_spaces_lock);
+    auto it = g_spaces.find(key);
+    if (it != g_spaces.end() && it->second.generation == generation &&
+        it->second.zeroed_bytes >= zeroed && it->second.scratch_bytes >= scratch)
+      return {it->second.zeroed, it->second.scratch};
   }
-  uint64_t base = reinterpret_cast<uint64_t>(s.buffer.data_ptr());
-  return {base, base + s.zeroed};
+  Space s;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object got = (*g_workspace)(device.index(), stream, zeroed, scratch);
+      s.zeroed = py::cast<uint64_t>(got[py::int_(0)]);
+      s.scratch = py::cast<uint64_t>(got[py::int_(1)]);
+    } catch (py::error_already_set& e) {
+      std::string what = e.what();
+      TORCH_CHECK(false, "sgemmlab's switch: ", what);
+    }
+  }
+  s.generation = generation;
+  s.zeroed_bytes = zeroed;
+  s.scratch_bytes = scratch;
+  std::lock_guard<std::mutex> g(g_spaces_lock);
+  g_spaces[key] = s;
+  return {s.zeroed, s.scratch};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -512,7 +528,7 @@ class Quiet : public c10::WarningHandler {  // "Overriding a previously register
 
 // Register the kernels for dispatch key `key` ("CUDA"; the CPU tests: "CPU")
 void enable(const std::string& key, uint64_t launch_fn, uint64_t capturing_fn, py::object miss,
-            py::object ready_fn) {
+            py::object ready_fn, py::object workspace_fn) {
   TORCH_CHECK(!g_library, "sgemmlab's switch is already registered");
   const c10::DispatchKey k = c10::parseDispatchKey(key);
   if (g_orig == nullptr) {  // torch's kernels, kept for the process's life
@@ -533,9 +549,11 @@ void enable(const std::string& key, uint64_t launch_fn, uint64_t capturing_fn, p
   if (g_miss == nullptr) {  // the callbacks live as long as the process (never destroyed at
     g_miss = new py::object();  // exit, when Python may be gone)
     g_ready = new py::object();
+    g_workspace = new py::object();
   }
   *g_miss = std::move(miss);
   *g_ready = std::move(ready_fn);
+  *g_workspace = std::move(workspace_fn);
   Quiet quiet;
   c10::WarningUtils::WarningHandlerGuard guard(&quiet);
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", k, __FILE__, __LINE__);
@@ -582,16 +600,8 @@ size_t recipes() {
   return g_recipes.size();
 }
 
-// Free the workspaces (after the caller synchronized the devices); returns the bytes
-int64_t free_workspaces() {
-  std::lock_guard<std::mutex> g(g_spaces_lock);
-  int64_t freed = 0;
-  for (auto& kv : g_spaces) freed += kv.second.buffer.numel();
-  for (auto& t : g_retired) freed += t.numel();
-  g_spaces.clear();
-  g_retired.clear();
-  return freed;
-}
+// runtime/workspace.py replaced or freed a buffer: every stream asks again
+void bump() { g_generation.fetch_add(1); }
 
 }  // namespace
 
@@ -603,7 +613,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("take_counts", &take_counts);
   m.def("clear", &clear);
   m.def("recipes", &recipes);
-  m.def("free_workspaces", &free_workspaces);
+  m.def("bump", &bump);
   m.attr("OPS") = py::make_tuple(kOpName[0], kOpName[1], kOpName[2], kOpName[3], kOpName[4],
                                  kOpName[5], kOpName[6], kOpName[7]);
 }

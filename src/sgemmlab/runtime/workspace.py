@@ -57,6 +57,23 @@ _lock = threading.Lock()
 #: Bumped whenever a buffer is replaced or freed: a launch bound to workspace pointers
 #: compares it with the value it saw and asks again when it changed.
 generation = 0
+#: Called (no arguments) whenever `generation` moves: the drop-in switch's native kernels,
+#: which keep workspace pointers in C++ (csrc/switch.cpp's bump). A listener takes no lock
+#: and makes no CUDA call: stream_gone calls it from a garbage collector's callback.
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call `listener` whenever a workspace is replaced or freed (once per listener)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def _moved() -> None:
+    global generation
+    generation += 1
+    for listener in _listeners:
+        listener()
 
 
 def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, int]:
@@ -85,8 +102,7 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
             buf.set_deallocation_stream(LEGACY_DEFAULT_STREAM)
             if ws is not None:
                 _retired.append(ws.buffer)  # a captured graph may still point into it
-            global generation
-            generation += 1
+            _moved()
             ws = _spaces[key] = _Workspace(buf, z, s)
         base = int(ws.buffer.handle)
         return base, base + ws.zeroed
@@ -97,13 +113,12 @@ def release_all() -> int:
     the bytes freed (`sgemmlab.free_workspaces`, the tests). Each device is synchronized
     first (its buffers may be in use on any stream); launches bound to a buffer see
     `generation` move and ask again."""
-    global generation
     with _lock:
         freed = _free([ws.buffer for ws in _spaces.values()] + _retired + _dead)
         _spaces.clear()
         _retired.clear()
         _dead.clear()
-        generation += 1
+        _moved()
     return freed
 
 
@@ -131,9 +146,8 @@ def stream_gone(handle: int) -> None:
     `generation`, so launches bound to that stream's workspace ask again. The next
     workspace() call moves the stream's buffers to `_dead` (`_bury`), and a new stream that
     got the same handle gets a new workspace."""
-    global generation
     _gone.append(handle)
-    generation += 1
+    _moved()
 
 
 def _bury() -> None:
