@@ -214,3 +214,15 @@ def illegal_sample(r, limit: int) -> list[dict]:
     if need > 0:
         picked += [rest[i * len(rest) // need] for i in range(need)]
     return picked[:limit]
+
+
+@pytest.fixture
+def float32_highest():
+    """torch's float32 matmul precision at "highest" (exact FP32) for the test, restored
+    after: the drop-in switch's tests, whose routing follows it."""
+    import torch
+
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(old)

@@ -62,12 +62,7 @@ def cpu_switch(monkeypatch):
     torch_mode.disable_all()
 
 
-@pytest.fixture(autouse=True)
-def _highest():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
+pytestmark = pytest.mark.usefixtures("float32_highest")
 
 
 @pytest.fixture

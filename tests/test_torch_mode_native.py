@@ -200,12 +200,7 @@ def switch(monkeypatch):
     mod.clear()
 
 
-@pytest.fixture(autouse=True)
-def _highest():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.set_float32_matmul_precision(old)
+pytestmark = pytest.mark.usefixtures("float32_highest")
 
 
 def close(got, want):
@@ -396,3 +391,14 @@ def test_a_workspace_tail_points_into_the_workspace_python_hands_over(switch, mo
     tails = [x[1:] for x in driver.launches if x[0] == "tail"]
     assert asked == [(256, 512), (256, 512)], asked
     assert tails == [(0x101000, 0x100040)] * 2 + [(0x201000, 0x200040)], tails
+
+
+def test_the_workspace_the_native_kernels_get_is_the_streams_own(monkeypatch):
+    """dropin._workspace (what csrc/switch.cpp asks) is runtime/workspace.py's buffer for
+    the stream the handle names, on that device, at the sizes asked."""
+    seen = []
+    monkeypatch.setattr(dropin, "stream_for", lambda handle, dev: ("stream", handle, dev))
+    monkeypatch.setattr(dropin.workspace, "workspace",
+                        lambda dev, stream, z, s: seen.append((dev, stream, z, s)) or (16, 32))
+    assert dropin._workspace(1, 0xABC, 256, 1024) == (16, 32)
+    assert seen == [(1, ("stream", 0xABC, 1), 256, 1024)]
