@@ -130,6 +130,7 @@ class Plan:
         g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                      (tuple(c.shape), c.stride()))
         self.gemm, self.alpha, self.beta = g, alpha, beta
+        self.kind = "empty" if g.empty else "scale" if g.K == 0 else "gemm"  # as plan.Plan
         i32, f32 = ctypes.c_int32, ctypes.c_float
         cells = [_cell(g.M, i32), _cell(g.N, i32), _cell(g.K, i32), _cell(alpha, f32), 0,
                  _cell(g.lda, i32), 0, _cell(g.ldb, i32), _cell(beta, f32), 0,
@@ -402,3 +403,58 @@ def test_the_workspace_the_native_kernels_get_is_the_streams_own(monkeypatch):
                         lambda dev, stream, z, s: seen.append((dev, stream, z, s)) or (16, 32))
     assert dropin._workspace(1, 0xABC, 256, 1024) == (16, 32)
     assert seen == [(1, ("stream", 0xABC, 1), 256, 1024)]
+
+
+def test_precision_and_determinism_are_part_of_a_signature(switch, monkeypatch):
+    """A mode's precision, and torch's determinism flag, reach the plan; a call of the same
+    shapes under other options is another signature (a recipe never serves the wrong one)."""
+    _, py, mod = switch
+    opts = []
+    plan_for = py.plan_for
+    monkeypatch.setattr(dropin, "_plan_for", lambda a, b, c, o, fresh=False: (
+        opts.append(o), plan_for(a, b, c, o, fresh))[1])
+    gen = torch.Generator().manual_seed(31)
+    a, b = rand(3, 8, gen=gen), rand(8, 5, gen=gen)
+    old = torch.are_deterministic_algorithms_enabled()
+    try:
+        for _ in range(2):
+            with torch_mode():
+                close(a @ b, product64(a, b))
+            with torch_mode(precision="tf32x3"):
+                close(a @ b, product64(a, b))
+            torch.use_deterministic_algorithms(True)
+            with torch_mode():
+                close(a @ b, product64(a, b))
+            torch.use_deterministic_algorithms(False)
+    finally:
+        torch.use_deterministic_algorithms(old)
+    assert opts == [("ieee", False), ("tf32x3", False), ("ieee", True)], opts
+    assert mod.recipes() == 3 and len(py.misses) == 3
+
+
+def test_an_empty_product_is_a_recipe_without_launches(switch):
+    driver, py, _ = switch
+    with torch_mode() as mode:
+        for _ in range(2):
+            r = torch.mm(torch.empty(0, 4), torch.ones(4, 3))
+            assert r.shape == (0, 3)
+            r = torch.mm(torch.ones(2, 0), torch.ones(0, 3))  # K = 0: torch's zeros
+            assert torch.equal(r, torch.zeros(2, 3))
+    assert not [x for x in driver.launches if x[0] == "gemm"]
+    assert mode.served["mm"] + mode.passed["mm"] == 4
+    # the empty product is served from its recipe; K = 0 (beta C) asks Python every time
+    assert py.misses == ["mm"] * 3, py.misses
+
+
+def test_threads_share_the_recipes(switch):
+    """Products from several threads at once: each gets its own operands' result."""
+    import concurrent.futures
+
+    _, py, _ = switch
+    gen = torch.Generator().manual_seed(37)
+    work = [(rand(4, 9, gen=gen), rand(9, 6, gen=gen)) for _ in range(32)]
+    with torch_mode(), concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda ab: ab[0] @ ab[1], work))
+    for (a, b), r in zip(work, got):
+        close(r, product64(a, b))
+    assert 1 <= len(py.misses) <= 4  # one signature: asked until a recipe is kept
