@@ -13,7 +13,12 @@ export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export SGEMMLAB_CACHE_DIR=${SGEMMLAB_CACHE_DIR:-$PWD/.cache/sgemmlab}
 OUT=${OUT:-/tmp/sgemmlab-out}
 mkdir -p "$OUT" results/nvidia-h200
-touch "$OUT/.started"  # what is newer than this goes into the archive
+# what is newer than this goes into the archive: made by the first invocation of a lease's
+# command, so a second one in the same command archives the first one's results too
+[ -e "$OUT/.started" ] || touch "$OUT/.started"
+# the device's copy of the tree may carry a stale .git: results files name the commit given
+[ -n "${SGEMMLAB_GIT_COMMIT:-}" ] || echo "WARNING: SGEMMLAB_GIT_COMMIT is not set; results \
+files will name whatever commit this copy's .git says"
 sg() { python3 -m sgemmlab "$@"; }
 # the GPU tests, on this cache and its prebuilt cubins (by default a test session makes a
 # fresh cache of its own: tests/conftest.py)
@@ -21,6 +26,7 @@ gpu_tests() {
   SGEMMLAB_TEST_CACHE_DIR="$SGEMMLAB_CACHE_DIR" python3 -m pytest -q -m gpu -p no:cacheprovider "$@"
 }
 status=0
+[ -f "$OUT/logs.tgz" ] && tar xzf "$OUT/logs.tgz" -C "$OUT"  # an earlier invocation's
 mkdir -p "$OUT/logs"
 for stage in "$@"; do
   echo "=== $stage $(date -u +%T)"
@@ -156,6 +162,7 @@ done
 # failures); big results files exceed what one transfer brings back: the archive is compressed
 tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data tests/data -type f \
   -newer "$OUT/.started") 2>/dev/null
-# the stages' logs as one file too (a transfer brings at most eight files back)
+# the stages' logs as one file too (a transfer brings at most eight files back), with
+# those an earlier invocation of the same command left (unpacked at the start)
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 exit $status
