@@ -458,3 +458,15 @@ def test_threads_share_the_recipes(switch):
     for (a, b), r in zip(work, got):
         close(r, product64(a, b))
     assert 1 <= len(py.misses) <= 4  # one signature: asked until a recipe is kept
+
+
+def test_an_input_of_more_dimensions_than_the_product_gets_torchs_own_error(switch):
+    """addmm's input of (2, 3, 4) for a 3 x 4 product: torch refuses it, and so does the
+    switch (through torch's kernel), before it builds a key of the call."""
+    _, py, _ = switch
+    with torch_mode() as mode:
+        with pytest.raises(RuntimeError):
+            torch.addmm(torch.ones(2, 3, 4), torch.ones(3, 5), torch.ones(5, 4))
+        with pytest.raises(RuntimeError):
+            torch.baddbmm(torch.ones(1, 2, 3, 4), torch.ones(2, 3, 5), torch.ones(2, 5, 4))
+    assert not py.misses and mode.passed == {"addmm": 1, "baddbmm": 1}

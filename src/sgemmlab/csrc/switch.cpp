@@ -98,11 +98,15 @@ struct Recipe {
   uint64_t zeroed = 0, scratch = 0;  // the largest workspace a launch needs
 };
 
-// A call's signature, as integers. Never longer than 8 + 4 tensors x (1 + 2 x 3).
+// A call's signature, as integers: 10 of the call, then up to 4 tensors of at most 3
+// dimensions (1 + 2 x 3 each: `serve` checks the dimensions before it builds one).
 struct Key {
   std::array<int64_t, 40> v{};
   int n = 0;
-  void add(int64_t x) { v[n++] = x; }
+  void add(int64_t x) {
+    TORCH_CHECK(n < static_cast<int>(v.size()), "sgemmlab: a call's key outgrew its array");
+    v[n++] = x;
+  }
   void add(const at::Tensor& t) {
     add(t.dim());
     for (int64_t i = 0; i < t.dim(); ++i) {
@@ -395,7 +399,7 @@ std::optional<at::Tensor> serve(Op op, const at::Tensor* x, const at::Tensor& a,
     return t.scalar_type() == at::kFloat && t.layout() == at::kStrided;
   };
   if (!plain(a) || !plain(b) || a.dim() != dims || b.dim() != dims) return std::nullopt;
-  if (x && !plain(*x)) return std::nullopt;
+  if (x && (!plain(*x) || x->dim() > dims)) return std::nullopt;  // torch refuses such x
   if (out && !plain(*out)) return std::nullopt;
   if (dims == 2 ? a.size(1) != b.size(0)
                 : a.size(0) != b.size(0) || a.size(2) != b.size(1))
