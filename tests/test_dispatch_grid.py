@@ -176,3 +176,26 @@ def test_the_table_is_indexed_once_and_its_distances_are_the_documented_ones(mon
     table(entries)
     dispatch.choose(100, 200, 300, gpu_name=GPU, sm_count=SMS)
     assert len(built) == 2, "a new table is indexed again"
+
+
+def test_the_layer_shapes_are_the_products_a_linear_layer_sends():
+    """x @ W^T (NT) for the forward; G @ W (NN) and (G^T @ x)^T (TN: N x K of inner M)
+    for the backward, each once and within the grid's budget; other layouts are refused."""
+    fwd, dx, dw = (grid.layer_shapes(lay) for lay in ("NT", "NN", "TN"))
+    N, K = grid.LAYER_WEIGHTS[1]  # 11008 x 4096
+    assert (1, N, K) in fwd and (512, N, K) in fwd
+    assert (2048, K, N) in dx and (N, K, 2048) in dw
+    assert (8192, 4096, 14336) not in dx  # beyond MAX_PRODUCT
+    for shapes in (fwd, dx, dw):
+        assert len(shapes) == len(set(shapes))
+        assert all(M * n * k <= grid.MAX_PRODUCT for M, n, k in shapes)
+    with pytest.raises(ValueError, match="NT, NN and TN"):
+        grid.layer_shapes("TT")
+
+
+def test_the_layers_candidates_try_rung_15_only_at_the_rows_a_call_rounds_up_to():
+    r15 = registry.rung(15)
+    cands = [cfg for r, cfg in grid.layer_candidates(GPU) if r is r15]
+    assert {c["RM"] for c in cands} == {1, 2, 4, 8, 16}
+    worth = {c["RM"] for c in cands if grid.layer_useful(r15, c, 3, 4096, 4096)}
+    assert worth == {4, r15.default(None)["RM"]}

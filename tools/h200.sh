@@ -133,10 +133,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1
       sg bench --model encoder --precision tf32x3 || status=1 ;;
-    layers)  # the linear layers' products in the weight's layout, into the shipped table
+    layers)  # the linear layers' products, into the shipped table: LAYER_LAYOUTS="NT" (the
+      # forward, the default) or "NN TN" (the backward's input and weight gradients)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # merged into the package's table, not a user one
-      sg tune --grid --layers --export src/sgemmlab/data/tables/nvidia-h200.json --quiet \
-        | tail -3 || status=1 ;;
+      sg tune --grid --layers $(for l in ${LAYER_LAYOUTS:-NT}; do echo --layout "$l"; done) \
+        --export src/sgemmlab/data/tables/nvidia-h200.json --quiet | tail -3 || status=1 ;;
     native)  # the drop-in switch's native kernels, built once into the cache (the tests,
       # the models and the anatomy then load them)
       python3 -c "from sgemmlab.runtime import native; import time; t = time.time(); \

@@ -92,8 +92,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "coarser grid): the grid's candidates at every grid shape")] = False,
          layers: Annotated[bool, typer.Option(
              "--layers", help="with --grid: only the products of linear layers "
-             "(tune/grid.py's LAYER_WEIGHTS at M 1-256), in the weight's layout NT (or "
-             "--layout)")] = False,
+             "(tune/grid.py's LAYER_WEIGHTS): the forward's NT at M 1-512, or with --layout "
+             "NN / TN the backward's input and weight gradients")] = False,
          validate: Annotated[bool, typer.Option(
              "--validate", help="leave each measured shape out of this GPU's table (or the "
              "shipped one) and predict it from the others; no GPU needed")] = False):
@@ -211,8 +211,10 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
     other = [x for x in (layouts or ["TN", "NT", "TT"]) if x != "NN"]
     if other:
         passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
-    if layers:
-        passes = [(layouts or ["NT"], grid.layer_shapes(), "grid-layers")]
+    if layers:  # one pass per layout, each with the shapes a layer sends in it
+        passes = [([lay], grid.layer_shapes(lay),
+                   "grid-layers" if lay == "NT" else f"grid-layers-{lay.lower()}")
+                  for lay in layouts or ["NT"]]
         cands, worth = grid.layer_candidates(gpu_info().name), grid.layer_useful
     elif layouts and "NN" not in layouts:
         passes = passes[1:]

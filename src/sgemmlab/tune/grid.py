@@ -58,18 +58,37 @@ STREAMK_64N = {**STREAMK_64, "BM": 128, "BN": 64, "WM": 64, "WN": 32}
 #: The products of the models people run, at the batch sizes of decoding and small batches:
 #: (N, K) of a linear layer's weight (out, in features) — LLaMA-7B/8B's 4096 / 11008 / 14336,
 #: a 1.1B LLaMA's 2048 / 5632, BERT's 768 / 3072, the 1024 and 512 Transformers, the output
-#: heads of a 32000-token vocabulary — and M the rows (tokens) of a call, 1 to 512.
+#: heads of a 32000-token vocabulary — and M the rows (tokens) of a call.
 LAYER_WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (1024, 1024),
                  (3072, 768), (2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048),
                  (1536, 512), (512, 512), (2048, 512), (512, 2048))
 LAYER_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+#: The rows (tokens) of a training step's backward products: a small batch to a large one.
+TRAIN_ROWS = (128, 512, 2048, 8192)
 
 
-def layer_shapes() -> list[Shape]:
-    """(M, N, K) of x @ W^T for every LAYER_ROWS x LAYER_WEIGHTS: measured in the weight's
-    own layout (NT: B column-major) by `sgemmlab tune --grid --layers`, so dispatch knows the
-    exact products a linear layer sends instead of blending the coarse layout grid's."""
-    return [(M, N, K) for N, K in LAYER_WEIGHTS for M in LAYER_ROWS]
+def layer_shapes(layout: str = "NT") -> list[Shape]:
+    """The products of a linear layer y = x W^T (W is N x K, stored as torch stores it), in
+    the layout torch sends each:
+
+    NT  the forward x @ W^T: (M, N, K), W read column-major (LAYER_ROWS: decoding, small
+        batches);
+    NN  the input gradient G @ W: (M, K, N) (TRAIN_ROWS);
+    TN  the weight gradient, which torch computes as (G^T @ x)^T to give it W^T's layout:
+        (N, K, M), G^T read column-major (TRAIN_ROWS).
+
+    Measured by `sgemmlab tune --grid --layers [--layout ...]` so dispatch knows the exact
+    products a model sends instead of blending the coarse layout grid's; the backward
+    passes keep to MAX_PRODUCT, as the grid does."""
+    if layout == "NT":
+        return [(M, N, K) for N, K in LAYER_WEIGHTS for M in LAYER_ROWS]
+    if layout == "NN":
+        shapes = [(M, K, N) for N, K in LAYER_WEIGHTS for M in TRAIN_ROWS]
+    elif layout == "TN":
+        shapes = [(N, K, M) for N, K in LAYER_WEIGHTS for M in TRAIN_ROWS]
+    else:
+        raise ValueError(f"a linear layer sends NT, NN and TN products, not {layout!r}")
+    return [s for s in shapes if s[0] * s[1] * s[2] <= MAX_PRODUCT]
 
 
 #: Rung 15's shapes tried at the layers' decode rows (M <= 16): the rows a block covers
