@@ -257,8 +257,6 @@ struct Originals {
 Originals* g_orig = nullptr;
 std::unique_ptr<torch::Library> g_library;
 
-c10::IValue scalar_value(const c10::Scalar& s) { return c10::IValue(s); }
-
 // torch's own kernel for this call (the boxed stack holds the schema's arguments)
 void pass(Op op, c10::DispatchKeySet ks, torch::jit::Stack& stack) {
   g_passed[op].fetch_add(1, std::memory_order_relaxed);
@@ -475,7 +473,7 @@ at::Tensor& product_out(Op op, c10::DispatchKeySet ks, const at::Tensor& a, cons
 at::Tensor add_product(Op op, c10::DispatchKeySet ks, const at::Tensor& x, const at::Tensor& a,
                        const at::Tensor& b, const c10::Scalar& beta, const c10::Scalar& alpha) {
   if (auto r = serve(op, &x, a, b, nullptr, beta, alpha)) return *r;
-  torch::jit::Stack stack{x, a, b, scalar_value(beta), scalar_value(alpha)};
+  torch::jit::Stack stack{x, a, b, c10::IValue(beta), c10::IValue(alpha)};
   pass(op, ks, stack);
   return stack.back().toTensor();
 }
@@ -484,7 +482,7 @@ at::Tensor& add_product_out(Op op, c10::DispatchKeySet ks, const at::Tensor& x,
                             const at::Tensor& a, const at::Tensor& b, const c10::Scalar& beta,
                             const c10::Scalar& alpha, at::Tensor& out) {
   if (serve(op, &x, a, b, &out, beta, alpha)) return out;
-  torch::jit::Stack stack{x, a, b, scalar_value(beta), scalar_value(alpha), out};
+  torch::jit::Stack stack{x, a, b, c10::IValue(beta), c10::IValue(alpha), out};
   pass(op, ks, stack);
   return out;
 }

@@ -24,7 +24,7 @@ import threading
 from importlib.resources import files
 
 from . import trust
-from .compiler import cache_dir, make_cache_subdir
+from .compiler import cache_refusal, make_cache_subdir
 
 SOURCE = "csrc/switch.cpp"
 _lock = threading.Lock()
@@ -77,9 +77,10 @@ def _build():
     d = digest()
     where = make_cache_subdir("native") / d
     where.mkdir(mode=0o700, exist_ok=True)
-    for p in (cache_dir(), where.parent, where):
-        if why := trust.dir_problem(p):
-            raise trust.Untrusted(p, why)
+    if refused := cache_refusal("native"):  # the cache and native/, as for cubins
+        raise trust.Untrusted(*refused)
+    if why := trust.dir_problem(where):
+        raise trust.Untrusted(where, why)
     src = where / "switch.cpp"
     if not src.exists() or src.read_bytes() != source():
         from .files import write_atomic
