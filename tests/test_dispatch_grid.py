@@ -191,6 +191,23 @@ def test_the_layer_shapes_are_the_products_a_linear_layer_sends():
         assert all(M * n * k <= grid.MAX_PRODUCT for M, n, k in shapes)
     with pytest.raises(ValueError, match="NT, NN and TN"):
         grid.layer_shapes("TT")
+    # prefill and training: every layout at TRAIN_ROWS, the forward included
+    train = grid.layer_shapes("NT", grid.TRAIN_ROWS)
+    assert (2048, N, K) in train and (1, N, K) not in train
+    assert grid.layer_shapes("NN", grid.TRAIN_ROWS) == dx
+
+
+def test_the_large_candidates_are_tried_only_where_their_tiles_fill_the_gpu():
+    large = grid.large_candidates(GPU)
+    assert {r.number for r, _ in large} == {24, 25}
+    assert {c["REG_TRANSPOSE"] for _, c in large} == {0, 1}
+    assert all(r.is_legal(c) for r, c in large)
+    cands = grid.layer_candidates(GPU)
+    assert all(c in cands for c in large) and len(cands) == len(
+        {(r.label, registry.config_key(c)) for r, c in cands})
+    r, cfg = large[0]
+    assert grid.layer_useful(r, cfg, 2048, 4096, 4096)
+    assert not grid.layer_useful(r, cfg, 16, 4096, 4096)  # below LARGE_C outputs
 
 
 def test_the_layers_candidates_try_rung_15_only_at_the_rows_a_call_rounds_up_to():

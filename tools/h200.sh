@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: prebuilt conflicts stalls tune rerank table grid
+#   tools/h200.sh STAGE...      stages: compile prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers
@@ -102,6 +102,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --precision tf32x3 ${TENSOR_ARGS:-} --quiet || status=1
       sg bench --shape 4096x4096x4096 --shape 8192x8192x8192 -k 19 --precision tf32 \
         ${TENSOR_ARGS:-} --quiet || status=1 ;;
+    compile)  # the cubins a run loads, compiled here (about a minute on 16 cores)
+      python3 tools/prebuild.py --compile-only --jobs "${COMPILE_JOBS:-16}" || status=1 ;;
     prebuilt)  # the cubins built on the CPU machine (.cache/prebuilt.tar.xz, carried)
       mkdir -p "$SGEMMLAB_CACHE_DIR"
       [ -f .cache/prebuilt.tar.xz ] && tar xJf .cache/prebuilt.tar.xz -C "$SGEMMLAB_CACHE_DIR"
@@ -136,8 +138,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     layers)  # the linear layers' products, into the shipped table: LAYER_LAYOUTS="NT" (the
       # forward, the default) or "NN TN" (the backward's input and weight gradients)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # merged into the package's table, not a user one
+      # LAYER_TRAIN=1: at the rows of prefill and training (128-8192 tokens)
       sg tune --grid --layers $(for l in ${LAYER_LAYOUTS:-NT}; do echo --layout "$l"; done) \
-        --export src/sgemmlab/data/tables/nvidia-h200.json --quiet | tail -3 || status=1 ;;
+        ${LAYER_TRAIN:+--train-rows} --export src/sgemmlab/data/tables/nvidia-h200.json \
+        --quiet | tail -3 || status=1 ;;
     native)  # the drop-in switch's native kernels, built once into the cache (the tests,
       # the models and the anatomy then load them)
       python3 -c "from sgemmlab.runtime import native; import time; t = time.time(); \

@@ -2,12 +2,14 @@
 for the trip (the H200's compile cache starts empty; NVRTC there would spend minutes).
 
     python tools/prebuild.py [--since ISO-TIME [--until ISO-TIME]] [--out FILE.tar.xz]
+    python tools/prebuild.py --compile-only --jobs 16   # on the GPU machine itself
 
-Compiles every grid candidate (tune/grid.py) and every rung's H200 default, in every layout
-the rung takes and both alignment variants, into the compile cache ($SGEMMLAB_CACHE_DIR or
-~/.cache/sgemmlab), then packs those cubins and every other one written since --since (the
-tests' builds, say) into one xz archive, which `tools/h200.sh prebuilt` unpacks on the
-device. The cubins carry their source text, so the archive is several times smaller.
+Compiles every grid and layers candidate (tune/grid.py) and every rung's H200 default, in
+every layout the rung takes and both alignment variants, into the compile cache
+($SGEMMLAB_CACHE_DIR or ~/.cache/sgemmlab), then packs those cubins and every other one
+written since --since (the tests' builds, say) into one xz archive, which `tools/h200.sh
+prebuilt` unpacks on the device. The cubins carry their source text, so the archive is
+several times smaller. With --compile-only it packs nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _one(item) -> str:
 
 
 def work() -> list[tuple[str, dict]]:
-    pairs = list(grid.grid_candidates(GPU))
+    pairs = list(grid.grid_candidates(GPU)) + list(grid.layer_candidates(GPU))
     pairs += [(r, r.default(GPU)) for r in registry.ALL + registry.HISTORY]
     # deterministic=True with a rung named alone: its default with the fixed-order fix-up
     pairs += [(r, r.default(GPU) | {"FIXUP": 0}) for r in registry.ALL
@@ -77,6 +79,8 @@ def main() -> None:
     ap.add_argument("--until", help="... and before this ISO time")
     ap.add_argument("--out", default=".cache/prebuilt.tar.xz")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--compile-only", action="store_true",
+                    help="fill the compile cache and pack nothing (on the GPU machine)")
     args = ap.parse_args()
     items = work()
     t0 = time.time()
@@ -85,6 +89,8 @@ def main() -> None:
     print(f"{len(items)} variants compiled or found in the cache in {time.time() - t0:.0f} s")
     for p in problems:
         print("  failed:", p)
+    if args.compile_only:
+        return
     since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
     root = cache_dir()
     needed = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}

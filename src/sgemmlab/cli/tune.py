@@ -94,6 +94,9 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "--layers", help="with --grid: only the products of linear layers "
              "(tune/grid.py's LAYER_WEIGHTS): the forward's NT at M 1-512, or with --layout "
              "NN / TN the backward's input and weight gradients")] = False,
+         train_rows: Annotated[bool, typer.Option(
+             "--train-rows", help="with --layers: every layout at the rows of prefill and "
+             "training (tune/grid.py's TRAIN_ROWS, 128-8192 tokens)")] = False,
          validate: Annotated[bool, typer.Option(
              "--validate", help="leave each measured shape out of this GPU's table (or the "
              "shipped one) and predict it from the others; no GPU needed")] = False):
@@ -123,6 +126,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.args[0])
     if layers and not grid:
         fail("--layers applies to --grid")
+    if train_rows and not layers:
+        fail("--train-rows applies to --grid --layers")
     if not (table or grid) and layout or not table and (config or confirm):
         fail("--layout applies to --table and --grid, --config and --confirm to --table")
     if table and (write_defaults or limit is not None or where or candidates):
@@ -149,7 +154,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         return
     require_torch()
     if grid:
-        _tune_grid(layouts if layout else None, jobs, resume, export, quiet, layers)
+        _tune_grid(layouts if layout else None, jobs, resume, export, quiet, layers,
+                   train_rows)
         return
     if table:
         _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export, quiet,
@@ -196,9 +202,10 @@ def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export
         typer.echo(f"table:   {path}")
 
 
-def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
+def _tune_grid(layouts, jobs, resume, export, quiet, layers=False, train_rows=False):
     """--grid: the NN grid, then the coarser grid for the other layouts (or `layouts`);
-    with `layers`, the linear layers' products alone (NT, or `layouts`)."""
+    with `layers`, the linear layers' products alone (NT, or `layouts`), at
+    TRAIN_ROWS with `train_rows`."""
     from ..bench.runner import BaselineError
     from ..runtime.device import gpu_info
     from ..tune import grid
@@ -212,8 +219,10 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False):
     if other:
         passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
     if layers:  # one pass per layout, each with the shapes a layer sends in it
-        passes = [([lay], grid.layer_shapes(lay),
-                   "grid-layers" if lay == "NT" else f"grid-layers-{lay.lower()}")
+        rows = grid.TRAIN_ROWS if train_rows else None
+        passes = [([lay], grid.layer_shapes(lay, rows),
+                   "grid-layers" + ("-train" if train_rows else "")
+                   + ("" if lay == "NT" else f"-{lay.lower()}"))
                   for lay in layouts or ["NT"]]
         cands, worth = grid.layer_candidates(gpu_info().name), grid.layer_useful
     elif layouts and "NN" not in layouts:

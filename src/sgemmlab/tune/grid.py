@@ -67,25 +67,26 @@ LAYER_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 TRAIN_ROWS = (128, 512, 2048, 8192)
 
 
-def layer_shapes(layout: str = "NT") -> list[Shape]:
+def layer_shapes(layout: str = "NT", rows: Iterable[int] | None = None) -> list[Shape]:
     """The products of a linear layer y = x W^T (W is N x K, stored as torch stores it), in
-    the layout torch sends each:
+    the layout torch sends each, at `rows` tokens:
 
-    NT  the forward x @ W^T: (M, N, K), W read column-major (LAYER_ROWS: decoding, small
-        batches);
-    NN  the input gradient G @ W: (M, K, N) (TRAIN_ROWS);
+    NT  the forward x @ W^T: (M, N, K), W read column-major (by default LAYER_ROWS:
+        decoding, small batches; TRAIN_ROWS: prefill and a training step's forward);
+    NN  the input gradient G @ W: (M, K, N) (by default TRAIN_ROWS);
     TN  the weight gradient, which torch computes as (G^T @ x)^T to give it W^T's layout:
-        (N, K, M), G^T read column-major (TRAIN_ROWS).
+        (N, K, M), G^T read column-major (by default TRAIN_ROWS).
 
-    Measured by `sgemmlab tune --grid --layers [--layout ...]` so dispatch knows the exact
-    products a model sends instead of blending the coarse layout grid's; the backward
-    passes keep to MAX_PRODUCT, as the grid does."""
+    Measured by `sgemmlab tune --grid --layers [--layout ...] [--train-rows]` so dispatch
+    knows the exact products a model sends instead of blending the coarse layout grid's;
+    every shape keeps to MAX_PRODUCT, as the grid does."""
     if layout == "NT":
-        return [(M, N, K) for N, K in LAYER_WEIGHTS for M in LAYER_ROWS]
-    if layout == "NN":
-        shapes = [(M, K, N) for N, K in LAYER_WEIGHTS for M in TRAIN_ROWS]
-    elif layout == "TN":
-        shapes = [(N, K, M) for N, K in LAYER_WEIGHTS for M in TRAIN_ROWS]
+        rows = LAYER_ROWS if rows is None else tuple(rows)
+        shapes = [(M, N, K) for N, K in LAYER_WEIGHTS for M in rows]
+    elif layout in ("NN", "TN"):
+        rows = TRAIN_ROWS if rows is None else tuple(rows)
+        shapes = [(M, K, N) if layout == "NN" else (N, K, M)
+                  for N, K in LAYER_WEIGHTS for M in rows]
     else:
         raise ValueError(f"a linear layer sends NT, NN and TN products, not {layout!r}")
     return [s for s in shapes if s[0] * s[1] * s[2] <= MAX_PRODUCT]
@@ -98,9 +99,37 @@ SKINNY_ROWS = ((32, 8), (32, 16), (64, 8), (64, 16))  # (BN, WARPS)
 SKINNY_UNROLLS = (4, 8)
 
 
+#: The large products of prefill and training (M N >= LARGE_C): the 128 x 256 tiles' other
+#: variants besides the grid's rung 13 and 14 defaults: rungs 24 and 25 (the steady k-loop)
+#: with the k-major operands through registers or by cp.async (which of the two is faster
+#: depends on how many operands are k-major: NT has two, NN one, TN none), and rung 25 at
+#: the patch shape that won 4096^3 NN.
+LARGE_C = 2**21
+LARGE_VARIANTS = ({}, {"REG_TRANSPOSE": 0}, {"REG_TRANSPOSE": 1})
+LARGE_PATCH = {"WM": 128, "WN": 32, "TM": 16, "TN": 8}
+
+
+def large_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
+    """Rungs 24 (Stream-K and data-parallel) and 25 at LARGE_VARIANTS, and 25 at
+    LARGE_PATCH: the candidates `layer_useful` adds at products of LARGE_C outputs or
+    more."""
+    r24, r25 = registry.rung(24), registry.rung(25)
+    out: list[tuple[Rung, dict]] = []
+    for change in LARGE_VARIANTS:
+        for r, cfg in ((r24, r24.default(gpu_name)), (r24, {**r24.default(gpu_name),
+                                                             "SPLIT": 1}),
+                       (r25, r25.default(gpu_name)),
+                       (r25, {**r25.default(gpu_name), **LARGE_PATCH})):
+            cfg = {**cfg, **change}
+            if r.is_legal(cfg) and (r, cfg) not in out:
+                out.append((r, cfg))
+    return out
+
+
 def layer_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
-    """The grid's candidates and rung 15 at every SKINNY_ROWS x SKINNY_UNROLLS x RM shape:
-    a decode step's products are where a layer's time is its weight's bytes."""
+    """The grid's candidates, rung 15 at every SKINNY_ROWS x SKINNY_UNROLLS x RM shape (a
+    decode step's products are where a layer's time is its weight's bytes), and the large
+    products' `large_candidates`."""
     out = grid_candidates(gpu_name)
     r15 = registry.rung(15)
     base = r15.default(gpu_name)
@@ -109,13 +138,18 @@ def layer_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
         cfg = {**base, "RM": rm, "BN": bn, "WARPS": warps, "UNROLL": unroll, "SPLIT": split}
         if r15.is_legal(cfg) and (r15, cfg) not in out:
             out.append((r15, cfg))
+    out += [c for c in large_candidates(gpu_name) if c not in out]
     return out
 
 
 def layer_useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> bool:
-    """`useful`, and rung 15 only with RM at its default or the rows M rounds up to."""
+    """`useful`; rung 15 only with RM at its default or the rows M rounds up to; rungs 24
+    and 25 only at M N batch >= LARGE_C."""
     if rung.label == registry.rung(15).label and cfg.get("RM") not in (
             rung.default(None)["RM"], min(16, 1 << max(0, M - 1).bit_length())):
+        return False
+    if rung.label in (registry.rung(24).label, registry.rung(25).label) \
+            and M * N * batch < LARGE_C:
         return False
     return useful(rung, cfg, M, N, K, batch)
 
