@@ -245,3 +245,95 @@ def test_a_launch_exports_its_arguments_bytes_and_pointer_slots_for_the_native_s
     assert len(cells) == len(head) and slots == [(4, 0), (6, 1), (9, 2)]
     assert tail == [(11, launch_mod.ZEROED, 64), (12, launch_mod.ZEROED, 0)]
     assert (zeroed, scratch) == (512, 1024)
+
+
+def _bind_recorder(monkeypatch):
+    """Launcher.bind without a GPU: `load` records the variant asked for."""
+    asked = []
+
+    def load(rung, cfg, vec4, device_id=0, trans_a=False, trans_b=False, source=False):
+        asked.append((vec4, source))
+        return KERNEL, None
+
+    monkeypatch.setattr(launch_mod, "load", load)
+    return asked
+
+
+def test_a_source_is_packed_after_ldc_and_repointed_with_a_b_and_c(monkeypatch):
+    """C = alpha A B + beta X (kernels/epilogue.cuh's Source): X and its row stride follow ldc,
+    before the batch strides; X is a fourth pointer slot; the variant compiled with
+    SGEMM_SOURCE is asked for, with float4 only where X is aligned as well."""
+    from sgemmlab import registry
+    from sgemmlab.errors import ConfigError
+
+    asked = _bind_recorder(monkeypatch)
+    r13 = registry.rung(13)
+    lau = launch_mod.Launcher(r13, r13.default(None))
+    p = lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
+                 source=(0x4000, 0))
+    assert p.pointer_slots == launch_mod.SOURCE_POINTERS == (4, 6, 9, 11)
+    assert p.args[11] == 0x4000 and type(p.args[12]) is np.int64 and p.args[12] == 0
+    assert [int(v) for v in p.args[13:]] == [0, 0, 0]  # the batch strides come after
+    assert asked[-1] == (True, True)
+    lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
+             source=(0x4004, 0))  # X off 16-byte alignment: the scalar variant
+    assert asked[-1] == (False, True)
+    plain = lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM)
+    assert plain.pointer_slots == launch_mod.POINTERS and asked[-1] == (True, False)
+    assert len(plain.args) == len(p.args) - 2
+    with pytest.raises(ValueError, match="row stride"):
+        lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
+                 source=(0x4000, -4))
+    r10 = registry.rung(10)
+    with pytest.raises(ConfigError, match="from C alone"):
+        launch_mod.Launcher(r10, r10.default(None)).bind(
+            64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
+            source=(0x4000, 0))
+    assert launch_mod.variant_macros(r13, True, source=True)["SGEMM_SOURCE"] == 1
+    assert "SGEMM_SOURCE" not in launch_mod.variant_macros(r13, True)
+
+
+def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatch):
+    from sgemmlab import plan as plan_mod
+    from sgemmlab.errors import ConfigError
+
+    g = plan_mod.Gemm(8, 8, 8, 1, False, False, 8, 8, 8, 0, 0, 0, False, (8, 8))
+    packs, seen = [], []
+
+    def bind(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, source=None, **kw):
+        args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
+                b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
+        slots = launch_mod.POINTERS
+        if source is not None:
+            args += [source[0], np.int64(source[1])]
+            slots = launch_mod.SOURCE_POINTERS
+        p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), tuple(args), slots)
+
+        def call(*a):
+            ptrs = (ctypes.c_void_p * len(args)).from_address(a[9])
+            seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in slots))
+            return (0,)
+
+        p._fn = call
+        packs.append(p)
+        return p
+
+    monkeypatch.setattr(plan_mod, "stream_for", lambda handle, dev: STREAM)
+    rung = types.SimpleNamespace(supports=lambda f: True, label="stand-in")
+    pl = plan_mod.Plan.__new__(plan_mod.Plan)
+    for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=rung,
+                        config=None, launcher=types.SimpleNamespace(bind=bind),
+                        per_item=False, reuse=True, bound={}, templates={},
+                        lock=__import__("threading").Lock()).items():
+        setattr(pl, name, v)
+    assert pl.takes_source
+    pl.launch(0x100, 0x200, 0x300, 7, 1.0, 1.0, source=(0x400, 0))
+    pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))
+    pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 8))  # another stride
+    pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0)  # C's own term
+    assert seen == [(0x100, 0x200, 0x300, 0x400), (0x500, 0x600, 0x700, 0x800),
+                    (0x500, 0x600, 0x700, 0x800), (0x500, 0x600, 0x700)]
+    assert len(packs) == 3 and int(packs[1].args[12]) == 8
+    pl.per_item = True  # a batch launched product by product has no source
+    with pytest.raises(ConfigError, match="from C alone"):
+        pl.launch(0x900, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))

@@ -8,6 +8,8 @@ reaches torch's own kernel with torch's own result or error. The GPU tests
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -37,10 +39,13 @@ class StandIn:
     def plan_for(self, a, b, c, opts, fresh=False):
         if not fresh and dropin._overlap(c, a, b):  # as the real one
             return None
-        return ("plan", opts)
+        # a plan whose kernel reads beta's term from C alone (x is filled into the output;
+        # the epilogue's source: tests/test_torch_mode_native.py and the GPU tests)
+        return types.SimpleNamespace(opts=opts, takes_source=False)
 
-    def run(self, plan, a, b, c, alpha, beta):
-        self.calls.append(("update", tuple(a.shape), tuple(b.shape), *plan[1], alpha, beta))
+    def run(self, plan, a, b, c, alpha, beta, source=None):
+        assert source is None
+        self.calls.append(("update", tuple(a.shape), tuple(b.shape), *plan.opts, alpha, beta))
         r = alpha * product64(a, b)
         if beta != 0:
             r = r + beta * c.double()

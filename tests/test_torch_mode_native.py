@@ -5,10 +5,12 @@ instead of CUDA, and handed a stand-in for cuLaunchKernel: a ctypes callback tha
 launch's packed arguments exactly as the driver would (the kernel handle, the grid, and
 an array of pointers to the arguments) and computes the launch on the CPU tensors' memory
 in float64. The stand-in plans export launches laid out as the rungs' are (M, N, K, alpha,
-A, lda, B, ldb, beta, C, ldc, ...: the A, B and C slots at launch.POINTERS), and the fill
+A, lda, B, ldb, beta, C, ldc, ...: the A, B and C slots at launch.POINTERS; with the
+epilogue's source, X and ldx after ldc, X's slot at launch.SOURCE_POINTERS), and the fill
 launch as kernels/broadcast.cu's. So every test sees the C++ side do what it does on the
-H200 — the key, the recipe, the repointing, the fill, the passes to torch's kernel — and
-checks the values against float64. The GPU tests run the same kernels on the real driver.
+H200 — the key, the recipe, the repointing, the bias read in the epilogue or filled, the
+passes to torch's kernel — and checks the values against float64. The GPU tests run the
+same kernels on the real driver.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from sgemmlab import dropin  # noqa: E402
 from sgemmlab.dropin import torch_mode  # noqa: E402
 from sgemmlab.plan import describe  # noqa: E402
 from sgemmlab.runtime import native  # noqa: E402
-from sgemmlab.runtime.launch import POINTERS  # noqa: E402
+from sgemmlab.runtime.launch import POINTERS, SOURCE_POINTERS  # noqa: E402
 
 F = torch.nn.functional
-GEMM, FILL, GEMM_WS = 1, 2, 3  # the stand-in kernels' handles (3: a workspace tail too)
+# the stand-in kernels' handles (3: a workspace tail too; 4: beta's term from a source X)
+GEMM, FILL, GEMM_WS, GEMM_X = 1, 2, 3, 4
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, *[ctypes.c_uint] * 7,
                           ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
@@ -65,8 +68,8 @@ class Driver:
             return ctypes.cast(params[i], ctypes.POINTER(ctype))[0]
 
         try:
-            if kernel in (GEMM, GEMM_WS):
-                self._gemm(arg)
+            if kernel in (GEMM, GEMM_WS, GEMM_X):
+                self._gemm(arg, kernel == GEMM_X)
                 if kernel == GEMM_WS:
                     self.launches.append(("tail", arg(17, ctypes.c_uint64),
                                           arg(18, ctypes.c_uint64)))
@@ -79,20 +82,23 @@ class Driver:
             return 999
         return 0
 
-    def _gemm(self, arg):
+    def _gemm(self, arg, source: bool = False):
         i32, f32, u64 = ctypes.c_int32, ctypes.c_float, ctypes.c_uint64
         M, N, K, alpha = arg(0, i32), arg(1, i32), arg(2, i32), arg(3, f32)
         pa, lda, pb, ldb = arg(4, u64), arg(5, i32), arg(6, u64), arg(7, i32)
         beta, pc, ldc = arg(8, f32), arg(9, u64), arg(10, i32)
-        batch, sa, sb, sc, ta, tb = (arg(11 + i, ctypes.c_int64) for i in range(6))
-        self.launches.append(("gemm", pa, pb, pc, alpha, beta))
+        px, ldx = (arg(11, u64), arg(12, ctypes.c_int64)) if source else (0, 0)
+        first = 13 if source else 11
+        batch, sa, sb, sc, ta, tb = (arg(first + i, ctypes.c_int64) for i in range(6))
+        self.launches.append(("gemm", pa, pb, pc, alpha, beta) + ((px,) if source else ()))
         for z in range(batch):
             A = _view(pa + 4 * z * sa, (M, K), (1, lda) if ta else (lda, 1)).astype(np.float64)
             Bm = _view(pb + 4 * z * sb, (K, N), (1, ldb) if tb else (ldb, 1)).astype(np.float64)
             C = _view(pc + 4 * z * sc, (M, N), (ldc, 1))
             r = alpha * (A @ Bm)
-            if beta != 0:
-                r = r + beta * C.astype(np.float64)
+            if beta != 0:  # C itself, or X: the same for every product of a batch
+                old = _view(px, (M, N), (ldx, 1)) if source else C
+                r = r + beta * old.astype(np.float64)
             C[...] = r.astype(np.float32)
 
     def _fill(self, arg):
@@ -122,21 +128,27 @@ def _cell(value, ctype) -> int:
 
 class Plan:
     """A stand-in plan.Plan: the real `describe` of the call, and the template a rung's
-    launch would export (its arguments in the rungs' order)."""
+    launch would export (its arguments in the rungs' order; with a source's row stride
+    `ldx`, X's slot and ldx after ldc)."""
 
     kind, per_item = "gemm", False
 
-    def __init__(self, a, b, c, alpha=1.0, beta=0.0):
+    def __init__(self, a, b, c, alpha=1.0, beta=0.0, ldx=None):
         g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                      (tuple(c.shape), c.stride()))
         self.gemm, self.alpha, self.beta = g, alpha, beta
         self.kind = "empty" if g.empty else "scale" if g.K == 0 else "gemm"  # as plan.Plan
+        self.takes_source = self.kind == "gemm" and not g.swap  # as a rung 13-18 plan's
         i32, f32 = ctypes.c_int32, ctypes.c_float
         cells = [_cell(g.M, i32), _cell(g.N, i32), _cell(g.K, i32), _cell(alpha, f32), 0,
                  _cell(g.lda, i32), 0, _cell(g.ldb, i32), _cell(beta, f32), 0,
-                 _cell(g.ldc, i32)] + [_cell(v, ctypes.c_int64) for v in (
-                     g.batch, g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b)]
-        self.templates = {"only": Launch(GEMM, cells, POINTERS)}
+                 _cell(g.ldc, i32)]
+        tail = [_cell(v, ctypes.c_int64) for v in (
+            g.batch, g.stride_a, g.stride_b, g.stride_c, g.trans_a, g.trans_b)]
+        self.templates = {"only": Launch(GEMM, cells + tail, POINTERS)}
+        if ldx is not None:
+            self.templates["source"] = Launch(
+                GEMM_X, cells + [0, _cell(ldx, ctypes.c_int64)] + tail, SOURCE_POINTERS)
 
 
 class Python:
@@ -151,13 +163,21 @@ class Python:
             return None
         return Plan(a, b, c)
 
-    def run(self, plan, a, b, c, alpha, beta):
+    def run(self, plan, a, b, c, alpha, beta, source=None):
         """The first call of a signature, in Python; its template then carries the call's
-        alpha and beta, as a real plan's does (Plan.templates)."""
-        plan.templates["only"] = Plan(a, b, c, alpha, beta).templates["only"]
+        alpha and beta (and the source's stride), as a real plan's does (Plan.templates)."""
+        ldx = None if source is None else source[1]
+        plan.templates.update(Plan(a, b, c, alpha, beta, ldx).templates)
         r = alpha * product64(a, b)
         if beta != 0:
-            r = r + beta * c.double()
+            if source is None:
+                old = c.double()
+            else:  # X as the kernel reads it: rows ldx apart, the batch's own or repeated
+                g = plan.gemm
+                old = torch.from_numpy(_view(source[0], (g.M, g.N), (ldx, 1)).astype(
+                    np.float64))
+                old = old.reshape(c.shape) if g.M == c.numel() // g.N else old
+            r = r + beta * old
         c.copy_(r)
 
     def fill(self, target, x, shape, strides=None):
@@ -187,7 +207,8 @@ def switch(monkeypatch):
     monkeypatch.setattr(dropin, "_plan_for", py.plan_for)
     monkeypatch.setattr(dropin, "_run", py.run)
     monkeypatch.setattr(dropin, "_fill", py.fill)
-    monkeypatch.setattr(dropin, "_template", lambda plan, *_: plan.templates["only"])
+    monkeypatch.setattr(dropin, "_template", lambda plan, dev, alpha, beta, ldx=None:
+                        plan.templates["only" if ldx is None else "source"])
     real_miss = dropin._miss
 
     def miss(op, *args):
@@ -259,7 +280,9 @@ def test_a_signature_asks_python_once_then_runs_in_cpp_on_new_pointers(switch, n
     assert mod.recipes() == 1
 
 
-def test_the_fill_is_launched_with_the_bias_and_the_new_output(switch):
+def test_a_bias_is_read_in_the_epilogue_without_a_fill(switch):
+    """F.linear's bias reaches the product's own launch as its source (X's slot, row stride
+    0): no fill kernel, the output written once."""
     driver, py, _ = switch
     gen = torch.Generator().manual_seed(3)
     with torch_mode():
@@ -267,8 +290,42 @@ def test_the_fill_is_launched_with_the_bias_and_the_new_output(switch):
             o = operands(gen)
             r = F.linear(o["a"], o["w"], o["bias"])
             close(r, product64(o["a"], o["w"].t()) + o["bias"].double())
-    fills = [x for x in driver.launches if x[0] == "fill"]
-    assert len(fills) == 1 and fills[0][1] == r.data_ptr() and fills[0][2] == o["bias"].data_ptr()
+    assert not [x for x in driver.launches if x[0] == "fill"], driver.launches
+    (gemm,) = [x for x in driver.launches if x[0] == "gemm"]  # the second call's, in C++
+    assert gemm[3] == r.data_ptr() and gemm[6] == o["bias"].data_ptr()
+
+
+@pytest.mark.parametrize("case", ["a column", "unaligned bias", "rows not a multiple of 4"])
+def test_an_input_the_epilogue_cannot_read_is_filled_into_the_output(switch, case):
+    """A column of x (a stride-0 column), a bias off 16-byte alignment, a whole x whose rows
+    are not 4-element multiples apart: copied into the output first (kernels/broadcast.cu),
+    then updated by the product, with the new output and x's pointers every call."""
+    driver, py, _ = switch
+    gen = torch.Generator().manual_seed(4)
+    with torch_mode():
+        for _ in range(2):
+            a, b = rand(5, 7, gen=gen), rand(7, 4, gen=gen)
+            x = {"a column": rand(5, 1, gen=gen),
+                 "unaligned bias": rand(5, gen=gen)[1:],
+                 "rows not a multiple of 4": rand(5, 7, gen=gen)[:, :4]}[case]
+            r = torch.addmm(x, a, b, beta=0.5)
+            close(r, 0.5 * x.double() + product64(a, b))
+    fills = [f for f in driver.launches if f[0] == "fill"]
+    assert len(fills) == 1 and fills[0][1:] == (r.data_ptr(), x.data_ptr()), driver.launches
+
+
+def test_an_aligned_whole_input_is_read_with_its_row_stride(switch):
+    driver, py, _ = switch
+    gen = torch.Generator().manual_seed(6)
+    with torch_mode():
+        for _ in range(2):
+            a, b = rand(5, 7, gen=gen), rand(7, 4, gen=gen)
+            x = rand(5, 8, gen=gen)[:, :4]  # rows 8 apart
+            r = torch.addmm(x, a, b, beta=-2, alpha=3)
+            close(r, -2 * x.double() + 3 * product64(a, b))
+    assert not [f for f in driver.launches if f[0] == "fill"]
+    (gemm,) = [x for x in driver.launches if x[0] == "gemm"]
+    assert gemm[6] == x.data_ptr()
 
 
 def test_what_sgemmlab_refuses_goes_to_torch_without_asking_python_again(switch):
@@ -374,8 +431,8 @@ def test_a_workspace_tail_points_into_the_workspace_python_hands_over(switch, mo
     monkeypatch.setattr(dropin, "_workspace", space)
     real_run = py.run
 
-    def run(plan, a, b, c, alpha, beta):  # the template gains a tail, as a rung 14 one has
-        real_run(plan, a, b, c, alpha, beta)
+    def run(plan, a, b, c, alpha, beta, source=None):  # a tail, as a rung 14 launch has
+        real_run(plan, a, b, c, alpha, beta, source)
         t = plan.templates["only"]
         plan.templates["only"] = types.SimpleNamespace(export=lambda operands: (
             GEMM_WS, (1, 1, 1), (1, 1, 1), t.cells, [(i, operands[i]) for i in t.slots],

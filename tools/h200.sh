@@ -3,7 +3,7 @@
 #   tools/h200.sh STAGE...      stages: compile prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
-#                               anatomy native layers
+#                               anatomy native layers layoutstalls
 #                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
@@ -149,6 +149,20 @@ m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1),
         || status=1 ;;
     anatomy)  # where a product through the drop-in switch spends its time, host and GPU
       python3 tools/switch_anatomy.py || status=1 ;;
+    layoutstalls)  # one rung and configuration in two layouts under ncu (LAYOUT_RUNG,
+      # LAYOUT_CONFIG, LAYOUT_LAYOUTS="NN NT"): why one layout is slower than another
+      m=smsp__inst_executed.sum,smsp__inst_executed_pipe_lsu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+      m=$m,smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum
+      m=$m,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+      m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_st.sum
+      m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      out=results/nvidia-h200/ncu-layouts-$(date -u +%Y%m%dT%H%MZ).txt
+      for lay in ${LAYOUT_LAYOUTS:-NN NT}; do
+        echo "--- $lay rung ${LAYOUT_RUNG:-24} ${LAYOUT_CONFIG:-}"
+        ncu --clock-control none -k sgemm -s 1 -c 1 --metrics "$m" python3 tools/layout_probe.py \
+          --layout "$lay" --kernel "${LAYOUT_RUNG:-24}" --config "${LAYOUT_CONFIG:-}" 2>&1 \
+          | grep -vE "^==PROF=="
+      done > "$out"; cat "$out" ;;
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)
       python3 examples/train_dropin.py \
         --json "results/nvidia-h200/dropin-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;

@@ -65,11 +65,12 @@ def work() -> list[tuple[str, dict]]:
             if r.supports("layouts") else [(False, False)]
         for (ta, tb), vec4 in itertools.product(layouts, (True, False) if r.vectorized
                                                 else (False,)):
-            macros = r.macros(cfg) | variant_macros(r, vec4, ta, tb)
-            key = (r.source, tuple(sorted(macros.items())))
-            if key not in seen:
-                seen.add(key)
-                out.append((r.source, macros))
+            for source in (False, True) if r.supports("source") and not ta else (False,):
+                macros = r.macros(cfg) | variant_macros(r, vec4, ta, tb, source)
+                key = (r.source, tuple(sorted(macros.items())))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((r.source, macros))
     return out
 
 

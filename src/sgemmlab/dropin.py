@@ -62,7 +62,7 @@ from .errors import ConfigError, OperandError
 from .plan import PLANS, describe, make_plan
 from .runtime import fastcall, native, workspace
 from .runtime.arrays import stream_for
-from .runtime.launch import POINTERS
+from .runtime.launch import POINTERS, SOURCE_POINTERS
 
 #: The aten products the switch serves (name, overload): what torch.library registers.
 OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
@@ -356,13 +356,15 @@ def _refuse(key: tuple) -> None:
     _REFUSED_KEYS.add(key)
 
 
-def _run(plan, a, b, c, alpha: float, beta: float) -> None:
-    """c = alpha a @ b + beta c (beta == 0 never reads c), on torch's current stream."""
+def _run(plan, a, b, c, alpha: float, beta: float, source=None) -> None:
+    """c = alpha a @ b + beta c (beta == 0 never reads c), on torch's current stream; with
+    `source` ((pointer, row stride): `_source`), beta's term is read from there instead."""
     if plan.kind == "gemm":
         glue, dev = product.TORCH, plan.device_id
         prev = glue.device_ready(dev)
+        extra = {} if source is None else {"source": source}
         plan.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), glue.raw_stream(dev), alpha,
-                    beta)
+                    beta, **extra)
         glue.restore(prev)
     elif plan.kind == "scale":  # K == 0: beta c
         if beta == 0:
@@ -474,11 +476,14 @@ def _serve(name: str, dims: int, x, a, b, beta, alpha, out=None, export=None):
         key = _recipe_key(x, a, b, beta, alpha, opts)
         recipe = _RECIPES.get(key)
         if recipe is not None and not (a.is_neg() or b.is_neg()):
-            plan, shape, strides, al, be = recipe
+            plan, shape, strides, al, be, ldx = recipe
             target = a.new_empty(shape)
-            if strides is not None:
+            source = None
+            if ldx is not None and x.data_ptr() & 15 == 0:
+                source = (x.data_ptr(), ldx)
+            elif strides is not None:
                 _fill(target, x, shape, strides)
-            _run(plan, a, b, target, al, be)
+            _run(plan, a, b, target, al, be, source)
             mode._served[name] += 1
             return target
     if opts is None:
@@ -503,13 +508,18 @@ def _serve(name: str, dims: int, x, a, b, beta, alpha, out=None, export=None):
     if plan is None:
         key = _plan_key(a, b, target, opts)
         return _refused(export) if key is not None and key in _REFUSED_KEYS else None
-    fill = None
+    # x other than the output: the kernel's epilogue reads it (a bias row, say) where it
+    # can, else it is copied into the output first and the kernel updates that
+    fill = source = None
     filled = x is not None and be != 0 and not _same(target, x)
     if filled:
-        fill = _fill(target, x, shape)
-    _run(plan, a, b, target, al, be)
+        source = _source(plan, x, shape)
+        if source is None:
+            fill = _fill(target, x, shape)
+    _run(plan, a, b, target, al, be, source)
     if export is not None:
-        recipe = _recipe(plan, shape, a.get_device(), al, be, fill if filled else ())
+        recipe = _recipe(plan, shape, a.get_device(), al, be,
+                         fill if filled and source is None else (), source)
         if recipe is not None:
             export.append(recipe)
     if x is not None and out is None and export is None:
@@ -517,7 +527,8 @@ def _serve(name: str, dims: int, x, a, b, beta, alpha, out=None, export=None):
         strides = _broadcast_strides(x, shape) if be != 0 else None
         if len(_RECIPES) > 4096:
             _RECIPES.clear()
-        _RECIPES[_recipe_key(x, a, b, beta, alpha, opts)] = (plan, shape, strides, al, be)
+        _RECIPES[_recipe_key(x, a, b, beta, alpha, opts)] = (
+            plan, shape, strides, al, be, None if source is None else source[1])
     mode._served[name] += 1
     return target
 
@@ -535,12 +546,30 @@ def _refused(export) -> None:
     return None
 
 
-def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill) -> tuple | None:
+def _source(plan, x, shape: tuple) -> tuple[int, int] | None:
+    """(x's pointer, its row stride) where the plan's kernel reads beta's term from x itself
+    (Plan.takes_source; kernels/epilogue.cuh's Source): x's columns are consecutive (or C is
+    one column), a batch either repeats x or, folded into one taller product, continues its
+    rows, and x is 16-byte aligned with rows a multiple of 4 elements apart (the float4
+    epilogue). None otherwise: x is then copied into the output first (`_fill`)."""
+    if not plan.takes_source or x.data_ptr() & 15:
+        return None
+    bs, rs, cs = _broadcast_strides(x, shape)
+    if cs != 1 and shape[-1] != 1 or rs % 4:
+        return None
+    if len(shape) == 3 and shape[0] > 1 and \
+            bs != (0 if plan.gemm.batch > 1 else shape[1] * rs):
+        return None
+    return x.data_ptr(), rs
+
+
+def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill,
+            source=None) -> tuple | None:
     """(output shape, launches) as csrc/switch.cpp runs a call of this signature, or None
     where it cannot (the call then asks Python every time): the fill launch (`fill`; ()
     when there is none) then the plan's launch, each as Packed.export gives it, on the
-    template the plan launched through (Plan.templates), its A, B and C slots naming the
-    caller's operands."""
+    template the plan launched through (Plan.templates), its A, B and C slots (and X's,
+    where the epilogue reads `source`) naming the caller's operands."""
     launches = []
     if fill is None:  # filled by torch's copy (a strided out=)
         return None
@@ -550,20 +579,24 @@ def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill) -> tu
         return tuple(shape), launches
     if plan.kind != "gemm" or plan.per_item:
         return None
-    template = _template(plan, dev, alpha, beta)
+    template = _template(plan, dev, alpha, beta, None if source is None else source[1])
     if template is None or not hasattr(template, "export"):
         return None  # a launch that cannot be repointed (the TMA rungs' tensor maps)
     codes = (B, A, OUT) if plan.gemm.swap else (A, B, OUT)
+    slots = POINTERS if source is None else SOURCE_POINTERS
+    if source is not None:
+        codes += (X,)
     try:
-        launches.append(template.export(dict(zip(POINTERS, codes))))
+        launches.append(template.export(dict(zip(slots, codes))))
     except TypeError:
         return None
     return tuple(shape), launches
 
 
-def _template(plan, dev: int, alpha: float, beta: float):
-    """The launch the plan ran this call through on torch's current stream (or None)."""
-    return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta))
+def _template(plan, dev: int, alpha: float, beta: float, ldx: int | None = None):
+    """The launch the plan ran this call through on torch's current stream (or None);
+    `ldx`: the source's row stride, where the epilogue read one."""
+    return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta, ldx))
 
 
 def _workspace(dev: int, handle: int, zeroed: int, scratch: int) -> tuple[int, int]:
@@ -581,7 +614,8 @@ def _miss(op: int, x, a, b, out, beta, alpha):
 
 
 #: addmm/baddbmm calls served into a new tensor, by signature: (plan, output shape, the
-#: input's broadcast strides or None where beta == 0, alpha, beta as the kernels take them)
+#: input's broadcast strides or None where beta == 0, alpha, beta as the kernels take them,
+#: the input's row stride where the epilogue reads it as its source, else None)
 _RECIPES: dict[tuple, tuple] = {}
 PLANS.follow(_RECIPES)  # a recipe holds a plan: stale when the plans are
 

@@ -28,7 +28,7 @@ from .registry import config_key
 from .runtime import limits
 from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
-from .runtime.launch import POINTERS, Launcher
+from .runtime.launch import POINTERS, SOURCE_POINTERS, Launcher
 
 PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
 BOUND_LIMIT = 256  # bound launches kept per plan
@@ -208,7 +208,10 @@ def checked_config(rung, config) -> dict[str, int]:
 
 class Plan:
     """One cached call shape. `launch(pa, pb, pc, stream, alpha, beta)` runs it on the
-    caller's pointers (in the caller's order: the plan swaps them when it computes C^T)."""
+    caller's pointers (in the caller's order: the plan swaps them when it computes C^T).
+    Where `takes_source`, `launch(..., source=(px, ldx))` reads beta's term from X (X(r, c)
+    at px + 4 (r ldx + c) bytes; ldx 0 repeats one row: a bias) instead of C, in the same
+    launch (kernels/epilogue.cuh's Source)."""
 
     __slots__ = ("gemm", "out_shape", "kind", "device_id", "rung", "config", "launcher",
                  "per_item", "reuse", "bound", "lock", "templates")
@@ -230,12 +233,22 @@ class Plan:
         self.templates: dict[tuple, Callable[[], None]] = {}
         self.lock = threading.Lock()
 
+    @property
+    def takes_source(self) -> bool:
+        """beta's term can come from a matrix of its own: one launch for the whole batch of
+        a rung with the epilogue's source, C not swapped (a row of X is a row of C)."""
+        return self.kind == "gemm" and not self.per_item and not self.gemm.swap and \
+            self.rung.supports("source")
+
     def launch(self, pa: int, pb: int, pc: int, handle: int, alpha: float,
-               beta: float) -> Callable[[], None]:
+               beta: float, source: tuple[int, int] | None = None) -> Callable[[], None]:
         """Launch on these pointers; returns the bound launch (the hot path keeps it)."""
-        key = (pa, pb, pc, handle, alpha, beta)
+        key = (pa, pb, pc, handle, alpha, beta, source)
         fn = self.bound.get(key)
         if fn is None:
+            if source is not None and not self.takes_source:
+                raise ConfigError(f"this plan ({self.rung and self.rung.label}) reads beta's "
+                                  "term from C alone")
             fn = self._bind(key)
         fn()
         return fn
@@ -248,13 +261,15 @@ class Plan:
         the pointers' alignment, which is part of the plan's key). In a model the
         operands' pointers change from call to call: activations come and go through the
         allocator."""
-        pa, pb, pc, handle, alpha, beta = key
+        pa, pb, pc, handle, alpha, beta, source = key
         g = self.gemm
         if g.swap:
             pa, pb = pb, pa
-        template = self.templates.get((handle, alpha, beta))
+        ldx = None if source is None else source[1]
+        pointers = (pa, pb, pc) if source is None else (pa, pb, pc, source[0])
+        template = self.templates.get((handle, alpha, beta, ldx))
         if template is not None:
-            fn = template.repointed(pa, pb, pc)
+            fn = template.repointed(*pointers)
             self._keep(key, fn)
             return fn
         stream = stream_for(handle, self.device_id)
@@ -274,16 +289,19 @@ class Plan:
             if g.batch > 1:
                 kw.update(batch=g.batch, stride_a=g.stride_a, stride_b=g.stride_b,
                           stride_c=g.stride_c)
+            if source is not None:
+                kw["source"] = source
             fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
                       **kw)
-            if getattr(fn, "pointer_slots", None) == POINTERS:  # Packed, WorkspaceLaunch
+            slots = POINTERS if source is None else SOURCE_POINTERS
+            if getattr(fn, "pointer_slots", None) == slots:  # Packed, WorkspaceLaunch
                 # every call goes through a repointed one, which writes its own pointers:
                 # the template's are overwritten by the next
                 with self.lock:
                     if len(self.templates) >= BOUND_LIMIT:
                         self.templates.clear()
-                    self.templates[(handle, alpha, beta)] = fn
-                fn = fn.repointed(pa, pb, pc)
+                    self.templates[(handle, alpha, beta, ldx)] = fn
+                fn = fn.repointed(*pointers)
         self._keep(key, fn)
         return fn
 

@@ -74,8 +74,12 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:              (rungs 15, 16 and 18; runtime/splitk.py plans the launch), so the kernel
 #:              takes three more arguments (parts, partial sums, counters).
 #:   "tma"      a Hopper rung (kernels/hopper/): tensor maps passed by value, operands
-#:              brought K-major by a pre-pass where needed (runtime/hopper.py launches it).
-FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma"})
+#:              brought K-major by a pre-pass where needed (runtime/hopper.py launches it);
+#:   "source"   compiled with SGEMM_SOURCE, beta's term is read from a matrix X of its own
+#:              (X(r, c) = X[r * ldx + c], ldx 0 for one row: a bias) instead of C, so C =
+#:              alpha A B + beta X in one launch; X and ldx follow ldc among the arguments
+#:              (kernels/epilogue.cuh's Source).
+FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source"})
 
 #: What a rung computes in: "ieee" exact FP32 on the FMA units (every rung but the tensor
 #: ones), "tf32x3" FP32-accurate on the tensor cores (three TF32 products), "tf32" NOT FP32.
@@ -577,7 +581,7 @@ RUNGS: tuple[Rung, ...] = (
         "13_hoisted.cu",
         space=_PATCH_SPACE, block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=_patch_smem, seed=_PATCH_SEED, rules=_patch_rules(), vectorized=True,
-        features=frozenset({"layouts", "batched"}),
+        features=frozenset({"layouts", "batched", "source"}),
     ),
     Rung(
         14, "streamk", "Stream-K: a persistent grid over (tile, k-range) work",
@@ -586,7 +590,7 @@ RUNGS: tuple[Rung, ...] = (
         block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=lambda c: _patch_smem(c) + 4,  # + the int that tells a block it is last
         seed={**_PATCH_SEED, "FIXUP": 0, "SPLIT": 0}, rules=_streamk_rules(),
-        vectorized=True, features=frozenset({"layouts", "batched", "streamk"}),
+        vectorized=True, features=frozenset({"layouts", "batched", "streamk", "source"}),
         host_only=frozenset({"SPLIT"}),
     ),
 )
@@ -668,7 +672,7 @@ MEMBOUND: tuple[Rung, ...] = (
         smem_bytes=lambda c: _skinny(c, "RM", "BN")["smem"],
         seed={"RM": 8, "BN": 32, "WARPS": 16, "UNROLL": 4, "SPLIT": 0},
         rules=_skinny_rules("RM", "BN", "rows", "columns"), vectorized=True,
-        features=frozenset({"layouts", "splitk"}), host_only=frozenset({"SPLIT"}),
+        features=frozenset({"layouts", "splitk", "source"}), host_only=frozenset({"SPLIT"}),
         k_unit=lambda c: _SKINNY_K_UNIT,
         domain="M <= 16 (any N and K, A and B in either layout)",
         serves=lambda M, N, K: M <= 16, preferred=lambda M, N, K: M <= 16,
@@ -682,7 +686,7 @@ MEMBOUND: tuple[Rung, ...] = (
         smem_bytes=lambda c: _skinny(c, "RN", "BM")["smem"],
         seed={"RN": 8, "BM": 32, "WARPS": 16, "UNROLL": 4, "SPLIT": 0},  # 15's, transposed
         rules=_skinny_rules("RN", "BM", "columns", "rows"), rows_on_x=True, vectorized=True,
-        features=frozenset({"layouts", "splitk"}), host_only=frozenset({"SPLIT"}),
+        features=frozenset({"layouts", "splitk", "source"}), host_only=frozenset({"SPLIT"}),
         k_unit=lambda c: _SKINNY_K_UNIT,
         domain="N <= 16 (any M and K, A and B in either layout)",
         serves=lambda M, N, K: N <= 16, preferred=lambda M, N, K: N <= 16,
@@ -706,7 +710,7 @@ MEMBOUND: tuple[Rung, ...] = (
                            "28 for the sums, pointers and indices; K > 16: 4*8 sums, 4*4 of B "
                            "or C, 4 of A and 28)", _tiny_k_threads),
         ),
-        rows_on_x=True, vectorized=True, features=frozenset({"layouts"}),
+        rows_on_x=True, vectorized=True, features=frozenset({"layouts", "source"}),
         domain=f"K <= 64 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
         serves=lambda M, N, K: K <= 64 and N <= _TINY_K_MAX_N,
         preferred=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,
@@ -740,7 +744,8 @@ SMALL: tuple[Rung, ...] = (
                            "TM*TN accumulators, TM+TN fragment values, the next k-tile's "
                            "share ((BM+BN)*BK/threads) and 24 for indices", _small_threads),
         ),
-        features=frozenset({"layouts", "batched", "splitk"}), host_only=frozenset({"SPLIT"}),
+        features=frozenset({"layouts", "batched", "splitk", "source"}),
+        host_only=frozenset({"SPLIT"}),
         domain=f"M <= {_SMALL_MAX_M} (row tiles of 16 or more along gridDim.y), any N and K",
         serves=lambda M, N, K: M <= _SMALL_MAX_M,
     ),

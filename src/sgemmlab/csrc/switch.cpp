@@ -428,6 +428,8 @@ std::optional<at::Tensor> serve(Op op, const at::Tensor* x, const at::Tensor& a,
   key.add(static_cast<int64_t>(d.type()) << 16 | (d.index() & 0xffff));
   key.add((bits & 15) == 0);
   key.add(out && x && same(*out, *x));
+  // an input the epilogue may read in place of C (a bias): its float4 alignment, as theirs
+  key.add(reads_x && (reinterpret_cast<uint64_t>(x->data_ptr()) & 15) != 0);
   if (kAdds[op]) {
     key.add(beta_tag);
     key.add(scalar_bits(beta));

@@ -32,7 +32,7 @@
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "async_copy.cuh"
-#include "common.cuh"
+#include "epilogue.cuh"
 
 #ifndef REG_TRANSPOSE
 #define REG_TRANSPOSE 0
@@ -339,10 +339,11 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     cp_async_wait<0>();
 }
 
-// C[row0 .., col0 ..] = alpha * acc + beta * C, inside the matrix only.
+// C[row0 .., col0 ..] = alpha * acc + beta * (C, or the source) inside the matrix only; C
+// and src at the tile's origin.
 __device__ __forceinline__ void store_patch(const float (&acc)[TM][TN], float* C, int ldc,
                                             int rows, int cols, float alpha, float beta,
-                                            const Patch& p) {
+                                            const Patch& p, const Source& src) {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -350,14 +351,15 @@ __device__ __forceinline__ void store_patch(const float (&acc)[TM][TN], float* C
             store4_c(C, ldc, p.row + i / 4 * PIECE_ROWS + i % 4, p.col + j / 4 * PIECE_COLS,
                      rows, cols, make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2],
                                              acc[i][j + 3]),
-                     alpha, beta);
+                     alpha, beta, src);
 }
 
 #ifndef SGEMM_NO_ENTRY  // rung 14 reuses everything above with its own entry point
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
-      long long stride_a, long long stride_b, long long stride_c) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS, long long stride_a, long long stride_b,
+      long long stride_c) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];
     const int tid = threadIdx.x;
     __builtin_assume(tid < THREADS);
@@ -369,6 +371,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     const Patch p(tid);
     float acc[TM][TN];
     tile_product(acc, smem, A, lda, B, ldb, M, N, K, row0, col0, 0, ceil_div(K, BK), p, tid);
-    store_patch(acc, row_ptr(C, row0, ldc) + col0, ldc, M - row0, N - col0, alpha, beta, p);
+    store_patch(acc, row_ptr(C, row0, ldc) + col0, ldc, M - row0, N - col0, alpha, beta, p,
+                SGEMM_SOURCE_ARG.at(row0, col0));
 }
 #endif

@@ -167,8 +167,8 @@ __device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, 
 __device__ __forceinline__ void fix_up_into_c(const float (&acc)[TM][TN], const Stream& s,
                                               int t, int KT, float* C, int ldc, int rows,
                                               int cols, float alpha, float beta,
-                                              const Patch& p, int* __restrict__ flags,
-                                              int tid) {
+                                              const Patch& p, const Source& src,
+                                              int* __restrict__ flags, int tid) {
     __shared__ int ticket;
     const long long t0 = static_cast<long long>(t) * KT;
     const int parts = s.owner(t0 + KT - 1) - s.owner(t0) + 1;
@@ -179,7 +179,7 @@ __device__ __forceinline__ void fix_up_into_c(const float (&acc)[TM][TN], const 
     if (tid == 0) ticket = atomicAdd(tickets, 1);
     __syncthreads();
     if (ticket == 0) {
-        store_patch(acc, C, ldc, rows, cols, alpha, beta, p);
+        store_patch(acc, C, ldc, rows, cols, alpha, beta, p, src);
         __threadfence();  // the stores are visible GPU-wide before `ready` says so
         __syncthreads();
         if (tid == 0) *ready = 1;
@@ -200,8 +200,9 @@ __device__ __forceinline__ void fix_up_into_c(const float (&acc)[TM][TN], const 
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
-      long long stride_a, long long stride_b, long long stride_c, int tiles_n, int tiles_mn,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS, long long stride_a, long long stride_b,
+      long long stride_c, int tiles_n, int tiles_mn,
       int dp_tiles, int sk_tiles, int sk_blocks, float* __restrict__ ws,
       int* __restrict__ flags) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];
@@ -237,13 +238,14 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
         float* c = C + z * stride_c;
         tile_product(acc, smem, a, lda, b, ldb, M, N, K, row0, col0, kt_begin, kt_end, p, tid);
         float* c_tile = row_ptr(c, row0, ldc) + col0;
+        const Source src = SGEMM_SOURCE_ARG.at(row0, col0);  // a batch repeats the source
         if (kt_begin == 0 && kt_end == KT)
-            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p);
+            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p, src);
         else if (FIXUP == 2)
-            fix_up_into_c(acc, s, t, KT, c_tile, ldc, M - row0, N - col0, alpha, beta, p, flags,
-                          tid);
+            fix_up_into_c(acc, s, t, KT, c_tile, ldc, M - row0, N - col0, alpha, beta, p, src,
+                          flags, tid);
         else if (fix_up(acc, s, t, KT, ws, flags, tid))
-            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p);
+            store_patch(acc, c_tile, ldc, M - row0, N - col0, alpha, beta, p, src);
         if (!streaming) {
             tile += gridDim.x;
             if (tile >= dp_tiles) {

@@ -9,7 +9,7 @@
 // (whichever block is last, the same additions in the same order: bit-reproducible) and
 // puts the counter back to zero.
 #pragma once
-#include "common.cuh"
+#include "epilogue.cuh"
 
 // Part `part` of `split` over `units` units of K (k-tiles, or the quanta a rung steps by):
 // units [units * part / split, units * (part + 1) / split). 64-bit products: no overflow.
@@ -45,12 +45,14 @@ __device__ __forceinline__ bool split_arrive_last(int* __restrict__ counter, int
 // slot being the tile's (r, l) at e = r * Span + l, or e = l * Rows + r when O_T (the layout
 // the output takes, so that consecutive threads read consecutive words of the slots and
 // write consecutive words of O). O(r, l) = O[r * ldo + l], or O[l * ldo + r] when O_T;
-// rows, lrows: the tile's r and l that lie inside the matrix. __ldcg: the slots were
+// rows, lrows: the tile's r and l that lie inside the matrix; src: beta's term, at O's
+// origin in C's terms (C's row is l and its column r when O_T). __ldcg: the slots were
 // written by other SMs, so they are read from L2, past this SM's L1.
 template <int Rows, int Span, bool O_T, int THREADS_>
 __device__ __forceinline__ void split_sum_tile(const float* __restrict__ slots, int split,
                                                float* __restrict__ O, int ldo, int rows,
-                                               int lrows, float alpha, float beta) {
+                                               int lrows, float alpha, float beta,
+                                               const Source& src) {
     constexpr int TILE = Rows * Span;
     for (int e = threadIdx.x; e < TILE; e += THREADS_) {
         const int r = O_T ? e % Rows : e / Span, l = O_T ? e / Rows : e % Span;
@@ -59,7 +61,7 @@ __device__ __forceinline__ void split_sum_tile(const float* __restrict__ slots, 
         for (int p = 0; p < split; ++p) v += __ldcg(slots + static_cast<long long>(p) * TILE + e);
         float* o = O_T ? O + static_cast<long long>(l) * ldo + r
                        : O + static_cast<long long>(r) * ldo + l;
-        *o = epilogue(v, alpha, beta, o);
+        *o = epilogue(v, alpha, beta, O_T ? src.of(o, l, r) : src.of(o, r, l));
     }
 }
 

@@ -44,19 +44,22 @@ _occupancy: dict[tuple, int] = {}
 _lock = threading.Lock()
 
 
-def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False
-                   ) -> dict[str, int]:
-    """The macros that pick a compiled variant: float4 globals, column-major A or B."""
+def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False,
+                   source: bool = False) -> dict[str, int]:
+    """The macros that pick a compiled variant: float4 globals, column-major A or B, beta's
+    term from a source X of its own (kernels/epilogue.cuh's SGEMM_SOURCE)."""
     out = {"SGEMM_VEC4": 1} if rung.vectorized and vec4 else {}
     if trans_a:
         out["SGEMM_TA"] = 1
     if trans_b:
         out["SGEMM_TB"] = 1
+    if source:
+        out["SGEMM_SOURCE"] = 1
     return out
 
 
 def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
-         trans_b: bool = False):
+         trans_b: bool = False, source: bool = False):
     """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
@@ -64,7 +67,11 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
     if (trans_a or trans_b) and not rung.supports("layouts"):
         raise ConfigError(f"rung {rung.label} reads row-major operands only; column-major "
                           "A or B needs a rung with layouts (13, 14)")
-    key = (rung.label, config_key(rung.macros(cfg)), vec4, trans_a, trans_b, device_id)
+    if source and not rung.supports("source"):
+        raise ConfigError(f"rung {rung.label} reads beta's term from C alone; a source of "
+                          "its own needs a rung with the epilogue's source (13-18, 22-25)")
+    key = (rung.label, config_key(rung.macros(cfg)), vec4, trans_a, trans_b, source,
+           device_id)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -72,7 +79,7 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
     from cuda.core import ObjectCode
 
     device(device_id)  # makes the device's context current for the module load
-    macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b)
+    macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b, source)
     compiled = compile_kernel(rung.source, macros, gpu_info(device_id).arch)
     kernel = ObjectCode.from_cubin(compiled.cubin).get_kernel(ENTRY)
     with _lock:
@@ -195,8 +202,10 @@ def _pointer(a) -> int:
 
 
 #: Where A, B and C sit among a rung's launch arguments (M, N, K, alpha, A, lda, B, ldb,
-#: beta, C, ldc, ...): the slots a bound launch may be repointed at (Packed.repointed).
+#: beta, C, ldc, ...): the slots a bound launch may be repointed at (Packed.repointed);
+#: with a source (kernels/epilogue.cuh's SGEMM_SOURCE: ..., ldc, X, ldx, ...) X's as well.
 POINTERS = (4, 6, 9)
+SOURCE_POINTERS = (4, 6, 9, 11)
 
 
 @dataclass(frozen=True)
@@ -233,7 +242,8 @@ class Launcher:
     def bind(self, M: int, N: int, K: int, alpha: float, a: int, lda: int, b: int, ldb: int,
              beta: float, c: int, ldc: int, stream, *, trans_a: bool = False,
              trans_b: bool = False, batch: int = 1, stride_a: int = 0, stride_b: int = 0,
-             stride_c: int = 0) -> Callable[[], None]:
+             stride_c: int = 0, source: tuple[int, int] | None = None
+             ) -> Callable[[], None]:
         """Everything checked and converted once; the returned callable only launches.
         (The benchmark times these, so host work stays out of the measured region.)
 
@@ -260,24 +270,36 @@ class Launcher:
 
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
                                ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b)
+        if source is not None and not rung.supports("source"):
+            raise ConfigError(f"rung {rung.label} reads beta's term from C alone; a "
+                              "source of its own needs a rung with the epilogue's source")
+        x, ldx = source if source is not None else (c, ldc)
+        if source is not None and ldx < 0:
+            raise ValueError(f"the source's row stride must be >= 0, got {ldx}")
         vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
-            (a, b, c), (lda, ldb, ldc, stride_a, stride_b, stride_c))
-        kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b)
+            (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
+        kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,
+                         source is not None)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
                 b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
+        slots = POINTERS
+        if source is not None:
+            args += [_pointer(x), np.int64(ldx)]
+            slots = SOURCE_POINTERS
         if rung.supports("batched"):
             args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
         if rung.supports("streamk"):
-            return self._bind_streamk(kernel, args, M, N, K, batch, stream)
+            return self._bind_streamk(kernel, args, M, N, K, batch, stream, slots)
         if rung.supports("splitk"):
-            return self._bind_splitk(kernel, args, M, N, K, batch, stream)
+            return self._bind_splitk(kernel, args, M, N, K, batch, stream, slots)
         gx, gy, _ = rung.grid(self.config, M, N)
         if gy > 65535 or batch > 65535:
             raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
                                 "along gridDim.y and z, which allow 65535 each")
-        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), POINTERS)
+        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), slots)
 
-    def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
+    def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
+                      slots: tuple[int, ...] = POINTERS):
         """Rung 14: the plan's grid and arguments, and the stream's workspace."""
         from .streamk import plan
 
@@ -292,9 +314,10 @@ class Launcher:
                        int32("sk_blocks", p.sk_blocks)]
 
         tail = [(SCRATCH, 0) if p.fixup == 0 else (ZEROED, p.counters_bytes), (ZEROED, 0)]
-        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail)
+        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail, slots)
 
-    def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream):
+    def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
+                     slots: tuple[int, ...] = POINTERS):
         """Rungs 15, 16, 18: the grid and parts of K (runtime/splitk.py) and, with more
         than one part, the stream's workspace (re-read when a bigger call replaces it)."""
         from .splitk import plan
@@ -307,13 +330,14 @@ class Launcher:
         head = args + [int32("parts", p.parts)]
         if p.parts == 1:
             return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]),
-                          POINTERS)
+                          slots)
         return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
-                                    [(SCRATCH, 0), (ZEROED, 0)])
+                                    [(SCRATCH, 0), (ZEROED, 0)], slots)
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
-                        tail: list) -> WorkspaceLaunch:
-        return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail)
+                        tail: list, slots: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
+        return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail,
+                               slots)
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""
@@ -330,18 +354,18 @@ class WorkspaceLaunch:
     working when a later, bigger call replaces that workspace: it notices
     (workspace.generation) and asks for the pointers again. A launch captured into a torch
     CUDA graph gets a workspace of its own (workspace.for_capture), so the graph may replay
-    on any stream. Like a packed launch it can be repointed at other A, B and C (`head`'s
-    POINTERS slots), for the plan's calls on new operands."""
-
-    pointer_slots = POINTERS
+    on any stream. Like a packed launch it can be repointed at other A, B and C (and X:
+    `head`'s `pointer_slots`), for the plan's calls on new operands."""
 
     def __init__(self, device_id: int, kernel, stream, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], head: list, p, tail: list):
+                 block: tuple[int, int, int], head: list, p, tail: list,
+                 pointer_slots: tuple[int, ...] = POINTERS):
         from . import workspace as ws
 
         self._ws, self._device_id, self._kernel, self._stream = ws, device_id, kernel, stream
         self._grid, self._block, self._head, self._p, self._tail = grid, block, head, p, tail
-        self._pointers = tuple(head[i] for i in POINTERS)
+        self.pointer_slots = pointer_slots
+        self._pointers = tuple(head[i] for i in pointer_slots)
         self._capturing = ws.capture_probe(stream)
         self._lock = threading.Lock()
         self._refresh()
@@ -351,7 +375,8 @@ class WorkspaceLaunch:
                                              self._p.zeroed_bytes, self._p.scratch_bytes)
         self._generation = self._ws.generation
         self._packed = Packed(self._kernel, self._stream, self._grid, self._block,
-                              tuple(self._head + self._at(zeroed, scratch)), POINTERS)
+                              tuple(self._head + self._at(zeroed, scratch)),
+                              self.pointer_slots)
 
     def _at(self, zeroed: int, scratch: int) -> list[int]:
         """The tail's pointers into a workspace at these two regions."""
@@ -368,14 +393,14 @@ class WorkspaceLaunch:
                 self._p.scratch_bytes)
 
     def launch_at(self, *pointers: int) -> None:
-        """Launch with `pointers` (checked device pointers) as A, B and C."""
+        """Launch with `pointers` (checked device pointers) as A, B and C (and X)."""
         ws = self._ws
         if self._capturing is not None and self._capturing():
             zeroed, scratch, owner = ws.for_capture(self._device_id, self._stream,
                                                     self._p.zeroed_bytes,
                                                     self._p.scratch_bytes)
             args = list(self._head)
-            for i, ptr in zip(POINTERS, pointers):
+            for i, ptr in zip(self.pointer_slots, pointers):
                 args[i] = ptr
             Packed(self._kernel, self._stream, self._grid, self._block,
                    tuple(args + self._at(zeroed, scratch)))()
@@ -390,9 +415,9 @@ class WorkspaceLaunch:
         self.launch_at(*self._pointers)
 
     def repointed(self, *pointers: int) -> Callable[[], None]:
-        """This launch on other A, B and C (Packed.repointed)."""
-        if len(pointers) != len(POINTERS):
-            raise ValueError(f"{len(pointers)} pointers for {len(POINTERS)} slots")
+        """This launch on other A, B and C (and X; Packed.repointed)."""
+        if len(pointers) != len(self.pointer_slots):
+            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
         new = tuple(_pointer(p) for p in pointers)
         launch_at = self.launch_at
         return lambda: launch_at(*new)

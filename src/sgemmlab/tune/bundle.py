@@ -5,7 +5,9 @@ What dispatch can choose on a GPU is finite: each (rung, configuration) of the s
 table's entries, every rung's default for that GPU, the grid's candidates (tune/grid.py) and
 the tensor-core rungs' defaults with their pre-pass, and on sm_90 the ordered twins (22, 23)
 of every rung 14 and 13 among them; each in every layout variant the rung
-reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses.
+reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses;
+and the rungs with the epilogue's source (a bias read in the product's own launch) with it,
+where A is row-major (x @ W and x @ W^T: the products a linear layer's bias meets).
 `variants` lists those compiles; `compile_all` runs them in parallel (NVRTC needs no GPU);
 `write_bundle` copies the results into a directory that ships in the wheel
 (sgemmlab/data/cubins: runtime/compiler.py reads it before the user's cache).
@@ -81,6 +83,8 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
         for (ta, tb), vec4 in itertools.product(list(layouts), (True, False) if r.vectorized
                                                 else (False,)):
             add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb), arch)
+            if r.supports("source") and not ta:  # a bias: x @ W and x @ W^T (SOURCE_LAYOUTS)
+                add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, True), arch)
     return out
 
 

@@ -70,8 +70,9 @@ static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <=
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
-      int split, float* __restrict__ partials, int* __restrict__ counters) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS, int split, float* __restrict__ partials,
+      int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.y * RM, n0 = blockIdx.x * BN;
     long long k0;  // the block's part of K (blockIdx.z of split), whole quanta
@@ -85,16 +86,18 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     float* O = split == 1 ? row_ptr(C, m0, ldc) + n0 : slots + blockIdx.z * (RM * BN);
     const int ldo = split == 1 ? ldc : BN;
     const float a = split == 1 ? alpha : 1.0f, b = split == 1 ? beta : 0.0f;
+    const Source src = SGEMM_SOURCE_ARG.at(m0, n0);  // read by the sum into C alone
 #if SGEMM_TB  // B's columns run along k: dot products of A's rows with B's columns
     dot_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(row_ptr(B, n0, ldb) + k0, ldb, T, lda, O,
-                                                      ldo, M - m0, N - n0, Kp, a, b, smem);
+                                                      ldo, M - m0, N - n0, Kp, a, b, smem,
+                                                      src);
 #else  // B's rows run along n: lanes own columns, loop over k
     axpy_tile<RM, BN, WARPS, UNROLL, !SGEMM_TA, false>(B + n0 + k0 * ldb, ldb, T, lda, O, ldo,
-                                                       M - m0, N - n0, Kp, a, b, smem);
+                                                       M - m0, N - n0, Kp, a, b, smem, src);
 #endif
     if (split > 1 && split_arrive_last(counters + tile, split)) {
         split_sum_tile<RM, BN, false, THREADS>(slots, split, row_ptr(C, m0, ldc) + n0, ldc,
-                                               M - m0, N - n0, alpha, beta);
+                                               M - m0, N - n0, alpha, beta, src);
         split_done(counters + tile);
     }
 }

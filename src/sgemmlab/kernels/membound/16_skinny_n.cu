@@ -64,8 +64,9 @@ static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <=
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
-      int split, float* __restrict__ partials, int* __restrict__ counters) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS, int split, float* __restrict__ partials,
+      int* __restrict__ counters) {
     __shared__ __align__(16) float smem[SMEM_FLOATS];  // the same size in both structures
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * RN;
     long long k0;  // the block's part of K (blockIdx.z of split), whole quanta
@@ -80,16 +81,19 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     float* O = split == 1 ? row_ptr(C, m0, ldc) + n0 : slots + blockIdx.z * (RN * BM);
     const int ldo = split == 1 ? ldc : RN;
     const float a = split == 1 ? alpha : 1.0f, b = split == 1 ? beta : 0.0f;
+    const Source src = SGEMM_SOURCE_ARG.at(m0, n0);  // read by the sum into C alone
 #if SGEMM_TA  // A's columns run along m: lanes own rows of C, loop over k
     axpy_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(A + m0 + k0 * lda, lda, T, ldb, O, ldo,
-                                                          N - n0, M - m0, Kp, a, b, smem);
+                                                          N - n0, M - m0, Kp, a, b, smem,
+                                                          src);
 #else  // A's rows run along k: dot products of A's rows with B's columns
     dot_tile<RN, BM, WARPS, UNROLL, SGEMM_TB != 0, true>(row_ptr(A, m0, lda) + k0, lda, T, ldb,
-                                                         O, ldo, N - n0, M - m0, Kp, a, b, smem);
+                                                         O, ldo, N - n0, M - m0, Kp, a, b, smem,
+                                                         src);
 #endif
     if (split > 1 && split_arrive_last(counters + tile, split)) {
         split_sum_tile<RN, BM, true, THREADS>(slots, split, row_ptr(C, m0, ldc) + n0, ldc,
-                                              N - n0, M - m0, alpha, beta);
+                                              N - n0, M - m0, alpha, beta, src);
         split_done(counters + tile);
     }
 }

@@ -35,7 +35,7 @@
 // H200 (docs/worklog.md, sessions 4 and 6): 4093x4093x64 97.5 us, 86.4 % of cuBLAS (grid:
 // results/nvidia-h200/table-grid-20261201T150405Z.json.gz); K <= 16: bench-vector-...-100213Z.
 // </measured>
-#include "common.cuh"
+#include "epilogue.cuh"
 
 constexpr int KMAX = 16;                     // k staged at once: all of K up to 16, then chunks
 constexpr int CX = BN / 4 > 0 ? BN / 4 : 1;  // threads across a row of the tile
@@ -67,7 +67,8 @@ static_assert((BM + BN) * KMAX * sizeof(float) <= 48 * 1024,
 // columns (32 apart for one lane), so every scalar store of a warp fills 128 bytes.
 constexpr int STEP = SGEMM_VEC4 ? 1 : 32;
 
-// The block's tile: A, B and C moved to its first row and column; its extent inside C (>= 1).
+// The block's tile: A, B, C and beta's source moved to its first row and column; its extent
+// inside C (>= 1).
 struct Tile {
     const float* A;
     int lda;
@@ -75,6 +76,7 @@ struct Tile {
     int ldb;
     float* C;
     int ldc, rows, cols;
+    Source src;
 };
 
 __device__ __forceinline__ float4 load4_c(const float* c, int col, int cols) {
@@ -108,8 +110,9 @@ __device__ __forceinline__ void old_c(const Tile& t, int r, int col, float beta,
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         const int rg = r + g * RY;
-        old[g] = beta != 0.0f && rg < t.rows ? load4_c(row_ptr(t.C, rg, t.ldc), col, t.cols)
-                                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        old[g] = beta != 0.0f && rg < t.rows
+                     ? load4_c(t.src.of(row_ptr(t.C, rg, t.ldc), rg, 0), col, t.cols)
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 }
 
@@ -250,13 +253,15 @@ __device__ __forceinline__ void deep(float (&As)[BM][KMAX], float (&Bs)[KMAX][BN
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS) {
     __shared__ __align__(16) float As[BM][KMAX];  // the block's rows of A, [m][k]
     __shared__ __align__(16) float Bs[KMAX][BN];  // the block's columns of B, [k][n]
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     const Tile t = {SGEMM_TA ? A + m0 : row_ptr(A, m0, lda), lda,
                     SGEMM_TB ? row_ptr(B, n0, ldb) : B + n0, ldb,
-                    row_ptr(C, m0, ldc) + n0, ldc, M - m0, N - n0};
+                    row_ptr(C, m0, ldc) + n0, ldc, M - m0, N - n0,
+                    SGEMM_SOURCE_ARG.at(m0, n0)};
     const int ty = threadIdx.x / CX, tx = threadIdx.x % CX;
     const int col = STEP == 1 ? 4 * tx : tx / 32 * 128 + tx % 32;  // the first of its four
     if (K > KMAX) {

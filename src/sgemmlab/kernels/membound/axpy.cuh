@@ -18,7 +18,7 @@
 // shuffle butterfly adds the KL lanes that share columns and the warps' sums meet in
 // shared memory, added in warp order: the same order on every run, no atomics.
 #pragma once
-#include "common.cuh"
+#include "epilogue.cuh"
 
 template <int Rows, int Span, int Warps, int Unroll>
 struct AxpyShape {
@@ -121,11 +121,13 @@ __device__ __forceinline__ void axpy_walk(float (&acc)[Rows][4], const float* __
 //    T_K (k contiguous), else T[k * ldt + r].
 // O: the output at the tile's origin: O(r, j) = O[r * ldo + j], or O[j * ldo + r] when O_T.
 // rows, cols: the tile's rows and columns that lie inside the matrices (>= 1).
+// src: beta's term, at O's origin in C's terms (C's row is c and its column r when O_T).
 template <int Rows, int Span, int Warps, int Unroll, bool T_K, bool O_T>
 __device__ __forceinline__ void axpy_tile(const float* __restrict__ S, int lds,
                                           const float* __restrict__ T, int ldt,
                                           float* __restrict__ O, int ldo, int rows, int cols,
-                                          int K, float alpha, float beta, float* smem) {
+                                          int K, float alpha, float beta, float* smem,
+                                          const Source& src) {
     using Sh = AxpyShape<Rows, Span, Warps, Unroll>;
     constexpr int CG = Sh::CG, KCW = Sh::KCW, RMP = Sh::RMP;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -168,7 +170,7 @@ __device__ __forceinline__ void axpy_tile(const float* __restrict__ S, int lds,
             for (int w = 1; w < Warps; ++w) v += sums[(w * Rows + r) * Span + c];
             float* o = O_T ? O + static_cast<long long>(c) * ldo + r
                            : O + static_cast<long long>(r) * ldo + c;
-            *o = epilogue(v, alpha, beta, o);
+            *o = epilogue(v, alpha, beta, O_T ? src.of(o, c, r) : src.of(o, r, c));
         }
     }
 }

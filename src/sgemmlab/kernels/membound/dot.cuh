@@ -19,7 +19,7 @@
 // in every lane: bit-identical run to run.
 #pragma once
 #include "async_copy.cuh"
-#include "common.cuh"
+#include "epilogue.cuh"
 
 template <int Rows, int Span, int Warps, int Unroll>
 struct DotShape {
@@ -46,11 +46,13 @@ __device__ __forceinline__ float4 dot_load4(const float* p) {
 //    T_K (k contiguous), else T[k * ldt + r].
 // O: the output at the tile's origin: O(r, l) = O[r * ldo + l], or O[l * ldo + r] when O_T.
 // rows, lrows: the tile's rows of T and of S that lie inside the matrices (>= 1).
+// src: beta's term, at O's origin in C's terms (C's row is l and its column r when O_T).
 template <int Rows, int Span, int Warps, int Unroll, bool T_K, bool O_T>
 __device__ __forceinline__ void dot_tile(const float* __restrict__ S, int lds,
                                          const float* __restrict__ T, int ldt,
                                          float* __restrict__ O, int ldo, int rows, int lrows,
-                                         int K, float alpha, float beta, float* smem) {
+                                         int K, float alpha, float beta, float* smem,
+                                         const Source& src) {
     using Sh = DotShape<Rows, Span, Warps, Unroll>;
     constexpr int NC = Sh::NC, DU = Sh::DU, KSTEP = Sh::KSTEP, KPH = Sh::KPH, TLD = Sh::TLD;
     constexpr int THREADS_ = Warps * 32;
@@ -140,7 +142,8 @@ __device__ __forceinline__ void dot_tile(const float* __restrict__ S, int lds,
             if (lane == (r * NC + c) % 32 && r < rows && l < lrows) {
                 float* o = O_T ? O + static_cast<long long>(l) * ldo + r
                                : O + static_cast<long long>(r) * ldo + l;
-                *o = epilogue(acc[r][c], alpha, beta, o);
+                *o = epilogue(acc[r][c], alpha, beta,
+                              O_T ? src.of(o, l, r) : src.of(o, r, l));
             }
         }
 }

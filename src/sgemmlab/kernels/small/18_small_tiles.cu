@@ -119,8 +119,9 @@ __device__ __forceinline__ void stage(float* As, float* Bs, int tid, const float
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
-      long long stride_a, long long stride_b, long long stride_c, int split,
+      const float* __restrict__ B, int ldb, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS, long long stride_a, long long stride_b,
+      long long stride_c, int split,
       float* __restrict__ partials, int* __restrict__ counters) {
     __shared__ float As[2][BK * SA];
     __shared__ float Bs[2][BK * SB];
@@ -197,5 +198,6 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j)
-            store_c(C, ldc, m0 + ty + i * TY, n0 + tx + j * TX, M, N, acc[i][j], alpha, beta);
+            store_c(C, ldc, m0 + ty + i * TY, n0 + tx + j * TX, M, N, acc[i][j], alpha, beta,
+                    SGEMM_SOURCE_ARG);  // C's origin, as X's: a batch repeats X
 }
