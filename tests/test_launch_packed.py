@@ -337,3 +337,30 @@ def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatc
     pl.per_item = True  # a batch launched product by product has no source
     with pytest.raises(ConfigError, match="from C alone"):
         pl.launch(0x900, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))
+
+
+@pytest.mark.parametrize("n, change", [(14, {"SPLIT": 0, "FIXUP": 2}), (14, {"SPLIT": 2}),
+                                       (15, {"SPLIT": 1}), (18, {"SPLIT": 1}),
+                                       (18, {"SPLIT": 0})])
+def test_launches_with_a_workspace_take_the_source_too(n, change, monkeypatch):
+    """Stream-K and split-K binds (a WorkspaceLaunch, or a Packed with one part) keep X's
+    slot among their repointed ones, before the workspace tail."""
+    from sgemmlab import registry
+
+    _bind_recorder(monkeypatch)
+    monkeypatch.setattr(launch_mod, "gpu_info", lambda dev=0: types.SimpleNamespace(
+        sm_count=132))
+    monkeypatch.setattr(launch_mod.Launcher, "blocks_per_sm", lambda self, kernel: 1)
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0xA000, 0xB000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    r = registry.rung(n)
+    M, N, K = (8, 1024, 4096) if n == 15 else (1000, 1000, 4096)
+    lau = launch_mod.Launcher(r, {**r.default(None), **change})
+    for source in (None, (0x4000, 0)):
+        fn = lau.bind(M, N, K, 1.0, 0x1000, K, 0x2000, N, 1.0, 0x3000, N, STREAM,
+                      source=source)
+        want = launch_mod.POINTERS if source is None else launch_mod.SOURCE_POINTERS
+        assert fn.pointer_slots == want, (n, change, source)
+        packed = getattr(fn, "_packed", fn)  # a WorkspaceLaunch's current Packed
+        if source is not None:
+            assert packed.args[11] == 0x4000 and int(packed.args[12]) == 0

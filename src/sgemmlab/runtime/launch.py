@@ -282,24 +282,24 @@ class Launcher:
                          source is not None)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
                 b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
-        slots = POINTERS
+        pointers = POINTERS
         if source is not None:
             args += [_pointer(x), np.int64(ldx)]
-            slots = SOURCE_POINTERS
+            pointers = SOURCE_POINTERS
         if rung.supports("batched"):
             args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
         if rung.supports("streamk"):
-            return self._bind_streamk(kernel, args, M, N, K, batch, stream, slots)
+            return self._bind_streamk(kernel, args, M, N, K, batch, stream, pointers)
         if rung.supports("splitk"):
-            return self._bind_splitk(kernel, args, M, N, K, batch, stream, slots)
+            return self._bind_splitk(kernel, args, M, N, K, batch, stream, pointers)
         gx, gy, _ = rung.grid(self.config, M, N)
         if gy > 65535 or batch > 65535:
             raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
                                 "along gridDim.y and z, which allow 65535 each")
-        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), slots)
+        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), pointers)
 
     def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
-                      slots: tuple[int, ...] = POINTERS):
+                      pointers: tuple[int, ...] = POINTERS):
         """Rung 14: the plan's grid and arguments, and the stream's workspace."""
         from .streamk import plan
 
@@ -314,10 +314,10 @@ class Launcher:
                        int32("sk_blocks", p.sk_blocks)]
 
         tail = [(SCRATCH, 0) if p.fixup == 0 else (ZEROED, p.counters_bytes), (ZEROED, 0)]
-        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail, slots)
+        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail, pointers)
 
     def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
-                     slots: tuple[int, ...] = POINTERS):
+                     pointers: tuple[int, ...] = POINTERS):
         """Rungs 15, 16, 18: the grid and parts of K (runtime/splitk.py) and, with more
         than one part, the stream's workspace (re-read when a bigger call replaces it)."""
         from .splitk import plan
@@ -330,14 +330,14 @@ class Launcher:
         head = args + [int32("parts", p.parts)]
         if p.parts == 1:
             return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]),
-                          slots)
+                          pointers)
         return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
-                                    [(SCRATCH, 0), (ZEROED, 0)], slots)
+                                    [(SCRATCH, 0), (ZEROED, 0)], pointers)
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
-                        tail: list, slots: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
+                        tail: list, pointers: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
         return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail,
-                               slots)
+                               pointers)
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""
