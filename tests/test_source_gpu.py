@@ -85,7 +85,7 @@ def _run(rung, cfg, a, b, c, alpha: float, beta: float, source: tuple[int, int])
                  (tuple(c.shape), c.stride()))
     aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
     plan = make_plan(g, dev, rung.number, cfg, False, aligned)
-    assert plan.takes_source, (rung.label, g)
+    assert plan.takes_source == rung.supports("source"), (rung.label, g)
     glue = product.TORCH
     prev = glue.device_ready(dev)
     try:
