@@ -308,10 +308,27 @@ def test_invalid_tables_are_refused(tmp_path, broken, words):
         dispatch.read_table(tmp_path / "u.json")
 
 
+def test_a_table_path_ending_in_gz_is_written_and_read_gzipped(tmp_path):
+    import gzip
+    from pathlib import Path
+
+    shipped = Path(dispatch.__file__).parent.parent / "data" / "tables" / "nvidia-h200.json.gz"
+    data = dispatch.read_table(shipped).data
+    assert len(data["entries"]) > 1000
+    small = {**data, "entries": data["entries"][:3]}
+    path = dispatch.write_table(small, tmp_path / "t.json.gz")
+    assert json.loads(gzip.decompress(path.read_bytes())) == small
+    assert dispatch.read_table(path).data == small
+    assert path.read_bytes() == dispatch.write_table(small, tmp_path / "u.json.gz").read_bytes()
+    path.write_bytes(b"not gzip")
+    with pytest.raises(dispatch.TableError, match="t.json.gz"):
+        dispatch.read_table(path)
+
+
 def test_slugs_match_the_results_folders():
     assert device.slug("NVIDIA H200") == device.GPUInfo(0, "NVIDIA H200", (9, 0), 132, 0,
                                                         0).slug == "nvidia-h200"
-    assert dispatch.package_table_path(GPU).name == "nvidia-h200.json"
+    assert dispatch.package_table_path(GPU).name == "nvidia-h200.json.gz"
 
 
 # -- bench: auto and matmul ----------------------------------------------------------------

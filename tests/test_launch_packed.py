@@ -126,6 +126,20 @@ def _record_pointers(p, seen):
     p._fn = call
 
 
+def _bare_plan(monkeypatch, g, bind, rung=None):
+    """A plan.Plan of Gemm `g` whose launcher's bind is `bind`, on the stand-in stream."""
+    from sgemmlab import plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "stream_for", lambda handle, dev: STREAM)
+    pl = plan_mod.Plan.__new__(plan_mod.Plan)
+    for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=rung,
+                        config=None, launcher=types.SimpleNamespace(bind=bind),
+                        per_item=False, reuse=True, bound={}, templates={},
+                        lock=__import__("threading").Lock()).items():
+        setattr(pl, name, v)
+    return pl
+
+
 @pytest.mark.parametrize("swap", [False, True])
 def test_a_plan_repoints_its_packed_launch_for_new_pointers(swap, monkeypatch):
     from sgemmlab import plan as plan_mod
@@ -142,13 +156,7 @@ def test_a_plan_repoints_its_packed_launch_for_new_pointers(swap, monkeypatch):
         packs.append(p)
         return p
 
-    monkeypatch.setattr(plan_mod, "stream_for", lambda handle, dev: STREAM)
-    pl = plan_mod.Plan.__new__(plan_mod.Plan)
-    for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=None,
-                        config=None, launcher=types.SimpleNamespace(bind=bind),
-                        per_item=False, reuse=True, bound={}, templates={},
-                        lock=__import__("threading").Lock()).items():
-        setattr(pl, name, v)
+    pl = _bare_plan(monkeypatch, g, bind)
     calls = [(0x100, 0x200, 0x300), (0x400, 0x500, 0x600), (0x100, 0x200, 0x300),
              (0x700, 0x800, 0x900)]
     for pa, pb, pc in calls:
@@ -318,14 +326,8 @@ def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatc
         packs.append(p)
         return p
 
-    monkeypatch.setattr(plan_mod, "stream_for", lambda handle, dev: STREAM)
     rung = types.SimpleNamespace(supports=lambda f: True, label="stand-in")
-    pl = plan_mod.Plan.__new__(plan_mod.Plan)
-    for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=rung,
-                        config=None, launcher=types.SimpleNamespace(bind=bind),
-                        per_item=False, reuse=True, bound={}, templates={},
-                        lock=__import__("threading").Lock()).items():
-        setattr(pl, name, v)
+    pl = _bare_plan(monkeypatch, g, bind, rung)
     assert pl.takes_source
     pl.launch(0x100, 0x200, 0x300, 7, 1.0, 1.0, source=(0x400, 0))
     pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))

@@ -103,15 +103,14 @@ def _table_builds() -> list[tuple[int, dict]]:
     """Every build of rungs 22-25 that the shipped H200 table chooses anywhere (its winners),
     each once, at the fixed-order fix-up and without a split (those are host-side: the
     build is the same)."""
-    import json
 
-    from sgemmlab.dispatch.table import package_table_path, winners
+    from sgemmlab.dispatch.table import package_table_path, read_table, winners
 
     path = package_table_path("NVIDIA H200")
     if not path.is_file():
         return []
     seen: dict[tuple, tuple[int, dict]] = {}
-    for e in winners(json.loads(path.read_text())["entries"]):
+    for e in winners(read_table(path).entries):
         rung = registry.rung(e["rung"])
         if rung in registry.ORDERED:
             cfg = dict(e["config"]) | ({"FIXUP": 0, "SPLIT": 0} if "FIXUP" in e["config"]

@@ -153,13 +153,12 @@ def test_warmup_writes_a_bundle_of_what_dispatch_can_choose(bundle, monkeypatch)
 
 # -- the first call ------------------------------------------------------------------------
 def test_firstcall_measures_every_problem_of_the_shipped_table_once():
-    import json
 
     from sgemmlab.bench import firstcall
     from sgemmlab.dispatch import table as table_mod
 
     todo = firstcall.problems("NVIDIA H200")
-    data = json.loads(table_mod.package_table_path("NVIDIA H200").read_text())
+    data = table_mod.read_table(table_mod.package_table_path("NVIDIA H200")).data
     want = {(w["M"], w["N"], w["K"], w.get("layout", "NN"), w.get("batch", 1))
             for w in data["winners"]}
     got = [(p["M"], p["N"], p["K"], p["layout"], p["batch"]) for p in todo]

@@ -527,3 +527,30 @@ def test_an_input_of_more_dimensions_than_the_product_gets_torchs_own_error(swit
         with pytest.raises(RuntimeError):
             torch.baddbmm(torch.ones(1, 2, 3, 4), torch.ones(2, 3, 5), torch.ones(2, 5, 4))
     assert not py.misses and mode.passed == {"addmm": 1, "baddbmm": 1}
+
+
+def test_the_python_registrations_read_the_bias_as_the_source_too(switch, monkeypatch):
+    """Without the native module (SGEMMLAB_NATIVE=0, no compiler): the first call plans, the
+    next ones come from the Python recipe, and both read the bias in the product's launch;
+    an unaligned bias of the same signature is filled instead."""
+    driver, py, _ = switch
+    monkeypatch.setattr(dropin, "NATIVE", False)
+    runs = []
+    real_run = py.run
+    monkeypatch.setattr(dropin, "_run", lambda plan, a, b, c, al, be, source=None: (
+        runs.append(source), real_run(plan, a, b, c, al, be, source)))
+    fills = []
+    real_fill = py.fill
+    monkeypatch.setattr(dropin, "_fill", lambda *args, **kw: (
+        fills.append(args[1].data_ptr()), real_fill(*args, **kw))[1])
+    gen = torch.Generator().manual_seed(41)
+    with torch_mode() as mode:
+        for aligned in (True, True, False):
+            o = operands(gen)
+            bias = o["bias"] if aligned else rand(4, gen=gen)[1:]
+            close(F.linear(o["a"], o["w"], bias), product64(o["a"], o["w"].t()) +
+                  bias.double())
+    assert [s is not None for s in runs] == [True, True, False], runs
+    assert runs[0][0] != runs[1][0] and runs[0][1] == runs[1][1] == 0  # each call's bias
+    assert fills == [bias.data_ptr()] and mode.served == {"addmm": 3}
+    assert not [x for x in driver.launches if x[0] in ("gemm", "fill")]  # no C++ launches

@@ -29,4 +29,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "src/sgemmlab/data/tables/nvidia-h200.json")
+    main(sys.argv[1] if len(sys.argv) > 1 else "src/sgemmlab/data/tables/nvidia-h200.json.gz")

@@ -69,12 +69,12 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       # TABLE_CONFIGS="14:BM=...,... 14:...": more candidates (full configurations)
       extra=(); for c in ${TABLE_CONFIGS:-}; do extra+=(--config "$c"); done
       sg tune --table --suite square,ragged,skinny --rungs 13,14 "${extra[@]}" \
-        --export src/sgemmlab/data/tables/nvidia-h200.json --quiet || status=1 ;;
+        --export src/sgemmlab/data/tables/nvidia-h200.json.gz --quiet || status=1 ;;
     grid)  # the dispatch table over the shape grid (tune/grid.py), shipped in the package
       # GRID_LAYOUTS="NN" (with the batches) or "TN NT TT": one part of it per lease
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # a stale user table would be merged into it
       lay=(); for l in ${GRID_LAYOUTS:-}; do lay+=(--layout "$l"); done
-      sg tune --grid "${lay[@]}" --export src/sgemmlab/data/tables/nvidia-h200.json --quiet \
+      sg tune --grid "${lay[@]}" --export src/sgemmlab/data/tables/nvidia-h200.json.gz --quiet \
         || status=1 ;;
     suites)  # every suite, through dispatch and the API, 15 paired rounds
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
@@ -140,7 +140,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # merged into the package's table, not a user one
       # LAYER_TRAIN=1: at the rows of prefill and training (128-8192 tokens)
       sg tune --grid --layers $(for l in ${LAYER_LAYOUTS:-NT}; do echo --layout "$l"; done) \
-        ${LAYER_TRAIN:+--train-rows} --export src/sgemmlab/data/tables/nvidia-h200.json \
+        ${LAYER_TRAIN:+--train-rows} --export src/sgemmlab/data/tables/nvidia-h200.json.gz \
         --quiet | tail -3 || status=1 ;;
     native)  # the drop-in switch's native kernels, built once into the cache (the tests,
       # the models and the anatomy then load them)

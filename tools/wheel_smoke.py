@@ -44,7 +44,7 @@ def main() -> None:
     for r in registry.ALL + registry.TENSOR + registry.HISTORY:
         if not (compiler.KERNEL_DIR / r.source).is_file():
             fail(f"{r.label}: {r.source} is not in the wheel")
-    for rel in ("data/defaults.json", "data/tables/nvidia-h200.json",
+    for rel in ("data/defaults.json", "data/tables/nvidia-h200.json.gz",
                 "data/visualizer/index.html", "data/visualizer/app.js"):
         if not (pkg / rel).is_file():
             fail(f"{rel} is not in the wheel")

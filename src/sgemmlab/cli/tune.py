@@ -60,7 +60,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "shape")] = False,
          export: Annotated[Optional[Path], typer.Option(
              help="write the dispatch table (the one just built, else this GPU's current "
-             "one) to PATH, e.g. src/sgemmlab/data/tables/nvidia-h200.json")] = None,
+             "one) to PATH, e.g. src/sgemmlab/data/tables/nvidia-h200.json.gz")] = None,
          layout: Annotated[Optional[list[str]], typer.Option(
              help="with --table: operand layouts NN, TN, NT, TT; repeatable (default NN); with "
              "--grid: only these passes (NN with the batches, or the others)")] = None,

@@ -29,7 +29,7 @@ Where the answer comes from, in order:
    to the table: the heuristic decides instead.
    Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
    ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
-   (sgemmlab/data/tables/<gpu-slug>.json). A table measured on a GPU with another SM count
+   (sgemmlab/data/tables/<gpu-slug>.json.gz). A table measured on a GPU with another SM count
    (a MIG slice, say) is not used.
 
 2. **The heuristic**, for shapes and GPUs no table covers. It reasons about waves of tiles:

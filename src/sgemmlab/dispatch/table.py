@@ -16,7 +16,7 @@ dispatch re-derives it under each request's constraints.
 
 Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
 ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
-(sgemmlab/data/tables/<gpu-slug>.json). A table decides which cubin runs, so the user's is
+(sgemmlab/data/tables/<gpu-slug>.json.gz). A table decides which cubin runs, so the user's is
 read only under the compile cache's rule (runtime/trust.py): the cache directory, its
 tables/ and the file (a regular file, not a symlink) owned by you or root and not writable
 by group or others; otherwise the package's table is used, with one warning saying why.
@@ -24,6 +24,7 @@ by group or others; otherwise the package's table is used, with one warning sayi
 
 from __future__ import annotations
 
+import gzip
 import json
 import warnings
 from dataclasses import dataclass
@@ -187,7 +188,8 @@ def read_table(path: str | Path, where: str | None = None, *, checked: bool = Fa
     (the user's table in the cache): read only if it may be trusted, else trust.Untrusted."""
     path = Path(path)
     try:
-        data = json.loads(trust.read_file(path) if checked else path.read_bytes())
+        raw = trust.read_file(path) if checked else path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
     except (OSError, ValueError) as exc:
         raise TableError(f"{path}: cannot read a tuning table ({exc})") from None
     if problems := validate(data):
@@ -198,13 +200,17 @@ def read_table(path: str | Path, where: str | None = None, *, checked: bool = Fa
 def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
     """Write a table atomically (readers see the old file or the whole new one), readable by
     all and writable by its owner alone, so the user's table stays trusted; the cache's
-    tables/ directory is made private (0o700) like the rest of the cache."""
+    tables/ directory is made private (0o700) like the rest of the cache. A path ending in
+    .gz is written gzipped (the package's table: the grid's 17,000 entries are 10 MB of
+    JSON)."""
     if problems := validate(data):
         raise TableError("refusing to write an invalid table: " + "; ".join(problems[:3]))
     path = Path(path)
     if path.parent == cache_dir() / "tables":
         make_cache_subdir("tables")
-    write_atomic(path, json.dumps(data, indent=1) + "\n", mode=0o644)
+    text = json.dumps(data, indent=1) + "\n"
+    write_atomic(path, gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text,
+                 mode=0o644)
     cache.clear_cache()
     return path
 
@@ -214,7 +220,7 @@ def user_table_path(gpu_name: str) -> Path:
 
 
 def package_table_path(gpu_name: str) -> Path:
-    return PACKAGE_TABLE_DIR / f"{slug(gpu_name)}.json"
+    return PACKAGE_TABLE_DIR / f"{slug(gpu_name)}.json.gz"
 
 
 def load_table(gpu_name: str) -> Table | None:

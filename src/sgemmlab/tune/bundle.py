@@ -7,7 +7,8 @@ the tensor-core rungs' defaults with their pre-pass, and on sm_90 the ordered tw
 of every rung 14 and 13 among them; each in every layout variant the rung
 reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses;
 and the rungs with the epilogue's source (a bias read in the product's own launch) with it,
-where A is row-major (x @ W and x @ W^T: the products a linear layer's bias meets).
+where A is row-major (x @ W and x @ W^T: the products a linear layer's bias meets) and the
+float4 paths hold (other source variants compile on first use).
 `variants` lists those compiles; `compile_all` runs them in parallel (NVRTC needs no GPU);
 `write_bundle` copies the results into a directory that ships in the wheel
 (sgemmlab/data/cubins: runtime/compiler.py reads it before the user's cache).
@@ -83,7 +84,8 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
         for (ta, tb), vec4 in itertools.product(list(layouts), (True, False) if r.vectorized
                                                 else (False,)):
             add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb), arch)
-            if r.supports("source") and not ta:  # a bias: x @ W and x @ W^T (SOURCE_LAYOUTS)
+            if r.supports("source") and not ta and (vec4 or not r.vectorized):
+                # a bias: x @ W and x @ W^T, aligned (the rest compile on first use)
                 add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, True), arch)
     return out
 

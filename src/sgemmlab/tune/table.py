@@ -18,7 +18,7 @@ command again after a stop and only what is missing is measured. At the end: a r
 file (kind "tune", name table-<tag>-<time>) with every record, and the table: merged into
 this GPU's current table (a shape measured now replaces that shape's old entries) and
 written to the user's cache directory, where dispatch looks first; `export` writes the
-same table where asked (the package's data/tables/<gpu>.json ships it).
+same table where asked (the package's data/tables/<gpu>.json.gz ships it).
 """
 
 from __future__ import annotations
