@@ -127,6 +127,22 @@ def test_bench_random_draws_off_the_grid_tags_the_run_and_summarizes_it(fake_ben
     assert "skipped auto at 2 problems: no rung serves this (test)" in out
 
 
+def test_bench_random_mix_draws_every_kind_of_problem(fake_bench):
+    from sgemmlab.bench import suites
+
+    result = run("bench", "--random", "12", "--seed", "5", "--mix", "-k", "auto", "-b",
+                 "none", "--quiet")
+    assert result.exit_code == 0, result.output
+    drawn = suites.random_mix(12, 5, exclude={(64, 64, 64)})
+    assert fake_bench["problems"] == drawn and fake_bench["tag"] == "random-mix-12-s5"
+    assert any("batches of 2-64" in n for n in fake_bench["notes"])
+    assert "random-mix-12-s5, auto: median" in result.output
+
+
+def test_mix_without_random(no_gpu):
+    one_line_error(run("bench", "--mix"), "--mix", "--random")
+
+
 def test_bench_suites_and_problems(fake_bench):
     result = run("bench", "-s", "batched", "-s", "layouts", "--shape", "7,8,9", "-k", "auto",
                  "-b", "none", "--quiet")

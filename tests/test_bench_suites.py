@@ -130,6 +130,27 @@ def test_random_shapes_leave_out_the_excluded_ones():
     assert got[:9] == free[1:10]  # the others are still drawn in the same order
 
 
+def test_the_random_mix_holds_every_kind_of_problem_in_its_proportions():
+    got = suites.random_mix(300, 11)
+    assert got == suites.random_mix(300, 11) != suites.random_mix(300, 12)
+    assert len(got) == 300 == len(set(got))
+    assert {p.layout for p in got} == {"NN", "NT", "TN", "TT"}
+    for i, p in enumerate(got):
+        assert all(1 <= d <= 16384 for d in p.shape)
+        aligned = p.K % 4 == 0 and p.N % 4 == 0
+        assert aligned == (i % 3 != 2), (i, p)  # a third with K or N off a multiple of 4
+        if i % 6 == 5:
+            assert 2 <= p.batch <= 64 and p.batch * p.M * p.N * p.K <= 2**33
+        else:
+            assert p.batch == 1 and p.M * p.N * p.K <= 2**37
+    excluded = suites.random_mix(300, 11, exclude=got[:5])
+    assert not set(got[:5]) & set(excluded)
+    assert suites.random_suite_name(300, 11, mix=True) == "random-mix-300-s11"
+    assert suites.is_random_suite("random-mix-300-s11")
+    with pytest.raises(ValueError, match="count"):
+        suites.random_mix(-1, 1)
+
+
 def test_random_shapes_refuse_a_bad_count():
     assert suites.random_shapes(0, 1) == []
     with pytest.raises(ValueError, match="count"):

@@ -106,9 +106,14 @@ RANDOM_MAX_PRODUCT = 2**37  # M·N·K: 2.7e11 FLOP, about 5 ms at 50 TFLOP/s
 RANDOM_PREFIX = "random-"
 
 
-def random_suite_name(count: int, seed: int) -> str:
-    """The name a random suite goes by in results (tags, "suites"): random-200-s2026."""
-    return f"{RANDOM_PREFIX}{count}-s{seed}"
+RANDOM_MAX_BATCH_PRODUCT = 2**33  # batch·M·N·K of a drawn batch (the batched grid's bound)
+RANDOM_MAX_BATCH = 64
+
+
+def random_suite_name(count: int, seed: int, mix: bool = False) -> str:
+    """The name a random suite goes by in results (tags, "suites"): random-200-s2026, or
+    random-mix-300-s7 for `random_mix`'s draw."""
+    return f"{RANDOM_PREFIX}{'mix-' if mix else ''}{count}-s{seed}"
 
 
 def is_random_suite(name: str) -> bool:
@@ -136,6 +141,46 @@ def random_shapes(count: int, seed: int, exclude: Iterable = ()) -> list[Problem
             out.append(p)
     if len(out) < count:
         raise ValueError(f"drew only {len(out)} distinct shapes of the {count} asked for")
+    return out
+
+
+def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
+    """`count` distinct problems of every kind a user sends, drawn from `seed`: A's and B's
+    layouts each row- or column-major at random; every third problem with K or N not a
+    multiple of 4 (the float4 paths cannot hold), the others with both multiples of 4; every
+    sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33. Dimensions
+    log-uniform in [1, 16384] as in `random_shapes`, M·N·K <= 2^37; none in `exclude`. The
+    same arguments always give the same list."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"count must be an integer >= 0 (got {count!r})")
+    rng = random.Random(seed)
+    top = math.log(RANDOM_MAX_DIM)
+    seen = {Problem.of(s) for s in exclude}
+    out: list[Problem] = []
+
+    def dim() -> int:
+        return round(math.exp(rng.uniform(0.0, top)))
+
+    for _ in range(1000 + 100 * count):  # bounded, as random_shapes is
+        if len(out) == count:
+            break
+        i = len(out)
+        batch = round(math.exp(rng.uniform(math.log(2), math.log(RANDOM_MAX_BATCH)))) \
+            if i % 6 == 5 else 1
+        layout = rng.choice(("NN", "NT", "TN", "TT"))
+        M, N, K = dim(), dim(), dim()
+        if i % 3 == 2:  # misaligned: K or N (or both) off a multiple of 4
+            if K % 4 == 0 and N % 4 == 0:
+                K = K + 1 if K < RANDOM_MAX_DIM else K - 1
+        else:  # aligned: both rounded to a multiple of 4
+            K, N = max(4, K // 4 * 4), max(4, N // 4 * 4)
+        limit = RANDOM_MAX_PRODUCT if batch == 1 else RANDOM_MAX_BATCH_PRODUCT
+        p = Problem(M, N, K, batch, layout)
+        if batch * M * N * K <= limit and p not in seen:
+            seen.add(p)
+            out.append(p)
+    if len(out) < count:
+        raise ValueError(f"drew only {len(out)} distinct problems of the {count} asked for")
     return out
 
 

@@ -199,6 +199,10 @@ RandomOpt = Annotated[Optional[int], typer.Option(
     "shapes; summarized at the end (median, how many below 90 %, the worst ten)")]
 SeedOpt = Annotated[Optional[int], typer.Option(
     "--seed", help="the seed of --random (default 0): the same seed, the same shapes")]
+MixOpt = Annotated[bool, typer.Option(
+    "--mix", help="with --random: every kind of problem — each operand row- or column-major "
+    "at random, a third with K or N not a multiple of 4, a sixth batches of 2-64 "
+    "(bench/suites.random_mix)")]
 BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
     "choice per shape), 'matmul' (sgemmlab.matmul per launch, host overhead included) or a "
@@ -222,7 +226,7 @@ ModelOpt = Annotated[Optional[list[str]], typer.Option(
 
 @app.command()
 def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = None,
-          seed: SeedOpt = None, kernel: BenchKernelOpt = None,
+          seed: SeedOpt = None, mix: MixOpt = False, kernel: BenchKernelOpt = None,
           baseline: BaselineOpt = None, precision: PrecisionOpt = "ieee",
           confirm: Annotated[bool, typer.Option(help="40 launches x 15 rounds")] = False,
           grouped: Annotated[bool, typer.Option(
@@ -244,7 +248,7 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     if model:
         given = [name for name, value in (
             ("--suite", suite), ("--shape", shape), ("--random", random), ("--seed", seed),
-            ("--kernel", kernel), ("--baseline", baseline), ("--config", config),
+            ("--mix", mix), ("--kernel", kernel), ("--baseline", baseline), ("--config", config),
             ("--confirm", confirm), ("--grouped", grouped), ("--mode", mode != "isolated"))
             if value]
         if given:
@@ -262,6 +266,8 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
         fail(f"--shape: {exc}", 2)
     if seed is not None and random is None:
         fail("--seed applies to --random (the seed of its draw)", 2)
+    if mix and random is None:
+        fail("--mix applies to --random (what its draw holds)", 2)
     names = list(suite or []) or ([] if explicit or random else [suites.DEFAULT_SUITE])
     try:
         groups = {name: suites.suite(name) for name in names}
@@ -286,13 +292,16 @@ def bench(suite: SuiteOpt = None, shape: ProblemOpt = None, random: RandomOpt = 
     except ValueError as exc:
         fail(f"--mode: {exc}", 2)
     drawn: list[Problem] = []
-    rname = suites.random_suite_name(random, seed or 0) if random else None
+    rname = suites.random_suite_name(random, seed or 0, mix) if random else None
     if rname:
         grid = suites.dispatch_grid(gpu.name)
-        drawn = groups[rname] = suites.random_shapes(random, seed or 0, exclude=grid)
+        draw = suites.random_mix if mix else suites.random_shapes
+        drawn = groups[rname] = draw(random, seed or 0, exclude=grid)
         notes.append(f"{rname}: {random} shapes drawn with seed {seed or 0}, each of M, N, K "
                      f"log-uniform in [1, {suites.RANDOM_MAX_DIM}], M·N·K <= 2^37, the "
-                     f"{len(grid)} problems of this GPU's dispatch table left out")
+                     f"{len(grid)} problems of this GPU's dispatch table left out"
+                     + ("; layouts at random, a third with K or N not a multiple of 4, a "
+                        "sixth batches of 2-64 (batch·M·N·K <= 2^33)" if mix else ""))
     todo = suites.shapes_for(names, [*drawn, *explicit])
     tag = "-".join([*names, *([rname] if rname else []), *(p.tag for p in explicit)])[:80]
     title = (f"{gpu.name}: vs cuBLAS FP32 (TF32 off), {method.launches} launches × "
