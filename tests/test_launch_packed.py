@@ -333,9 +333,12 @@ def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatc
     pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))
     pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 8))  # another stride
     pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0)  # C's own term
+    # an X off 16-byte alignment never reuses a launch bound (float4) for an aligned one
+    pl.launch(0x500, 0x600, 0x700, 7, 1.0, 1.0, source=(0x804, 0))
     assert seen == [(0x100, 0x200, 0x300, 0x400), (0x500, 0x600, 0x700, 0x800),
-                    (0x500, 0x600, 0x700, 0x800), (0x500, 0x600, 0x700)]
-    assert len(packs) == 3 and int(packs[1].args[12]) == 8
+                    (0x500, 0x600, 0x700, 0x800), (0x500, 0x600, 0x700),
+                    (0x500, 0x600, 0x700, 0x804)]
+    assert len(packs) == 4 and int(packs[1].args[12]) == 8
     pl.per_item = True  # a batch launched product by product has no source
     with pytest.raises(ConfigError, match="from C alone"):
         pl.launch(0x900, 0x600, 0x700, 7, 1.0, 1.0, source=(0x800, 0))

@@ -207,8 +207,8 @@ def switch(monkeypatch):
     monkeypatch.setattr(dropin, "_plan_for", py.plan_for)
     monkeypatch.setattr(dropin, "_run", py.run)
     monkeypatch.setattr(dropin, "_fill", py.fill)
-    monkeypatch.setattr(dropin, "_template", lambda plan, dev, alpha, beta, ldx=None:
-                        plan.templates["only" if ldx is None else "source"])
+    monkeypatch.setattr(dropin, "_template", lambda plan, dev, alpha, beta, source=None:
+                        plan.templates["only" if source is None else "source"])
     real_miss = dropin._miss
 
     def miss(op, *args):

@@ -59,7 +59,7 @@ import torch
 from . import product
 from .dispatch import check_precision
 from .errors import ConfigError, OperandError
-from .plan import PLANS, describe, make_plan
+from .plan import PLANS, describe, make_plan, source_key
 from .runtime import fastcall, native, workspace
 from .runtime.arrays import stream_for
 from .runtime.launch import POINTERS, SOURCE_POINTERS
@@ -579,7 +579,7 @@ def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill,
         return tuple(shape), launches
     if plan.kind != "gemm" or plan.per_item:
         return None
-    template = _template(plan, dev, alpha, beta, None if source is None else source[1])
+    template = _template(plan, dev, alpha, beta, source)
     if template is None or not hasattr(template, "export"):
         return None  # a launch that cannot be repointed (the TMA rungs' tensor maps)
     codes = (B, A, OUT) if plan.gemm.swap else (A, B, OUT)
@@ -593,10 +593,11 @@ def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill,
     return tuple(shape), launches
 
 
-def _template(plan, dev: int, alpha: float, beta: float, ldx: int | None = None):
+def _template(plan, dev: int, alpha: float, beta: float, source=None):
     """The launch the plan ran this call through on torch's current stream (or None);
-    `ldx`: the source's row stride, where the epilogue read one."""
-    return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta, ldx))
+    `source`: what the epilogue read, if anything (plan.source_key)."""
+    return plan.templates.get((product.TORCH.raw_stream(dev), alpha, beta,
+                               source_key(source)))
 
 
 def _workspace(dev: int, handle: int, zeroed: int, scratch: int) -> tuple[int, int]:

@@ -206,6 +206,13 @@ def checked_config(rung, config) -> dict[str, int]:
     return cfg
 
 
+def source_key(source: tuple[int, int] | None) -> tuple[int, bool] | None:
+    """What a launch bound for `source` fixes of it: the row stride, and whether X allows the
+    float4 epilogue (16-byte aligned), so that a launch is only repointed at a source of the
+    same kind (Plan.templates)."""
+    return None if source is None else (source[1], source[0] & 15 == 0)
+
+
 class Plan:
     """One cached call shape. `launch(pa, pb, pc, stream, alpha, beta)` runs it on the
     caller's pointers (in the caller's order: the plan swaps them when it computes C^T).
@@ -265,9 +272,9 @@ class Plan:
         g = self.gemm
         if g.swap:
             pa, pb = pb, pa
-        ldx = None if source is None else source[1]
         pointers = (pa, pb, pc) if source is None else (pa, pb, pc, source[0])
-        template = self.templates.get((handle, alpha, beta, ldx))
+        tkey = (handle, alpha, beta, source_key(source))
+        template = self.templates.get(tkey)
         if template is not None:
             fn = template.repointed(*pointers)
             self._keep(key, fn)
@@ -300,7 +307,7 @@ class Plan:
                 with self.lock:
                     if len(self.templates) >= BOUND_LIMIT:
                         self.templates.clear()
-                    self.templates[(handle, alpha, beta, ldx)] = fn
+                    self.templates[tkey] = fn
                 fn = fn.repointed(*pointers)
         self._keep(key, fn)
         return fn
