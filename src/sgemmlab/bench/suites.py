@@ -120,28 +120,42 @@ def is_random_suite(name: str) -> bool:
     return name.startswith(RANDOM_PREFIX)
 
 
+def _draw(count: int, exclude: Iterable, one) -> list[Problem]:
+    """`count` distinct problems, each `one(i)` (i: how many are drawn so far; None or a
+    problem already drawn or in `exclude` is drawn again, within a bound, so no `exclude`
+    can make it loop forever)."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"count must be an integer >= 0 (got {count!r})")
+    seen = {Problem.of(s) for s in exclude}
+    out: list[Problem] = []
+    for _ in range(1000 + 100 * count):
+        if len(out) == count:
+            break
+        p = one(len(out))
+        if p is not None and p not in seen:
+            seen.add(p)
+            out.append(p)
+    if len(out) < count:
+        raise ValueError(f"drew only {len(out)} distinct problems of the {count} asked for")
+    return out
+
+
+def _log_uniform(rng: random.Random) -> int:
+    return round(math.exp(rng.uniform(0.0, math.log(RANDOM_MAX_DIM))))
+
+
 def random_shapes(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
     """`count` distinct shapes M×N×K, each dimension drawn log-uniformly in [1, 16384] and
     rounded to an integer, with M·N·K <= 2^37 (a draw above it is drawn again), none of
     them in `exclude` (Problems or (M, N, K) shapes: the dispatch table's grid, say).
     The same `count`, `seed` and `exclude` always give the same list, in the same order."""
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise ValueError(f"count must be an integer >= 0 (got {count!r})")
     rng = random.Random(seed)
-    top = math.log(RANDOM_MAX_DIM)
-    seen = {Problem.of(s) for s in exclude}
-    out: list[Problem] = []
-    for _ in range(1000 + 100 * count):  # a bound, so no `exclude` can make it loop forever
-        if len(out) == count:
-            break
-        M, N, K = (round(math.exp(rng.uniform(0.0, top))) for _ in range(3))
-        p = Problem(M, N, K)
-        if M * N * K <= RANDOM_MAX_PRODUCT and p not in seen:
-            seen.add(p)
-            out.append(p)
-    if len(out) < count:
-        raise ValueError(f"drew only {len(out)} distinct shapes of the {count} asked for")
-    return out
+
+    def one(i: int) -> Problem | None:
+        M, N, K = (_log_uniform(rng) for _ in range(3))
+        return Problem(M, N, K) if M * N * K <= RANDOM_MAX_PRODUCT else None
+
+    return _draw(count, exclude, one)
 
 
 def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
@@ -151,37 +165,22 @@ def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
     sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33. Dimensions
     log-uniform in [1, 16384] as in `random_shapes`, M·N·K <= 2^37; none in `exclude`. The
     same arguments always give the same list."""
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise ValueError(f"count must be an integer >= 0 (got {count!r})")
     rng = random.Random(seed)
-    top = math.log(RANDOM_MAX_DIM)
-    seen = {Problem.of(s) for s in exclude}
-    out: list[Problem] = []
 
-    def dim() -> int:
-        return round(math.exp(rng.uniform(0.0, top)))
-
-    for _ in range(1000 + 100 * count):  # bounded, as random_shapes is
-        if len(out) == count:
-            break
-        i = len(out)
+    def one(i: int) -> Problem | None:
         batch = round(math.exp(rng.uniform(math.log(2), math.log(RANDOM_MAX_BATCH)))) \
             if i % 6 == 5 else 1
         layout = rng.choice(("NN", "NT", "TN", "TT"))
-        M, N, K = dim(), dim(), dim()
+        M, N, K = (_log_uniform(rng) for _ in range(3))
         if i % 3 == 2:  # misaligned: K or N (or both) off a multiple of 4
             if K % 4 == 0 and N % 4 == 0:
                 K = K + 1 if K < RANDOM_MAX_DIM else K - 1
         else:  # aligned: both rounded to a multiple of 4
             K, N = max(4, K // 4 * 4), max(4, N // 4 * 4)
         limit = RANDOM_MAX_PRODUCT if batch == 1 else RANDOM_MAX_BATCH_PRODUCT
-        p = Problem(M, N, K, batch, layout)
-        if batch * M * N * K <= limit and p not in seen:
-            seen.add(p)
-            out.append(p)
-    if len(out) < count:
-        raise ValueError(f"drew only {len(out)} distinct problems of the {count} asked for")
-    return out
+        return Problem(M, N, K, batch, layout) if batch * M * N * K <= limit else None
+
+    return _draw(count, exclude, one)
 
 
 def dispatch_grid(gpu_name: str) -> set[Problem]:
