@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
-#   tools/h200.sh STAGE...      stages: compile prebuilt conflicts stalls tune rerank table grid
+#   tools/h200.sh STAGE...      stages: compile sweep prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls
@@ -102,6 +102,10 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --precision tf32x3 ${TENSOR_ARGS:-} --quiet || status=1
       sg bench --shape 4096x4096x4096 --shape 8192x8192x8192 -k 19 --precision tf32 \
         ${TENSOR_ARGS:-} --quiet || status=1 ;;
+    sweep)  # the compile sweep of the rungs whose source changed (SWEEP_RUNGS="14,15": those
+      # compiled again); alone in its lease: it takes every core
+      python3 tools/compile_sweep.py --jobs "${COMPILE_JOBS:-16}" \
+        ${SWEEP_RUNGS:+--rungs "$SWEEP_RUNGS"} | grep -v "^  " || status=1 ;;
     compile)  # the cubins a run loads, compiled here (about a minute on 16 cores)
       python3 tools/prebuild.py --compile-only --jobs "${COMPILE_JOBS:-16}" || status=1 ;;
     prebuilt)  # the cubins built on the CPU machine (.cache/prebuilt.tar.xz, carried)
