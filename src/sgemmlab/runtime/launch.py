@@ -270,9 +270,6 @@ class Launcher:
 
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
                                ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b)
-        if source is not None and not rung.supports("source"):
-            raise ConfigError(f"rung {rung.label} reads beta's term from C alone; a "
-                              "source of its own needs a rung with the epilogue's source")
         x, ldx = source if source is not None else (c, ldc)
         if source is not None and ldx < 0:
             raise ValueError(f"the source's row stride must be >= 0, got {ldx}")
