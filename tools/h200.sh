@@ -3,7 +3,7 @@
 #   tools/h200.sh STAGE...      stages: compile sweep prebuilt conflicts stalls tune rerank table grid
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
-#                               anatomy native layers layoutstalls
+#                               anatomy native layers layoutstalls modelprofile
 #                               matrix large
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
@@ -136,6 +136,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         sg firstcall || status=1 ;;
     profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
       sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
+    modelprofile)  # a model step's GPU time per aten op and shape, with and without the
+      # switch (PROFILE_WORKLOADS="llama-prefill-1 encoder-infer": bench/models.py's)
+      python3 tools/model_profile.py $(for w in ${PROFILE_WORKLOADS:-llama-prefill-1 \
+        encoder-infer}; do echo --workload "$w"; done) \
+        --out "results/nvidia-h200/model-profile-$(date -u +%Y%m%dT%H%MZ).txt" || status=1 ;;
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1
       sg bench --model encoder --precision tf32x3 || status=1 ;;
@@ -159,6 +164,9 @@ m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1),
       m=$m,smsp__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum
       m=$m,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
       m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_st.sum
+      # cp.async (LDGSTS) requests and sectors, and shared loads' conflicts, by whatever name
+      m="$m,regex:l1tex__t_(requests|sectors)_pipe_lsu_mem_global_op_ldgsts.*\.sum$"
+      m="$m,regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld\.sum$"
       m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
       out=results/nvidia-h200/ncu-layouts-$(date -u +%Y%m%dT%H%MZ).txt
       for lay in ${LAYOUT_LAYOUTS:-NN NT}; do
