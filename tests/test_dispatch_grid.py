@@ -208,6 +208,11 @@ def test_the_large_candidates_are_tried_only_where_their_tiles_fill_the_gpu():
     r, cfg = large[0]
     assert grid.layer_useful(r, cfg, 2048, 4096, 4096)
     assert not grid.layer_useful(r, cfg, 16, 4096, 4096)  # below LARGE_C outputs
+    # with two k-major operands (NT), each alone through registers as well
+    nt = grid.large_candidates(GPU, "NT")
+    assert {c["REG_TRANSPOSE"] for _, c in nt} == {0, 1, 2, 3}
+    assert all(c in nt for c in large) and all(r.is_legal(c) for r, c in nt)
+    assert all(c in grid.layer_candidates(GPU, "NT") for c in nt)
 
 
 def test_the_layers_candidates_try_rung_15_only_at_the_rows_a_call_rounds_up_to():

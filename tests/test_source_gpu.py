@@ -33,6 +33,8 @@ def _configs():
                    {"SPLIT": 1}, {"SPLIT": 2, "FIXUP": 2}, {"SPLIT": 4, "FIXUP": 0}):
         out.append((14, change))
     out += [(22, {}), (24, {}), (24, {"REG_TRANSPOSE": 1, "SPLIT": 1})]
+    # one k-major operand of NT's two through registers: A alone, B alone
+    out += [(24, {"REG_TRANSPOSE": 2}), (25, {"REG_TRANSPOSE": 3})]
     for n in (15, 16, 18):
         out += [(n, {"SPLIT": 0}), (n, {"SPLIT": 1})]
     out.append((17, {}))

@@ -45,7 +45,7 @@ def _one(item) -> str:
 
 
 def work() -> list[tuple[str, dict]]:
-    pairs = list(grid.grid_candidates(GPU)) + list(grid.layer_candidates(GPU))
+    pairs = list(grid.grid_candidates(GPU)) + list(grid.layer_candidates(GPU, "NT"))
     pairs += [(r, r.default(GPU)) for r in registry.ALL + registry.HISTORY]
     # deterministic=True with a rung named alone: its default with the fixed-order fix-up
     pairs += [(r, r.default(GPU) | {"FIXUP": 0}) for r in registry.ALL
@@ -63,6 +63,8 @@ def work() -> list[tuple[str, dict]]:
     for r, cfg in pairs:
         layouts = list(itertools.product((False, True), repeat=2)) \
             if r.supports("layouts") else [(False, False)]
+        if cfg.get("REG_TRANSPOSE") in (2, 3):  # one k-major operand of two: NT only
+            layouts = [(False, True)]
         for (ta, tb), vec4 in itertools.product(layouts, (True, False) if r.vectorized
                                                 else (False,)):
             for source in (False, True) if r.supports("source") and not ta else (False,):

@@ -449,7 +449,8 @@ def _patch_rules() -> tuple[Rule, ...]:
         Rule("PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)",
              lambda c: c["PAD"] % 4 == 0),
         Rule("2 to 8 stages", lambda c: 2 <= c["STAGES"] <= 8),
-        Rule("REG_TRANSPOSE is 0 or 1", lambda c: c["REG_TRANSPOSE"] in (0, 1)),
+        Rule("REG_TRANSPOSE is 0 (no operand), 1 (every k-major one), 2 (A) or 3 (B)",
+             lambda c: c["REG_TRANSPOSE"] in (0, 1, 2, 3)),
         _register_rule(lambda c: c["TM"] * c["TN"] + 2 * (c["TM"] + c["TN"]) + 32,
                        "TM*TN accumulators, two sets of TM+TN fragment values and 32 for "
                        "pointers and indices", _patch_threads),

@@ -214,22 +214,23 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False, train_rows=Fa
 
     cands = grid.grid_candidates(gpu_info().name)
     worth = grid.useful
-    passes = [(["NN"], grid.grid_shapes(), "grid")]
+    passes = [(["NN"], grid.grid_shapes(), "grid", cands)]
     other = [x for x in (layouts or ["TN", "NT", "TT"]) if x != "NN"]
     if other:
-        passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts"))
+        passes.append((other, grid.grid_shapes(grid.LAYOUT_SIDES), "grid-layouts", cands))
     if layers:  # one pass per layout, each with the shapes a layer sends in it
         rows = grid.TRAIN_ROWS if train_rows else None
         passes = [([lay], grid.layer_shapes(lay, rows),
                    "grid-layers" + ("-train" if train_rows else "")
-                   + ("" if lay == "NT" else f"-{lay.lower()}"))
+                   + ("" if lay == "NT" else f"-{lay.lower()}"),
+                   grid.layer_candidates(gpu_info().name, lay))
                   for lay in layouts or ["NT"]]
-        cands, worth = grid.layer_candidates(gpu_info().name), grid.layer_useful
+        worth = grid.layer_useful
     elif layouts and "NN" not in layouts:
         passes = passes[1:]
     else:  # batches of row-major products (the rungs that take a batch in one launch)
-        passes.append((["NN"], grid.batch_problems(), "grid-batched"))
-    for lays, shapes, tag in passes:
+        passes.append((["NN"], grid.batch_problems(), "grid-batched", cands))
+    for lays, shapes, tag, cands in passes:
         try:
             done = table_mod.build_table(shapes, layouts=lays, jobs=jobs, resume=resume,
                                          tag=tag, export=export, live=not quiet,

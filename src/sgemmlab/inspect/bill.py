@@ -357,7 +357,7 @@ def _cp_async(rung, c, M, N, K):
 
 def _tile_copy(t, c, op, ext, ld, k_major, lda, ext_valid, K, via_registers):
     """Rungs 13-14: TileCopy<EXT, LD, K_MAJOR> of the first k-tile (kt = 0) into
-    `op`s[BK][ld]: copy() with cp.async, or, via_registers (REG_TRANSPOSE = 1, K_MAJOR),
+    `op`s[BK][ld]: copy() with cp.async, or, via_registers (REG_TRANSPOSE 1 or 2, K_MAJOR),
     fetch() with 16-byte loads and stash() with four 4-byte stores per granule."""
     BK, THREADS = c["BK"], t.tid.size
     per_row = BK // 4 if k_major else ext // 4  # granules per source row
@@ -401,7 +401,7 @@ def _hoisted(rung, c, M, N, K):
     TM, TN, PAD = c["TM"], c["TN"], c["PAD"]
     a_ld, b_ld = BM + PAD, BN + PAD
     t = _Tracer(rung.threads(c), BK)
-    _tile_copy(t, c, "A", BM, a_ld, True, K, M, K, via_registers=c["REG_TRANSPOSE"] == 1)
+    _tile_copy(t, c, "A", BM, a_ld, True, K, M, K, via_registers=c["REG_TRANSPOSE"] in (1, 2))
     _tile_copy(t, c, "B", BN, b_ld, False, N, N, K, via_registers=False)
     warp, lane = t.tid // 32, t.tid % 32  # Patch
     wr, wc = warp // (BN // WN), warp % (BN // WN)

@@ -10,6 +10,8 @@
 // 3. Register prefetch across tiles: the next tile's first fragments load during this tile's
 //    last k. REG_TRANSPOSE = 1 moves A through registers (LDG.128, 4 STS.32 a k-tile later)
 //    instead of 4-byte cp.async. SGEMM_TA/SGEMM_TB compile the layouts; blockIdx.z batches.
+//    With two k-major operands (A row-major and B column-major, x @ W^T), REG_TRANSPOSE = 1
+//    moves both through registers, 2 only A and 3 only B; 0 neither.
 //
 // The bill (`sgemmlab inspect 13 --gpu h200`, H200 default BM=256 BN=128 BK=8 WM=WN=64 TM=16
 // TN=8 REG_TRANSPOSE=1 STAGES=3, 256 threads, per warp per tile): A+B global 1536 B for 65536
@@ -56,7 +58,8 @@ static_assert((BM / WM) * (BN / WN) == 4 || (BM / WM) * (BN / WN) == 8,
               "4 or 8 warps per block (128 or 256 threads)");
 static_assert(PAD % 4 == 0, "PAD is a multiple of 4 (keeps 16-byte copies and reads aligned)");
 static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
-static_assert(REG_TRANSPOSE == 0 || REG_TRANSPOSE == 1, "REG_TRANSPOSE is 0 or 1");
+static_assert(REG_TRANSPOSE >= 0 && REG_TRANSPOSE <= 3,
+              "REG_TRANSPOSE is 0 (no operand), 1 (every k-major one), 2 (A) or 3 (B)");
 static_assert(TM * TN + 2 * (TM + TN) + 32 <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
               "TM*TN accumulators, two sets of TM+TN fragment values and 32 for pointers and "
               "indices fit a thread's registers: min(255, 65536 / threads per block)");
@@ -75,8 +78,9 @@ constexpr int SMEM_FLOATS = STAGES * (A_STAGE + B_STAGE);
 // column-major B), so each granule is 4 consecutive k of one row, scattered by 4-byte copies
 // into a column of the tile; otherwise it runs along the tile's extent and a granule is 4
 // consecutive floats of one row of k, one 16-byte copy (4 of 4 bytes without alignment).
-template <int EXT, int LD, bool K_MAJOR>
+template <int EXT, int LD, bool K_MAJOR, bool VIA_REGS>
 struct TileCopy {
+    static constexpr bool STAGED = VIA_REGS && K_MAJOR;  // through registers (fetch, stash)
     static constexpr int PER_ROW = K_MAJOR ? BK / 4 : EXT / 4;  // granules per source row
     static constexpr int GRANULES = EXT * BK / 4;
     static constexpr int COPIES = ceil_div(GRANULES, THREADS);  // granules per thread
@@ -157,11 +161,11 @@ struct TileCopy {
         }
     }
 
-    // REG_TRANSPOSE = 1, K_MAJOR only: the k-tile through registers instead. fetch() issues
+    // STAGED (REG_TRANSPOSE, K_MAJOR): the k-tile through registers instead. fetch() issues
     // one 16-byte global load per granule (4 scalar ones without alignment) into `staged`;
     // stash() later scatters the registers into the stage's columns. Between the two the
     // loads fly while the FFMAs of a whole k-tile issue.
-    float4 staged[REG_TRANSPOSE && K_MAJOR ? COPIES : 1];
+    float4 staged[STAGED ? COPIES : 1];
 
     template <bool EDGE>
     __device__ __forceinline__ void fetch(int k_left) {
@@ -191,8 +195,8 @@ struct TileCopy {
     }
 };
 
-using CopyA = TileCopy<BM, A_LD, !SGEMM_TA>;
-using CopyB = TileCopy<BN, B_LD, SGEMM_TB != 0>;
+using CopyA = TileCopy<BM, A_LD, !SGEMM_TA, REG_TRANSPOSE == 1 || REG_TRANSPOSE == 2>;
+using CopyB = TileCopy<BN, B_LD, SGEMM_TB != 0, REG_TRANSPOSE == 1 || REG_TRANSPOSE == 3>;
 
 // Where a lane's patch sits in the block tile: its first piece's row and column; the others
 // are WM/(TM/4) rows and WN/(TN/4) columns further.
@@ -229,10 +233,10 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
     const int tiles = kt_end - kt_begin;
     int k_left = K - kt_begin * BK;  // k still to copy, from the next k-tile on
 
-    // A k-major operand goes through registers when REG_TRANSPOSE = 1: fetched when its
+    // A k-major operand goes through registers when REG_TRANSPOSE says: fetched when its
     // tile is issued, stashed at the end of that step (its stage is free since the barrier
     // that ended the step before, and it is not read before STAGES-2 more barriers).
-    constexpr bool A_REGS = REG_TRANSPOSE && !SGEMM_TA, B_REGS = REG_TRANSPOSE && SGEMM_TB;
+    constexpr bool A_REGS = CopyA::STAGED, B_REGS = CopyB::STAGED;
     // whole: the caller knows k_left >= BK; fetch: false when the registers already hold
     // the k-tile (rung 24's steady steps fetch the next step's one at their end)
     auto issue = [&](int stage, bool whole, bool fetch) {

@@ -103,19 +103,22 @@ SKINNY_UNROLLS = (4, 8)
 #: variants besides the grid's rung 13 and 14 defaults: rungs 24 and 25 (the steady k-loop)
 #: with the k-major operands through registers or by cp.async (which of the two is faster
 #: depends on how many operands are k-major: NT has two, NN one, TN none), and rung 25 at
-#: the patch shape that won 4096^3 NN.
+#: the patch shape that won 4096^3 NN. Where both operands are k-major (NT), also each one
+#: alone through registers (LARGE_NT_VARIANTS: REG_TRANSPOSE 2 moves A, 3 moves B; in the
+#: other layouts they compile to 1's or 0's kernel).
 LARGE_C = 2**21
 LARGE_VARIANTS = ({}, {"REG_TRANSPOSE": 0}, {"REG_TRANSPOSE": 1})
+LARGE_NT_VARIANTS = ({"REG_TRANSPOSE": 2}, {"REG_TRANSPOSE": 3})
 LARGE_PATCH = {"WM": 128, "WN": 32, "TM": 16, "TN": 8}
 
 
-def large_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
-    """Rungs 24 (Stream-K and data-parallel) and 25 at LARGE_VARIANTS, and 25 at
-    LARGE_PATCH: the candidates `layer_useful` adds at products of LARGE_C outputs or
-    more."""
+def large_candidates(gpu_name: str | None, layout: str = "NN") -> list[tuple[Rung, dict]]:
+    """Rungs 24 (Stream-K and data-parallel) and 25 at LARGE_VARIANTS (and, in `layout`
+    NT, LARGE_NT_VARIANTS), and 25 at LARGE_PATCH: the candidates `layer_useful` adds at
+    products of LARGE_C outputs or more."""
     r24, r25 = registry.rung(24), registry.rung(25)
     out: list[tuple[Rung, dict]] = []
-    for change in LARGE_VARIANTS:
+    for change in LARGE_VARIANTS + (LARGE_NT_VARIANTS if layout == "NT" else ()):
         for r, cfg in ((r24, r24.default(gpu_name)), (r24, {**r24.default(gpu_name),
                                                              "SPLIT": 1}),
                        (r25, r25.default(gpu_name)),
@@ -126,10 +129,10 @@ def large_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
     return out
 
 
-def layer_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
+def layer_candidates(gpu_name: str | None, layout: str = "NN") -> list[tuple[Rung, dict]]:
     """The grid's candidates, rung 15 at every SKINNY_ROWS x SKINNY_UNROLLS x RM shape (a
     decode step's products are where a layer's time is its weight's bytes), and the large
-    products' `large_candidates`."""
+    products' `large_candidates` in `layout`."""
     out = grid_candidates(gpu_name)
     r15 = registry.rung(15)
     base = r15.default(gpu_name)
@@ -138,7 +141,7 @@ def layer_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
         cfg = {**base, "RM": rm, "BN": bn, "WARPS": warps, "UNROLL": unroll, "SPLIT": split}
         if r15.is_legal(cfg) and (r15, cfg) not in out:
             out.append((r15, cfg))
-    out += [c for c in large_candidates(gpu_name) if c not in out]
+    out += [c for c in large_candidates(gpu_name, layout) if c not in out]
     return out
 
 
