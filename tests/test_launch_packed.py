@@ -135,7 +135,7 @@ def _bare_plan(monkeypatch, g, bind, rung=None):
     for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=rung,
                         config=None, launcher=types.SimpleNamespace(bind=bind),
                         per_item=False, reuse=True, bound={}, templates={},
-                        lock=__import__("threading").Lock()).items():
+                        lock=__import__("threading").Lock(), pack=None).items():
         setattr(pl, name, v)
     return pl
 

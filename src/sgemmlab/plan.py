@@ -15,6 +15,7 @@ caching allocator handing back the same blocks) costs a few dict lookups and the
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import threading
 from dataclasses import dataclass
@@ -28,10 +29,20 @@ from .registry import config_key
 from .runtime import limits
 from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
-from .runtime.launch import POINTERS, SOURCE_POINTERS, Launcher
+from .runtime.launch import POINTERS, SOURCE_POINTERS, Launcher, PackFirst
 
 PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
 BOUND_LIMIT = 256  # bound launches kept per plan
+#: x @ W^T (A row-major, B column-major: both run along K) at PACK_MIN_M rows or more and
+#: PACK_MIN_OUTPUTS outputs or more is computed as A @ (a row-major copy of B): the kernels
+#: read a row-major B faster (both k-major operands must be transposed on their way into
+#: shared memory; at 8192 x 4096 x 4096 the best NT kernel took 5640 us and the best NN
+#: one 5361, table-grid-layers-train{,-nn}-20261203T05*), and the copy costs one pass over
+#: the weight (about 40 us for 4096 x 4096), a few per cent of the product from about
+#: 2048 rows on. PACK_B = False turns it off (the benchmarks pair the two).
+PACK_B = True
+PACK_MIN_M = 2048
+PACK_MIN_OUTPUTS = 2**21
 
 
 def dims(shape) -> str:
@@ -221,10 +232,14 @@ class Plan:
     launch (kernels/epilogue.cuh's Source)."""
 
     __slots__ = ("gemm", "out_shape", "kind", "device_id", "rung", "config", "launcher",
-                 "per_item", "reuse", "bound", "lock", "templates")
+                 "per_item", "reuse", "bound", "lock", "templates", "pack")
 
-    def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None):
+    def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None, pack=None):
         self.gemm = gemm
+        # (rows, cols, row step, column step) of the caller's B, which each launch first
+        # copies row-major into the workspace (`packed_b`; gemm is then the product on the
+        # copy), or None
+        self.pack = pack
         self.out_shape = gemm.out_shape
         self.device_id = device_id
         self.kind = "empty" if gemm.empty else "scale" if gemm.K == 0 else "gemm"
@@ -300,6 +315,8 @@ class Plan:
                 kw["source"] = source
             fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
                       **kw)
+            if self.pack is not None:  # B copied first, then read from the copy
+                fn = PackFirst(fn, self.device_id, stream, *self.pack, g.ldb)
             slots = POINTERS if source is None else SOURCE_POINTERS
             if getattr(fn, "pointer_slots", None) == slots:  # Packed, WorkspaceLaunch
                 # every call goes through a repointed one, which writes its own pointers:
@@ -328,11 +345,33 @@ def aligned(g: Gemm, pointers_aligned: bool) -> bool:
         (g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c))
 
 
+def packs_b(M: int, N: int, trans_a: bool, trans_b: bool, batch: int, precision: str) -> bool:
+    """Whether a product of this shape and layout (the kernels' terms) reads a row-major copy
+    of its column-major B (PACK_B): exact FP32, one product, A row-major, at PACK_MIN_M rows
+    and PACK_MIN_OUTPUTS outputs or more (and, `packed_b`, the float4 paths open)."""
+    return PACK_B and precision == "ieee" and trans_b and not trans_a and batch == 1 and \
+        M >= PACK_MIN_M and M * N >= PACK_MIN_OUTPUTS
+
+
+def packed_b(g: Gemm, pointers_aligned: bool, precision: str) -> Gemm | None:
+    """The product a plan launches on a row-major copy of g's B (`packs_b`), or None where
+    B is read where it is."""
+    if not (packs_b(g.M, g.N, g.trans_a, g.trans_b, g.batch, precision)
+            and aligned(g, pointers_aligned)):
+        return None
+    return dataclasses.replace(g, trans_b=False, ldb=-(-g.N // 4) * 4)
+
+
 def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
               pointers_aligned: bool, precision: str = "ieee") -> Plan:
     """The plan of one call shape: no rung for empty products and K == 0 (beta C)."""
     if g.empty or g.K == 0:
         return Plan(g, device_id)
+    if kernel is None and config is None and \
+            (gp := packed_b(g, pointers_aligned, precision)) is not None:
+        rung, cfg = choose_rung(gp, device_id, deterministic, aligned(gp, pointers_aligned),
+                                precision)
+        return Plan(gp, device_id, rung, cfg, pack=(g.K, g.N, 1, g.ldb))
     if kernel is None and config is None:
         rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned),
                                 precision)

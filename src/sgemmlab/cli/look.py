@@ -81,25 +81,32 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
         arch = occupancy.gpu(name).arch
     except KeyError:
         arch = ""
+    from ..plan import packs_b
     from ..runtime.limits import check_int32
 
+    # x @ W^T at many rows: the product on a row-major copy of B (plan.packs_b)
+    pack = packs_b(m, n, ta, tb, batch, precision) and not unaligned and k % 4 == 0
     try:
         check_int32(M=m, N=n, K=k, batch=batch)  # what the API refuses, in its words
         choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
-                                 trans_b=tb, batch=batch, deterministic=deterministic,
-                                 aligned=not unaligned, precision=precision, arch=arch)
+                                 trans_b=tb and not pack, batch=batch,
+                                 deterministic=deterministic, aligned=not unaligned,
+                                 precision=precision, arch=arch)
     except (ValueError, OverflowError) as exc:  # DispatchError too
         fail(str(exc), 2)
     if as_json:
         typer.echo(json.dumps({"gpu": name, "sm_count": count, "M": m, "N": n, "K": k,
                                "layout": dispatch.layout_of(ta, tb), "batch": batch,
-                               **choice.as_dict()}, indent=1))
+                               "packs_b": pack, **choice.as_dict()}, indent=1))
         return
     if note:
         echo(f"note: {note}")
     req = dispatch.Request(m, n, k, name, count, ta, tb, batch, deterministic, not unaligned)
     echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
                f"{', unaligned' if unaligned else ''}")
+    if pack:
+        echo("packs:   B (column-major) into a row-major copy in the workspace first, one "
+             "pass over it; the product reads the copy (NN):")
     echo(choice.text())
 
 

@@ -418,3 +418,63 @@ class WorkspaceLaunch:
         new = tuple(_pointer(p) for p in pointers)
         launch_at = self.launch_at
         return lambda: launch_at(*new)
+
+
+class PackFirst:
+    """A product whose B is first copied into the stream's workspace, row-major with rows
+    `ldd` floats apart (kernels/pack.cu: a transpose when B is column-major), then read
+    from there by `inner` (a Packed or WorkspaceLaunch bound for that B). The copy sits in
+    the workspace's scratch region after the part `inner` itself uses, so the two never
+    share memory; a launch captured by torch into a CUDA graph copies into a buffer of the
+    graph's own (workspace.for_capture), as a WorkspaceLaunch does. Repointed like `inner`
+    (its `pointer_slots`: A, B, C and X), with no export: the native switch asks Python for
+    each call of such a plan, whose product is long enough not to notice."""
+
+    def __init__(self, inner, device_id: int, stream, rows: int, cols: int, row_step: int,
+                 col_step: int, ldd: int):
+        from . import workspace as ws
+
+        self._ws, self._inner, self._device_id, self._stream = ws, inner, device_id, stream
+        self.pointer_slots = inner.pointer_slots
+        self._pointers = tuple(inner.args[i] for i in self.pointer_slots) \
+            if isinstance(inner, Packed) else inner._pointers
+        p = getattr(inner, "_p", None)  # a WorkspaceLaunch's plan: the workspace it uses
+        self._zeroed = p.zeroed_bytes if p is not None else 0
+        self._offset = -(-(p.scratch_bytes if p is not None else 0) // ws.ALIGN) * ws.ALIGN
+        self._bytes = 4 * ldd * rows
+        self._capturing = ws.capture_probe(stream)
+        kernel = _PACK_KERNELS.get(device_id)
+        if kernel is None:
+            kernel = _PACK_KERNELS[device_id] = load_kernel("pack.cu", "pack", {},
+                                                            device_id)[0]
+        grid = (-(-cols // 32), min(-(-rows // 32), 65535), 1)
+        self._pack = Packed(kernel, stream, grid, (32, 8, 1),
+                            (0, np.int64(ldd), 0, np.int32(rows), np.int32(cols),
+                             np.int64(row_step), np.int64(col_step)), pointer_slots=(0, 2))
+
+    def launch_at(self, *pointers: int) -> None:
+        """Copy B (`pointers[1]`) into the workspace, then the product from there."""
+        ws, owner = self._ws, None
+        if self._capturing is not None and self._capturing():
+            _, dst, owner = ws.for_capture(self._device_id, self._stream, 0, self._bytes)
+        else:
+            _, scratch = ws.workspace(self._device_id, self._stream, self._zeroed,
+                                      self._offset + self._bytes)
+            dst = scratch + self._offset
+        self._pack.launch_at(dst, pointers[1])
+        self._inner.launch_at(pointers[0], dst, *pointers[2:])
+        del owner  # enqueued: the graph's pool keeps the memory
+
+    def __call__(self) -> None:
+        self.launch_at(*self._pointers)
+
+    def repointed(self, *pointers: int) -> Callable[[], None]:
+        """This launch on other A, B and C (and X)."""
+        if len(pointers) != len(self.pointer_slots):
+            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
+        new = tuple(_pointer(p) for p in pointers)
+        launch_at = self.launch_at
+        return lambda: launch_at(*new)
+
+
+_PACK_KERNELS: dict[int, object] = {}
