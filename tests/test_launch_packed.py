@@ -229,6 +229,32 @@ def test_a_captured_workspace_launch_gets_its_own_workspace_and_the_new_pointers
         (0x400, 0x500, 0x600, 0xF000, 0xE000)]
 
 
+def test_a_workspace_launch_bound_during_a_capture_allocates_nothing_until_eager(monkeypatch):
+    """A graph's first call on a stream of its own binds there while capturing: nothing
+    may be allocated on that stream then; the captured launch uses a workspace of its own,
+    and the stream's is made at its first eager call."""
+    seen = _driver_recorder(monkeypatch, 13)
+    asked = []
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: asked.append(1) or (
+        0xA000, 0xB000))
+    capturing = [True]
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: lambda: capturing[0])
+    monkeypatch.setattr(ws, "for_capture", lambda dev, stream, z, s: (0xE000, 0xF000, None))
+    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
+            np.int32(8), np.float32(0), 0x300, np.int32(8)]
+    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
+    w = launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
+                                   types.SimpleNamespace(handle=0x20), (1, 1, 1), (32, 1, 1),
+                                   head, p, [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
+    assert not asked
+    with pytest.raises(TypeError, match="during a capture"):
+        w.export({4: 0, 6: 1, 9: 2})
+    w()
+    capturing[0] = False
+    w()
+    assert asked == [1] and [r[11:] for r in seen] == [(0xF000, 0xE000), (0xB000, 0xA000)]
+
+
 def test_a_launch_exports_its_arguments_bytes_and_pointer_slots_for_the_native_switch(
         monkeypatch):
     """What csrc/switch.cpp copies and repoints: each argument's bytes as an integer, the

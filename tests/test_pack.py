@@ -30,9 +30,9 @@ def _gemm(M=4096, N=3072, K=1024, ta=False, tb=True, batch=1, ldb=None, ldc=None
 
 @pytest.mark.parametrize("change, packs", [
     ({}, True),
-    ({"M": 2048, "N": 1024}, True),
-    ({"M": 2047}, False),  # fewer rows than PACK_MIN_M: the copy would cost more
-    ({"M": 2048, "N": 512}, False),  # fewer outputs than PACK_MIN_OUTPUTS
+    ({"M": 4096, "N": 512}, True),
+    ({"M": 4095}, False),  # fewer rows than PACK_MIN_M: the copy would cost more
+    ({"M": 8192, "N": 252}, False),  # fewer outputs than PACK_MIN_OUTPUTS
     ({"tb": False}, False),  # B already row-major
     ({"ta": True}, False),
     ({"batch": 2}, False),
@@ -140,7 +140,7 @@ def test_explain_says_when_b_is_packed():
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["packs_b"] is True
     assert json.loads(out.output)["layout"] == "NT"
-    out = run(app, ["explain", "512", "3072", "1024", "--tb", "--gpu", "h200", "--json"])
+    out = run(app, ["explain", "2048", "3072", "1024", "--tb", "--gpu", "h200", "--json"])
     assert json.loads(out.output)["packs_b"] is False
     out = run(app, ["explain", "8192", "3072", "1024", "--tb", "--gpu", "h200"])
     assert "packs:   B (column-major) into a row-major copy" in out.output

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 # (M, N, K): PACK_MIN_M rows or more and PACK_MIN_OUTPUTS outputs or more; K a multiple of 4
-SHAPES = [(2048, 1024, 16), (2053, 1031, 36), (4099, 517, 4), (2049, 4096, 260)]
+SHAPES = [(4096, 1024, 16), (4099, 1031, 36), (8191, 517, 4), (4097, 2048, 260)]
 
 
 def _nt(M: int, N: int, K: int, seed: int):
@@ -86,7 +86,7 @@ def test_beta_s_term_comes_from_c_or_from_a_bias(shape):
 
 
 def test_matmul_and_the_switch_pack_and_stay_exact():
-    M, N, K = 2056, 1032, 132
+    M, N, K = 4104, 1032, 132
     a, w, gen = _nt(M, N, K, 3)
     bias = torch.rand(N, device="cuda", generator=gen)
     ab = a.double() @ w.double().t()
@@ -98,7 +98,7 @@ def test_matmul_and_the_switch_pack_and_stay_exact():
 
 
 def test_a_cuda_graph_replays_the_copy_on_new_inputs():
-    M, N, K = 2048, 1024, 64
+    M, N, K = 4096, 1024, 64
     x, w, gen = _nt(M, N, K, 11)
     bias = torch.rand(N, device="cuda", generator=gen)
     f = torch.nn.functional.linear

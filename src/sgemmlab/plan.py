@@ -36,12 +36,13 @@ BOUND_LIMIT = 256  # bound launches kept per plan
 #: x @ W^T (A row-major, B column-major: both run along K) at PACK_MIN_M rows or more and
 #: PACK_MIN_OUTPUTS outputs or more is computed as A @ (a row-major copy of B): the kernels
 #: read a row-major B faster (both k-major operands must be transposed on their way into
-#: shared memory; at 8192 x 4096 x 4096 the best NT kernel took 5640 us and the best NN
-#: one 5361, table-grid-layers-train{,-nn}-20261203T05*), and the copy costs one pass over
-#: the weight (about 40 us for 4096 x 4096), a few per cent of the product from about
-#: 2048 rows on. PACK_B = False turns it off (the benchmarks pair the two).
+#: shared memory), and the copy costs one pass over the weight. Measured at ten layer
+#: weights (results/nvidia-h200/pack-pair-20261203T084116Z.json, paired against torch):
+#: at 8192 rows the copy took every product from 0.95-0.98 of cuBLAS to 0.98-1.02, at 4096
+#: rows it won 9 of 10, at 2048 it won 6 (by 1 % at most, losing up to 5 % at the smaller
+#: weights), and at 512 and 1024 rows it lost. PACK_B = False turns it off.
 PACK_B = True
-PACK_MIN_M = 2048
+PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
 
 

@@ -365,7 +365,12 @@ class WorkspaceLaunch:
         self._pointers = tuple(head[i] for i in pointer_slots)
         self._capturing = ws.capture_probe(stream)
         self._lock = threading.Lock()
-        self._refresh()
+        # bound while its stream is being captured (a graph's first call on a stream of its
+        # own): no workspace now, since nothing may be allocated on a capturing stream; a
+        # captured launch uses one of its own, and a later eager one makes the stream's
+        self._generation, self._packed = None, None
+        if self._capturing is None or not self._capturing():
+            self._refresh()
 
     def _refresh(self) -> None:
         zeroed, scratch = self._ws.workspace(self._device_id, self._stream,
@@ -381,7 +386,10 @@ class WorkspaceLaunch:
 
     def export(self, operands: dict[int, int]) -> tuple:
         """The launch as the native switch stores it (Packed.export), its tail and the
-        workspace it needs added."""
+        workspace it needs added. (TypeError for one bound while its stream was captured,
+        which has no packed launch yet: the switch then asks Python.)"""
+        if self._packed is None:
+            raise TypeError("a launch bound during a capture has no packed arguments yet")
         kernel, grid, block, cells, slots, _, _, _ = self._packed.export(operands)
         cells = cells[:len(self._head)]
         tail = [(len(self._head) + i, region, offset)
