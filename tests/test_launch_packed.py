@@ -308,12 +308,15 @@ def test_a_source_is_packed_after_ldc_and_repointed_with_a_b_and_c(monkeypatch):
     assert p.pointer_slots == launch_mod.SOURCE_POINTERS == (4, 6, 9, 11)
     assert p.args[11] == 0x4000 and type(p.args[12]) is np.int64 and p.args[12] == 0
     assert [int(v) for v in p.args[13:]] == [0, 0, 0]  # the batch strides come after
-    assert asked[-1] == (True, True)
+    assert asked[-1] == (True, launch_mod.SOURCE_BIAS)  # row stride 0: the bias variant
     lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
              source=(0x4004, 0))  # X off 16-byte alignment: the scalar variant
-    assert asked[-1] == (False, True)
+    assert asked[-1] == (False, launch_mod.SOURCE_BIAS)
+    lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
+             source=(0x4000, 68))  # a matrix of its own row stride
+    assert asked[-1] == (True, launch_mod.SOURCE_MATRIX)
     plain = lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM)
-    assert plain.pointer_slots == launch_mod.POINTERS and asked[-1] == (True, False)
+    assert plain.pointer_slots == launch_mod.POINTERS and asked[-1] == (True, 0)
     assert len(plain.args) == len(p.args) - 2
     with pytest.raises(ValueError, match="row stride"):
         lau.bind(64, 64, 64, 1.0, 0x1000, 64, 0x2000, 64, 1.0, 0x3000, 64, STREAM,
@@ -323,7 +326,10 @@ def test_a_source_is_packed_after_ldc_and_repointed_with_a_b_and_c(monkeypatch):
     with pytest.raises(ConfigError, match="from C alone"):
         launch_mod.load(r10, r10.default(None), True, source=True)
     assert launch_mod.variant_macros(r13, True, source=True)["SGEMM_SOURCE"] == 1
+    assert launch_mod.variant_macros(r13, True, source=launch_mod.SOURCE_BIAS)[
+        "SGEMM_SOURCE"] == 2
     assert "SGEMM_SOURCE" not in launch_mod.variant_macros(r13, True)
+    assert [launch_mod.source_kind(s) for s in (None, (0x4000, 0), (0x4000, 8))] == [0, 2, 1]
 
 
 def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatch):

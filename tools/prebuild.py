@@ -28,7 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sgemmlab import registry  # noqa: E402
 from sgemmlab.runtime.compiler import cache_dir, cache_key, compile_kernel  # noqa: E402
-from sgemmlab.runtime.launch import variant_macros  # noqa: E402
+from sgemmlab.runtime.launch import (  # noqa: E402
+    NO_SOURCE,
+    SOURCE_BIAS,
+    SOURCE_MATRIX,
+    variant_macros,
+)
 from sgemmlab.tune import grid  # noqa: E402
 
 GPU = "NVIDIA H200"
@@ -67,7 +72,8 @@ def work() -> list[tuple[str, dict]]:
             layouts = [(False, True)]
         for (ta, tb), vec4 in itertools.product(layouts, (True, False) if r.vectorized
                                                 else (False,)):
-            for source in (False, True) if r.supports("source") and not ta else (False,):
+            for source in (NO_SOURCE, SOURCE_MATRIX, SOURCE_BIAS) \
+                    if r.supports("source") and not ta else (NO_SOURCE,):
                 macros = r.macros(cfg) | variant_macros(r, vec4, ta, tb, source)
                 key = (r.source, tuple(sorted(macros.items())))
                 if key not in seen:

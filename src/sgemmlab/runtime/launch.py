@@ -44,22 +44,33 @@ _occupancy: dict[tuple, int] = {}
 _lock = threading.Lock()
 
 
+#: The kinds of source an epilogue reads beta's term from (kernels/epilogue.cuh's
+#: SGEMM_SOURCE): none (C), a matrix of its own row stride, one row repeated (a bias).
+NO_SOURCE, SOURCE_MATRIX, SOURCE_BIAS = 0, 1, 2
+
+
+def source_kind(source: tuple[int, int] | None) -> int:
+    """The SGEMM_SOURCE a launch reading `source` ((pointer, row stride) or None) takes."""
+    return NO_SOURCE if source is None else SOURCE_BIAS if source[1] == 0 else SOURCE_MATRIX
+
+
 def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False,
-                   source: bool = False) -> dict[str, int]:
+                   source: int = NO_SOURCE) -> dict[str, int]:
     """The macros that pick a compiled variant: float4 globals, column-major A or B, beta's
-    term from a source X of its own (kernels/epilogue.cuh's SGEMM_SOURCE)."""
+    term from a source X of its own (kernels/epilogue.cuh's SGEMM_SOURCE: `source` is
+    SOURCE_MATRIX or SOURCE_BIAS; True means SOURCE_MATRIX)."""
     out = {"SGEMM_VEC4": 1} if rung.vectorized and vec4 else {}
     if trans_a:
         out["SGEMM_TA"] = 1
     if trans_b:
         out["SGEMM_TB"] = 1
     if source:
-        out["SGEMM_SOURCE"] = 1
+        out["SGEMM_SOURCE"] = int(source)
     return out
 
 
 def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
-         trans_b: bool = False, source: bool = False):
+         trans_b: bool = False, source: int = NO_SOURCE):
     """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
@@ -276,7 +287,7 @@ class Launcher:
         vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
             (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,
-                         source is not None)
+                         source_kind(source))
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
                 b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
         pointers = POINTERS

@@ -33,7 +33,7 @@ from ..runtime.compiler import (
     write_bundle_entry,
 )
 from ..runtime.files import write_atomic
-from ..runtime.launch import variant_macros
+from ..runtime.launch import SOURCE_BIAS, variant_macros
 
 #: One compile: (kernel source, NVRTC constants, architecture).
 Variant = tuple[str, dict[str, int], str]
@@ -86,7 +86,8 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
             add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb), arch)
             if r.supports("source") and not ta and (vec4 or not r.vectorized):
                 # a bias: x @ W and x @ W^T, aligned (the rest compile on first use)
-                add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, True), arch)
+                add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, SOURCE_BIAS),
+                    arch)
     return out
 
 
