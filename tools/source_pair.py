@@ -1,8 +1,12 @@
-"""addmm's shapes in a linear layer, with and without the bias read in the product's own
-epilogue: does the source variant of a kernel cost time? One run, back to back, paired
-rounds: torch.addmm (cuBLAS), the plan with the bias as its source, the plan with beta 0.
+"""addmm's shapes in a linear layer with the bias read in the product's own epilogue, in one
+run, back to back, in alternating rounds: torch.addmm (cuBLAS, TF32 off); the plan with
+the bias variant of the epilogue (SGEMM_SOURCE = 2, what a row stride of 0 picks); the
+same plan forced onto the general source (SGEMM_SOURCE = 1, the row arithmetic of a matrix
+source); the plan with beta 0 (no source at all). Does reading a bias cost the product time?
 
-    python tools/source_pair.py [--rows 8192] [--rounds 5]
+    python tools/source_pair.py [--rows 8192 --rows 512] [--rounds 5]
+
+Writes results/<gpu>/source-pair-<stamp>.json.
 """
 
 from __future__ import annotations
@@ -17,42 +21,80 @@ import torch  # noqa: E402
 
 from sgemmlab import plan as plan_mod  # noqa: E402
 from sgemmlab import product  # noqa: E402
+from sgemmlab.bench import results  # noqa: E402
 from sgemmlab.bench.measure import median, time_launches  # noqa: E402
+from sgemmlab.runtime import launch as launch_mod  # noqa: E402
+from sgemmlab.runtime.device import gpu_info  # noqa: E402
 
+# (N, K): the d 1024 encoder's QKV, out, FF up and FF down projections
 WEIGHTS = ((3072, 1024), (1024, 1024), (4096, 1024), (1024, 4096))
+
+
+def _launch(x, b, c, bias, beta: float, general: bool = False):
+    """A fresh plan's bound launch (its own templates), bias read when beta != 0; with
+    `general`, the general source's variant."""
+    g = plan_mod.describe((tuple(x.shape), x.stride()), (tuple(b.shape), b.stride()),
+                          (tuple(c.shape), c.stride()))
+    p = plan_mod.make_plan(g, 0, None, None, False, True)
+    kind = launch_mod.source_kind
+    if general:
+        launch_mod.source_kind = lambda s: launch_mod.SOURCE_MATRIX if s else 0
+    try:
+        kw = {"source": (bias.data_ptr(), 0)} if beta else {}
+        fn = p.launch(x.data_ptr(), b.data_ptr(), c.data_ptr(), product.TORCH.raw_stream(0),
+                      1.0, beta, **kw)
+    finally:
+        launch_mod.source_kind = kind
+    return p, fn
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, action="append")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=20)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     product.TORCH.find()
-    for M in args.rows or [8192]:
+    gpu = gpu_info(0)
+    run = results.new_run("source-pair", gpu, {"mode": "throughput", "calls": args.calls,
+                                               "rounds": args.rounds})
+    for M in args.rows or [8192, 512]:
         for N, K in WEIGHTS:
-            x = torch.rand(M, K, device="cuda")
-            w = torch.rand(N, K, device="cuda")
+            x = torch.rand(M, K, device="cuda") * 2 - 1
+            w = torch.rand(N, K, device="cuda") * 2 - 1
             bias = torch.rand(N, device="cuda")
             b = w.t()
-            c = torch.empty(M, N, device="cuda")
-            g = plan_mod.describe((tuple(x.shape), x.stride()), (tuple(b.shape), b.stride()),
-                                  (tuple(c.shape), c.stride()))
-            p = plan_mod.make_plan(g, 0, None, None, False, True)
-            s = product.TORCH.raw_stream(0)
-            with_src = p.launch(x.data_ptr(), b.data_ptr(), c.data_ptr(), s, 1.0, 1.0,
-                                source=(bias.data_ptr(), 0))
-            plain = p.launch(x.data_ptr(), b.data_ptr(), c.data_ptr(), s, 1.0, 0.0)
-            sides = {"torch": lambda: torch.addmm(bias, x, b), "source": with_src,
-                     "plain": plain}
-            t = {k: [] for k in sides}
+            want = x.double() @ w.double().t() + bias.double()
+            outs = {k: torch.empty(M, N, device="cuda") for k in ("bias", "general", "plain")}
+            p, bias_fn = _launch(x, b, outs["bias"], bias, 1.0)
+            _, general_fn = _launch(x, b, outs["general"], bias, 1.0, general=True)
+            _, plain_fn = _launch(x, b, outs["plain"], bias, 0.0)
+            torch.cuda.synchronize()
+            for k in ("bias", "general"):
+                err = ((outs[k].double() - want).abs().max() / want.abs().max()).item()
+                assert err < 1e-4, (M, N, K, k, err)
+            sides = {"torch": lambda: torch.addmm(bias, x, b), "bias": bias_fn,
+                     "general": general_fn, "plain": plain_fn}
+            t: dict[str, list[float]] = {k: [] for k in sides}
             for r in range(args.rounds):
                 for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-                    t[k].append(median(time_launches(sides[k], 20, None, "throughput")))
+                    for _ in range(3):
+                        sides[k]()
+                    t[k].append(median(time_launches(sides[k], args.calls, None,
+                                                     "throughput")))
             m = {k: median(v) for k, v in t.items()}
-            print(f"{M}x{N}x{K} {p.rung.label} pack={p.pack is not None}: torch "
-                  f"{m['torch']:.1f}  source {m['source']:.1f} ({m['torch'] / m['source']:.3f})"
-                  f"  plain {m['plain']:.1f} ({m['torch'] / m['plain']:.3f})", flush=True)
+            rec = {"M": M, "N": N, "K": K, "layout": "NT", "rung": p.rung.label,
+                   "config": p.config, "packed": p.pack is not None,
+                   **{f"{k}_us": v for k, v in m.items()},
+                   **{f"{k}_rounds_us": v for k, v in t.items()},
+                   **{f"{k}_vs_torch": m["torch"] / m[k] for k in ("bias", "general", "plain")}}
+            run["records"].append(rec)
+            print(f"{M}x{N}x{K} {p.rung.label} packed={rec['packed']}: torch {m['torch']:.1f}"
+                  + "".join(f"  {k} {m[k]:.1f} ({rec[k + '_vs_torch']:.3f})"
+                            for k in ("bias", "general", "plain")), flush=True)
+    path = results.write(run, gpu.slug, f"source-pair-{results.stamp()}")
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":
