@@ -39,8 +39,8 @@ BOUND_LIMIT = 256  # bound launches kept per plan
 #: shared memory), and the copy costs one pass over the weight. Measured at ten layer
 #: weights (results/nvidia-h200/pack-pair-20261203T084116Z.json, paired against torch):
 #: at 8192 rows the copy took every product from 0.95-0.98 of cuBLAS to 0.98-1.02, at 4096
-#: rows it won 9 of 10, at 2048 it won 6 (by 1 % at most, losing up to 5 % at the smaller
-#: weights), and at 512 and 1024 rows it lost. PACK_B = False turns it off.
+#: rows it won 9 of 10, at 2048 it won 7 (by 0.7-3.6 %) and lost 2-5 % at the three weights
+#: with K = 1024, and at 512 and 1024 rows it lost all ten. PACK_B = False turns it off.
 PACK_B = True
 PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
