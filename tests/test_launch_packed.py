@@ -213,17 +213,24 @@ def test_a_workspace_launch_is_repointed_and_follows_its_workspace(monkeypatch):
     assert [r[11:] for r in seen] == [(0xB000, 0xA000)] * 2 + [(0xD000, 0xC000)] * 2
 
 
+def _small_workspace_launch():
+    """An 8x8x8 product's WorkspaceLaunch on integer stand-in handles, A, B and C at 0x100,
+    0x200 and 0x300, 256 bytes of each workspace region, its tail (SCRATCH, ZEROED)."""
+    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
+            np.int32(8), np.float32(0), 0x300, np.int32(8)]
+    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
+    return launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
+                                      types.SimpleNamespace(handle=0x20), (1, 1, 1),
+                                      (32, 1, 1), head, p,
+                                      [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
+
+
 def test_a_captured_workspace_launch_gets_its_own_workspace_and_the_new_pointers(monkeypatch):
     seen = _driver_recorder(monkeypatch, 13)
     monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0xA000, 0xB000))
     monkeypatch.setattr(ws, "capture_probe", lambda stream: lambda: True)
     monkeypatch.setattr(ws, "for_capture", lambda dev, stream, z, s: (0xE000, 0xF000, None))
-    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
-            np.int32(8), np.float32(0), 0x300, np.int32(8)]
-    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
-    w = launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
-                                   types.SimpleNamespace(handle=0x20), (1, 1, 1), (32, 1, 1),
-                                   head, p, [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
+    w = _small_workspace_launch()
     w.repointed(0x400, 0x500, 0x600)()
     assert [(r[4], r[6], r[9], r[11], r[12]) for r in seen] == [
         (0x400, 0x500, 0x600, 0xF000, 0xE000)]
@@ -240,12 +247,7 @@ def test_a_workspace_launch_bound_during_a_capture_allocates_nothing_until_eager
     capturing = [True]
     monkeypatch.setattr(ws, "capture_probe", lambda stream: lambda: capturing[0])
     monkeypatch.setattr(ws, "for_capture", lambda dev, stream, z, s: (0xE000, 0xF000, None))
-    head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
-            np.int32(8), np.float32(0), 0x300, np.int32(8)]
-    p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
-    w = launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
-                                   types.SimpleNamespace(handle=0x20), (1, 1, 1), (32, 1, 1),
-                                   head, p, [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
+    w = _small_workspace_launch()
     assert not asked
     with pytest.raises(TypeError, match="during a capture"):
         w.export({4: 0, 6: 1, 9: 2})

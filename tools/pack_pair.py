@@ -11,19 +11,17 @@ Writes results/<gpu>/pack-pair-<stamp>.json.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import pairing  # noqa: E402
 import torch  # noqa: E402
 
 from sgemmlab import plan as plan_mod  # noqa: E402
 from sgemmlab import product  # noqa: E402
-from sgemmlab.bench import results  # noqa: E402
 from sgemmlab.bench.measure import median, time_launches  # noqa: E402
-from sgemmlab.runtime.device import gpu_info  # noqa: E402
 
 # (N, K) of the layers measured: encoder d 1024 (QKV, out, FF up, FF down), Llama 2048 and
 # 4096 (q/o, gate/up, down)
@@ -78,26 +76,17 @@ def measure(M: int, N: int, K: int, rounds: int, calls: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, action="append")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=20)
-    args = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gpu = gpu_info(0)
-    run = results.new_run("pack-pair", gpu, {"mode": "throughput", "calls": args.calls,
-                                             "rounds": args.rounds})
+    args, gpu, run = pairing.start("pack-pair", __doc__, [512, 1024, 2048, 4096, 8192])
     # every size packs here, to see from where it pays (PACK_MIN_M is what dispatch uses)
     plan_mod.PACK_MIN_M, plan_mod.PACK_MIN_OUTPUTS = 1, 1
-    for M in args.rows or [512, 1024, 2048, 4096, 8192]:
+    for M in args.rows:
         for N, K in WEIGHTS:
             rec = measure(M, N, K, args.rounds, args.calls)
             run["records"].append(rec)
             print(f"{M:>5}x{N:>5}x{K:>5}  torch {rec['torch_us']:8.1f}  packed "
                   f"{rec['packed_us']:8.1f} ({rec['packed_vs_torch']:.3f})  in place "
                   f"{rec['in_place_us']:8.1f} ({rec['in_place_vs_torch']:.3f})", flush=True)
-    path = results.write(run, gpu.slug, f"pack-pair-{results.stamp()}")
-    print(f"results: {path}")
+    pairing.finish(run, gpu, "pack-pair")
 
 
 if __name__ == "__main__":

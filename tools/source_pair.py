@@ -11,20 +11,18 @@ Writes results/<gpu>/source-pair-<stamp>.json.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import pairing  # noqa: E402
 import torch  # noqa: E402
 
 from sgemmlab import plan as plan_mod  # noqa: E402
 from sgemmlab import product  # noqa: E402
-from sgemmlab.bench import results  # noqa: E402
 from sgemmlab.bench.measure import median, time_launches  # noqa: E402
 from sgemmlab.runtime import launch as launch_mod  # noqa: E402
-from sgemmlab.runtime.device import gpu_info  # noqa: E402
 
 # (N, K): the d 1024 encoder's QKV, out, FF up and FF down projections
 WEIGHTS = ((3072, 1024), (1024, 1024), (4096, 1024), (1024, 4096))
@@ -49,17 +47,8 @@ def _launch(x, b, c, bias, beta: float, general: bool = False):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, action="append")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=20)
-    args = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    product.TORCH.find()
-    gpu = gpu_info(0)
-    run = results.new_run("source-pair", gpu, {"mode": "throughput", "calls": args.calls,
-                                               "rounds": args.rounds})
-    for M in args.rows or [8192, 512]:
+    args, gpu, run = pairing.start("source-pair", __doc__, [8192, 512])
+    for M in args.rows:
         for N, K in WEIGHTS:
             x = torch.rand(M, K, device="cuda") * 2 - 1
             w = torch.rand(N, K, device="cuda") * 2 - 1
@@ -93,8 +82,7 @@ def main() -> None:
             print(f"{M}x{N}x{K} {p.rung.label} packed={rec['packed']}: torch {m['torch']:.1f}"
                   + "".join(f"  {k} {m[k]:.1f} ({rec[k + '_vs_torch']:.3f})"
                             for k in ("bias", "general", "plain")), flush=True)
-    path = results.write(run, gpu.slug, f"source-pair-{results.stamp()}")
-    print(f"results: {path}")
+    pairing.finish(run, gpu, "source-pair")
 
 
 if __name__ == "__main__":

@@ -111,7 +111,23 @@ def load_kernel(source: str, entry: str, macros: Mapping[str, int], device_id: i
 _C_TYPES = {np.int32: ctypes.c_int32, np.int64: ctypes.c_int64, np.float32: ctypes.c_float}
 
 
-class Packed:
+class Repointable:
+    """A launch that `launch_at(*pointers)` runs on other pointers in its `pointer_slots`
+    (A, B and C, and X with a source): `repointed` binds such a call once."""
+
+    __slots__ = ()
+
+    def repointed(self, *pointers: int) -> Callable[[], None]:
+        """This launch on other pointers in `pointer_slots` (the rest as bound): what a
+        product on new operands costs instead of packing every argument again."""
+        if len(pointers) != len(self.pointer_slots):
+            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
+        new = tuple(_pointer(p) for p in pointers)
+        launch_at = self.launch_at
+        return lambda: launch_at(*new)
+
+
+class Packed(Repointable):
     """One kernel launch on `stream`, its arguments packed once (the module docstring):
     calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.int64,
     np.float32) or Python ints (device pointers). The kernel launches into the current
@@ -157,17 +173,6 @@ class Packed:
             raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
                                f"{self.grid}, block {self.block})")
 
-    def repointed(self, *pointers: int) -> Callable[[], None]:
-        """This launch on other pointers in `pointer_slots` (the rest as packed): a call
-        writes them into the packed arguments and launches, under this launch's lock (the
-        driver copies the arguments at the launch, so the next call may change them). What
-        a product on new operands costs instead of packing every argument again."""
-        if len(pointers) != len(self.pointer_slots):
-            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
-        new = tuple(_pointer(p) for p in pointers)
-        launch_at = self.launch_at
-        return lambda: launch_at(*new)
-
     def export(self, operands: dict[int, int]) -> tuple:
         """This launch as data, for the native switch (sgemmlab/csrc/switch.cpp), which
         repoints and launches it without Python: (kernel handle, grid, block, each argument
@@ -181,7 +186,9 @@ class Packed:
         return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)
 
     def launch_at(self, *pointers: int) -> None:
-        """Launch with `pointers` (checked device pointers) in `pointer_slots`."""
+        """Launch with `pointers` (checked device pointers) in `pointer_slots`: written into
+        the packed arguments under this launch's lock (the driver copies the arguments at
+        the launch, so the next call may change them)."""
         with self._lock:
             for i, p in zip(self.pointer_slots, pointers):
                 self._values[i].value = p
@@ -356,7 +363,7 @@ class Launcher:
 ZEROED, SCRATCH = 0, 1
 
 
-class WorkspaceLaunch:
+class WorkspaceLaunch(Repointable):
     """A launch whose last arguments, `tail` ((region, byte offset) pairs: ZEROED or
     SCRATCH), point into the stream's workspace (sized by the plan `p`). The launch keeps
     working when a later, bigger call replaces that workspace: it notices
@@ -430,16 +437,8 @@ class WorkspaceLaunch:
     def __call__(self) -> None:
         self.launch_at(*self._pointers)
 
-    def repointed(self, *pointers: int) -> Callable[[], None]:
-        """This launch on other A, B and C (and X; Packed.repointed)."""
-        if len(pointers) != len(self.pointer_slots):
-            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
-        new = tuple(_pointer(p) for p in pointers)
-        launch_at = self.launch_at
-        return lambda: launch_at(*new)
 
-
-class PackFirst:
+class PackFirst(Repointable):
     """A product whose B is first copied into the stream's workspace, row-major with rows
     `ldd` floats apart (kernels/pack.cu: a transpose when B is column-major), then read
     from there by `inner` (a Packed or WorkspaceLaunch bound for that B). The copy sits in
@@ -486,14 +485,6 @@ class PackFirst:
 
     def __call__(self) -> None:
         self.launch_at(*self._pointers)
-
-    def repointed(self, *pointers: int) -> Callable[[], None]:
-        """This launch on other A, B and C (and X)."""
-        if len(pointers) != len(self.pointer_slots):
-            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
-        new = tuple(_pointer(p) for p in pointers)
-        launch_at = self.launch_at
-        return lambda: launch_at(*new)
 
 
 _PACK_KERNELS: dict[int, object] = {}
