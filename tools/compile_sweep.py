@@ -116,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
                                     "(default: those whose source changed, or all)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--carry", help="comma-separated rung numbers whose source changed in "
+                                    "ways that should not change a build: a covering sample "
+                                    "of --sample builds is compiled again, and the previous "
+                                    "records are carried over only if every one matches")
+    ap.add_argument("--sample", type=int, default=32)
     args = ap.parse_args(argv)
 
     previous = newest(args.out)
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if previous and load(previous)["nvrtc"] != nvrtc_version():
         old = {}  # another compiler: nothing carries over
     wanted = {int(n) for n in args.rungs.split(",")} if args.rungs else None
+    carry = {int(n) for n in args.carry.split(",")} if args.carry else set()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = args.out / f"compile-sweep-{ARCH}-{stamp}.json.gz"
     rungs: dict = {}
@@ -135,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             rungs[r.label] = kept
             print(f"{r.label}: kept from {previous.name}", flush=True)
             continue
+        if r.number in carry and kept and \
+                kept["summary"]["configs"] == len(distinct_configs(r)):
+            rungs[r.label] = carried(r, kept, previous.name, digest, args.sample, args.jobs)
+            continue
         print(f"{r.label}: compiling {len(distinct_configs(r))} builds", flush=True)
         records = sweep_rung(r, args.jobs)
         rungs[r.label] = {"source_digest": digest, "summary": summary(records),
@@ -145,6 +155,31 @@ def main(argv: list[str] | None = None) -> int:
     export_spills(path, rungs)
     print(f"wrote {path.relative_to(ROOT)} and {SPILLS.relative_to(ROOT)}")
     return 0
+
+
+def carried(r: Rung, kept: dict, source: str, digest: str, k: int, jobs: int) -> dict:
+    """`kept` (a previous sweep's entry for r) under r's new source digest, after a covering
+    sample of k builds — the seed, the tuned defaults and up to 8 spilling configurations
+    first — compiled again has matched its records one for one; SystemExit naming the first
+    that does not (the rung then needs its full sweep: --rungs)."""
+    old = {config_key(r.macros(x["config"])): x for x in kept["records"]}
+    spilling = [x["config"] for x in kept["records"]
+                if x.get("spill_stores", 0) + x.get("spill_loads", 0) > 0][:8]
+    defaults = [t[r.label] for t in registry.tuned_defaults().values() if r.label in t]
+    sample = registry.covering_sample(distinct_configs(r), k,
+                                      first=[r.seed, *defaults, *spilling])
+    print(f"{r.label}: compiling a sample of {len(sample)} builds to carry "
+          f"{len(kept['records'])} records", flush=True)
+    for (_, cfg), res in compile_many([(r, c) for c in sample], ARCH, jobs):
+        new, was = _record(cfg, res), old.get(config_key(r.macros(cfg)))
+        if was is None or {k: v for k, v in new.items() if k != "config"} != \
+                {k: v for k, v in was.items() if k != "config"}:
+            raise SystemExit(f"{r.label} {config_key(cfg)}: {new} now, {was} in {source}: "
+                             "sweep it again (--rungs)")
+    return {**kept, "source_digest": digest, "carried_from": kept.get("carried_from", source),
+            "evidence": f"{len(sample)} builds (a covering sample: seed, tuned defaults, "
+                        f"{len(spilling)} spilling) compiled again from this source matched "
+                        f"the records of {source} one for one (tools/compile_sweep.py --carry)"}
 
 
 SPILLS = ROOT / "src" / "sgemmlab" / "data" / "spills.json"

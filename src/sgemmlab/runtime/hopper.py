@@ -236,7 +236,8 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         state[:] = [ws.generation,
                     steps_at(*ws.workspace(device_id, stream, zeroed_bytes, scratch_bytes))]
 
-    refresh()
+    if not ws.capturing(stream):  # bound during a capture: nothing may be allocated now;
+        refresh()  # the captured launch uses a workspace of its own, an eager one refreshes
 
     def go() -> None:
         if ws.capturing(stream):  # a graph's own workspace (runtime/workspace.py)
