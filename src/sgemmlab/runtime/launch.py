@@ -185,6 +185,11 @@ class Packed(Repointable):
         slots = [(i, operands[i]) for i in self.pointer_slots]
         return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)
 
+    @property
+    def bound_pointers(self) -> tuple:
+        """The pointers in `pointer_slots` as packed."""
+        return tuple(self.args[i] for i in self.pointer_slots)
+
     def launch_at(self, *pointers: int) -> None:
         """Launch with `pointers` (checked device pointers) in `pointer_slots`: written into
         the packed arguments under this launch's lock (the driver copies the arguments at
@@ -380,7 +385,7 @@ class WorkspaceLaunch(Repointable):
         self._ws, self._device_id, self._kernel, self._stream = ws, device_id, kernel, stream
         self._grid, self._block, self._head, self._p, self._tail = grid, block, head, p, tail
         self.pointer_slots = pointer_slots
-        self._pointers = tuple(head[i] for i in pointer_slots)
+        self.bound_pointers = tuple(head[i] for i in pointer_slots)
         self._capturing = ws.capture_probe(stream)
         self._lock = threading.Lock()
         # bound while its stream is being captured (a graph's first call on a stream of its
@@ -435,7 +440,7 @@ class WorkspaceLaunch(Repointable):
             self._packed.launch_at(*pointers)
 
     def __call__(self) -> None:
-        self.launch_at(*self._pointers)
+        self.launch_at(*self.bound_pointers)
 
 
 class PackFirst(Repointable):
@@ -454,8 +459,7 @@ class PackFirst(Repointable):
 
         self._ws, self._inner, self._device_id, self._stream = ws, inner, device_id, stream
         self.pointer_slots = inner.pointer_slots
-        self._pointers = tuple(inner.args[i] for i in self.pointer_slots) \
-            if isinstance(inner, Packed) else inner._pointers
+        self.bound_pointers = inner.bound_pointers
         p = getattr(inner, "_p", None)  # a WorkspaceLaunch's plan: the workspace it uses
         self._zeroed = p.zeroed_bytes if p is not None else 0
         self._offset = -(-(p.scratch_bytes if p is not None else 0) // ws.ALIGN) * ws.ALIGN
@@ -484,7 +488,7 @@ class PackFirst(Repointable):
         del owner  # enqueued: the graph's pool keeps the memory
 
     def __call__(self) -> None:
-        self.launch_at(*self._pointers)
+        self.launch_at(*self.bound_pointers)
 
 
 _PACK_KERNELS: dict[int, object] = {}
