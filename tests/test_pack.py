@@ -142,5 +142,8 @@ def test_explain_says_when_b_is_packed():
     assert json.loads(out.output)["layout"] == "NT"
     out = run(app, ["explain", "2048", "3072", "1024", "--tb", "--gpu", "h200", "--json"])
     assert json.loads(out.output)["packs_b"] is False
+    # C's rows 3071 floats apart close the float4 paths: matmul would not pack, nor says explain
+    out = run(app, ["explain", "8192", "3071", "1024", "--tb", "--gpu", "h200", "--json"])
+    assert json.loads(out.output)["packs_b"] is False
     out = run(app, ["explain", "8192", "3072", "1024", "--tb", "--gpu", "h200"])
     assert "packs:   B (column-major) into a row-major copy" in out.output

@@ -81,11 +81,14 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
         arch = occupancy.gpu(name).arch
     except KeyError:
         arch = ""
-    from ..plan import packs_b
+    from ..plan import Gemm, packed_b
     from ..runtime.limits import check_int32
 
-    # x @ W^T at many rows: the product on a row-major copy of B (plan.packs_b)
-    pack = packs_b(m, n, ta, tb, batch, precision) and not unaligned and k % 4 == 0
+    # x @ W^T at many rows: the product on a row-major copy of B, decided as a call on
+    # contiguous operands would be (plan.packed_b: the gate and the float4 paths)
+    contiguous = Gemm(m, n, k, batch, ta, tb, m if ta else k, k if tb else n, n, 0, 0, 0,
+                      False, (m, n))  # (a batch never packs: its strides do not matter)
+    pack = packed_b(contiguous, not unaligned, precision) is not None
     try:
         check_int32(M=m, N=n, K=k, batch=batch)  # what the API refuses, in its words
         choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
