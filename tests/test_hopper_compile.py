@@ -365,6 +365,42 @@ def test_the_watchdog_reads_the_clock_and_reports_in_a_global_or_compiles_out(na
     assert "SR_GLOBALTIMER" not in text and "BPT" not in text
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("rung", [TF32, TF32X3], ids=["19", "20"])
+def test_a_bias_in_the_epilogue_leaves_the_k_loop_as_it_was(rung):
+    """SGEMM_SOURCE (kernels/epilogue.cuh) reaches the tensor-core rungs' store2: with a
+    bias (2) or a matrix (1) the kernel takes X and ldx after ldc and reads beta's term
+    from X. The k-loop (first HGMMA to last) of the bias variant is the one without a
+    source, opcode for opcode; the matrix variant's has the same instructions (ptxas
+    orders a few differently); the registers are the same."""
+    from collections import Counter
+
+    from sgemmlab.inspect.sass import NoDisassembler, disassemble
+
+    loops, regs, loads = {}, {}, {}
+    for kind in (0, 1, 2):
+        c = build(rung.source, tuple(sorted(hopper.gemm_macros(rung, rung.seed,
+                                                                 kind).items())), rung.arch)
+        clean(c, f"{rung.label} SGEMM_SOURCE={kind}")
+        regs[kind] = c.resources.registers
+        try:
+            text = disassemble(c.cubin)
+        except NoDisassembler as exc:
+            pytest.skip(str(exc))
+        ops = re.findall(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\S+\s+)?([A-Z][\w.]*)", text)
+        hg = [i for i, op in enumerate(ops) if op.startswith("HGMMA")]
+        loops[kind] = ops[hg[0]:hg[-1] + 1]
+        loads[kind] = text
+    assert regs[1] == regs[2] == regs[0]
+    assert len(loops[0]) > 40
+    assert loops[2] == loops[0]
+    assert Counter(loops[1]) == Counter(loops[0])
+    assert loads[1] != loads[0] and loads[2] != loads[0], "X and ldx are read"
+    assert "SGEMM_SOURCE" not in hopper.gemm_macros(rung, rung.seed)
+    assert hopper.gemm_macros(rung, rung.seed, 2)["SGEMM_SOURCE"] == 2
+    assert hopper.gemm_macros(rung, rung.seed)["SMEM_EXPECT"] == rung.dynamic_smem(rung.seed)
+
+
 # -- (c) the host agrees with the kernel -----------------------------------------------------
 @needs_nvrtc
 @pytest.mark.parametrize("name", ["tf32", "3xtf32_p1"])

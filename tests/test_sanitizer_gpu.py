@@ -8,7 +8,9 @@ fix-up in a test of its own);
 beta != 0 so C is read as well as written. Racecheck covers the rungs with shared memory
 (3 on): a missing barrier between a stage's last reads and its next copy shows there. The
 tensor-core rungs (19, 20: compute capability 9.0 only) run at their own precision under
-memcheck, racecheck and synccheck (their mbarrier ring and warpgroup barriers).
+memcheck, racecheck and synccheck (their mbarrier ring and warpgroup barriers). Packed plans
+(kernels/pack.cu's copy, then the product on it) and F.linear's bias read in the epilogue,
+exact and at 3xTF32, run under memcheck and racecheck.
 PyTorch's caching allocator is turned off in that process: with it on, every tensor would sit
 inside one larger allocation and an access past a matrix's
 end would land in memory the sanitizer considers valid.
@@ -111,19 +113,24 @@ def _sanitize(rung, tool: str, overrides: dict | None = None,
             for ta, tb in layouts:
                 macros = rung.macros(cfg) | variant_macros(rung, vec4, ta, tb)
                 compile_kernel(rung.source, macros, gpu_info().arch)
-    # API errors are torch's business (it probes the driver at start-up); a failed launch of
-    # ours raises in the script, which then exits non-zero without printing DONE.
+    _under(tool, script, rung.label)
+
+
+def _under(tool: str, script, what: str) -> None:
+    """Run `script` under the sanitizer's `tool`: it must exit 0, report nothing and finish.
+    API errors are torch's business (it probes the driver at start-up); a failed launch of
+    ours raises in the script, which then exits non-zero without printing DONE."""
     cmd = [SANITIZER, "--tool", tool, "--error-exitcode", "1",
            "--report-api-errors", "no", *script]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_env(),
                           timeout=600)
     output = done.stdout + done.stderr
     tail = output[-6000:]
-    assert done.returncode == 0, f"{rung.label}: exit {done.returncode} under {tool}:\n{tail}"
+    assert done.returncode == 0, f"{what}: exit {done.returncode} under {tool}:\n{tail}"
     clean = ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
              if tool == "racecheck" else "ERROR SUMMARY: 0 errors")  # memcheck, synccheck
-    assert clean in output, f"{rung.label}:\n{tail}"
-    assert DONE in output, f"{rung.label}: the script did not finish:\n{tail}"
+    assert clean in output, f"{what}:\n{tail}"
+    assert DONE in output, f"{what}: the script did not finish:\n{tail}"
 
 
 @functools.cache
@@ -192,3 +199,36 @@ def test_every_fixup_of_rung_14_is_clean(overrides, tool):
                                     for n, p in PRECISION.items()])
 def test_the_tensor_core_rungs_are_clean(number, tool):
     _sanitize(tensor_rung(number), tool, shapes=[list(s) for s in TENSOR_SHAPES])
+
+
+# packed plans (kernels/pack.cu, then the product on the copy) and biases read in the
+# epilogue: the gate lowered so that ragged, small products pack; F.linear's bias through
+# the switch, exact and (on Hopper) at 3xTF32, where rung 20's epilogue reads it
+PACKED_SCRIPT = f"""
+import torch
+import sgemmlab
+from sgemmlab import plan
+
+plan.PACK_MIN_M, plan.PACK_MIN_OUTPUTS = 1, 1
+for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4)]:
+    a = torch.rand(M, K, device="cuda") * 2 - 1
+    w = torch.rand(N, K, device="cuda") * 2 - 1
+    c = torch.rand(M, N, device="cuda") * 2 - 1
+    sgemmlab.sgemm(a, w.t(), c, alpha=1.5, beta=0.5)
+    for precision in ["ieee"] + (["tf32x3"] if torch.cuda.get_device_capability() == (9, 0)
+                                 else []):
+        x = torch.rand(M + 1, K + 1, device="cuda")[1:, 1:]  # ragged views as well
+        lin = torch.nn.Linear(K + 1, N + 3, device="cuda")
+        with sgemmlab.torch_mode(precision=precision):
+            lin(torch.rand(M, K + 1, device="cuda"))
+            torch.nn.functional.linear(x, w, c[0])
+    torch.cuda.synchronize()
+print({DONE!r}, flush=True)
+"""
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
+    script = (sys.executable, "-c", PACKED_SCRIPT)
+    _warm_up(script)
+    _under(tool, script, "packed plans and biases")

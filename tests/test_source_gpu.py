@@ -86,7 +86,7 @@ def _run(rung, cfg, a, b, c, alpha: float, beta: float, source: tuple[int, int])
     g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                  (tuple(c.shape), c.stride()))
     aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
-    plan = make_plan(g, dev, rung.number, cfg, False, aligned)
+    plan = make_plan(g, dev, rung.number, cfg, False, aligned, rung.precision)
     assert plan.takes_source == rung.supports("source"), (rung.label, g)
     glue = product.TORCH
     glue.find()  # torch's fast calls (a first test in its process finds them itself)
@@ -130,6 +130,40 @@ def test_a_batch_repeats_the_source_for_every_product(n, change):
     ab = a.double() @ b.double()
     res = check_result(c, ab + x.double(), K, alpha_ab=ab, beta_c=x.double().expand(batch, M, N))
     assert res.ok, res.reason
+
+
+HOPPER_SHAPES = [(1, 1, 1), (67, 45, 33), (131, 260, 1031), (256, 384, 64)]
+
+
+@pytest.mark.parametrize("n", [19, 20])
+@pytest.mark.parametrize("shape", HOPPER_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout, source", LAYOUT_SOURCES, ids=lambda v: str(v))
+def test_the_tensor_core_rungs_read_the_source_in_their_epilogue(n, shape, layout, source):
+    """Rungs 19 (TF32: TF32_BOUND) and 20 (3xTF32: FP32's bound) through hopper/wgmma.cuh's
+    store2, with the pre-pass copying and splitting the operands as it does for any call."""
+    from sgemmlab.bench.check import TF32_BOUND, relative_error
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the tensor-core rungs need compute capability 9.0")
+    rung = registry.rung(n)
+    cfg = rung.default(GPU)
+    M, N, K = shape
+    gen = torch.Generator(device="cuda").manual_seed(M * 7919 + N * 31 + K + n)
+    a = _operand(M, K, layout[0] == "T", gen)
+    b = _operand(K, N, layout[1] == "T", gen)
+    x, px, ldx = _source(source, M, N, gen)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    alpha, beta = 0.5, -2.0
+    _run(rung, cfg, a, b, c, alpha, beta, (px, ldx))
+    ab = alpha * (a.double() @ b.double())
+    bx = beta * x.double()
+    if n == 20:
+        res = check_result(c, ab + bx, K, alpha_ab=ab, beta_c=bx)
+        assert res.ok, f"{rung.label} {shape} {layout} {source}: {res.reason}"
+    else:
+        assert not torch.isnan(c).any(), "an output left unwritten or C read"
+        err = relative_error(c, ab + bx, alpha_ab=ab, beta_c=bx)
+        assert err <= TF32_BOUND, (shape, layout, source, err)
 
 
 def test_a_rung_without_the_source_refuses_one():

@@ -196,3 +196,28 @@ def test_compiled_cuda_graphs_run_products_that_need_a_workspace():
                 assert (y.double() - want).abs().max() < 1e-3, rows
     assert sum(mode.served.values()) >= 4, mode.served
     assert sgemmlab.free_workspaces() > 0  # at least one of them used a workspace
+
+
+@pytest.mark.parametrize("rows, n, k", [(1, 7, 5), (300, 260, 129), (4096, 384, 1024)],
+                         ids=lambda v: str(v))
+def test_a_linear_at_tf32x3_adds_its_bias_in_the_tensor_core_epilogue(rows, n, k):
+    """F.linear under torch_mode(precision="tf32x3") (the bias read by rung 20's own epilogue
+    where dispatch runs the product there): the output within FP32's bound of float64, and
+    the gradients too."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("3xTF32 needs compute capability 9.0")
+    g = torch.Generator(device="cuda").manual_seed(rows + n + k)
+    x = torch.randn(rows, k, device="cuda", generator=g, requires_grad=True)
+    w = torch.randn(n, k, device="cuda", generator=g, requires_grad=True)
+    bias = torch.randn(n, device="cuda", generator=g, requires_grad=True)
+    with sgemmlab.torch_mode(precision="tf32x3") as mode:
+        y = torch.nn.functional.linear(x, w, bias)
+        y.backward(torch.ones_like(y))
+    assert mode.served["addmm"] >= 1 and not mode.passed, (mode.served, mode.passed)
+    want = x.double() @ w.double().T + bias.double()
+    assert ((y.double() - want).abs() <= 2 * _bound(x, w.T, bias)).all()
+    gx = torch.ones(rows, n, device="cuda", dtype=torch.float64) @ w.double()
+    assert ((x.grad.double() - gx).abs() <= 2 * _bound(torch.ones(rows, n, device="cuda"),
+                                                         w)).all()
+    assert torch.allclose(bias.grad.double(), torch.full((n,), float(rows),
+                                                         dtype=torch.float64, device="cuda"))

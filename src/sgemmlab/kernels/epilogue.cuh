@@ -1,5 +1,6 @@
 // epilogue.cuh — the epilogue's hook: where beta's term is read (the rungs with the
-// "source" feature, 13-18 and their twins 22-25; sgemmlab.registry).
+// "source" feature: 13-18, their twins 22-25, and the tensor-core rungs 19-20 through
+// hopper/wgmma.cuh's store2; sgemmlab.registry).
 //
 // SGEMM_SOURCE = 1: beta's term comes from a matrix X of its own instead of from C:
 // C = alpha * A @ B + beta * X, X(row, col) at X[row * ldx + col]. ldx = 0 repeats one row down

@@ -151,10 +151,12 @@ _loaded: dict[tuple, tuple[RawKernel, RawKernel]] = {}
 _lock = threading.Lock()
 
 
-def load(rung: Rung, cfg: Config, device_id: int = 0) -> tuple[RawKernel, RawKernel]:
+def load(rung: Rung, cfg: Config, device_id: int = 0,
+         source: int = 0) -> tuple[RawKernel, RawKernel]:
     """(the GEMM, the pre-pass) loaded on the device (compiled for sm_90a, or from the
-    disk cache), once per (rung, configuration, device)."""
-    key = (rung.label, config_key(cfg), device_id)
+    disk cache), once per (rung, configuration, source kind, device); `source` as
+    launch.source_kind gives it (kernels/epilogue.cuh's SGEMM_SOURCE)."""
+    key = (rung.label, config_key(cfg), source, device_id)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -164,7 +166,7 @@ def load(rung: Rung, cfg: Config, device_id: int = 0) -> tuple[RawKernel, RawKer
                           + "; ".join(problems))
     _check_gpu(rung, device_id)
     device(device_id)  # the context the modules load into
-    macros = rung.macros(cfg) | {"SMEM_EXPECT": rung.dynamic_smem(cfg)}
+    macros = gemm_macros(rung, cfg, source)
     gemm = compile_kernel(rung.source, macros, rung.arch)
     prep = compile_kernel(PREP, {"PREP": 1}, rung.arch)  # (cuda.core refuses no macros)
     pair = (RawKernel(gemm.cubin, "sgemm", rung.dynamic_smem(cfg)),
@@ -174,20 +176,32 @@ def load(rung: Rung, cfg: Config, device_id: int = 0) -> tuple[RawKernel, RawKer
         return _loaded[key]
 
 
-def compile_only(rung: Rung, cfg: Config):
+def gemm_macros(rung: Rung, cfg: Config, source: int = 0) -> dict[str, int]:
+    """The GEMM's macros: the configuration's, the host's shared-memory size (the kernel
+    checks it), and SGEMM_SOURCE where beta's term comes from a source of its own."""
+    out = rung.macros(cfg) | {"SMEM_EXPECT": rung.dynamic_smem(cfg)}
+    if source:
+        out["SGEMM_SOURCE"] = int(source)
+    return out
+
+
+def compile_only(rung: Rung, cfg: Config, source: int = 0):
     """The GEMM's Compiled (resources, cubin) without a GPU: what `rung_candidate` reports."""
-    return compile_kernel(rung.source, rung.macros(cfg) | {"SMEM_EXPECT":
-                                                           rung.dynamic_smem(cfg)}, rung.arch)
+    return compile_kernel(rung.source, gemm_macros(rung, cfg, source), rung.arch)
 
 
 def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha: float,
          a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream, *,
-         trans_a: bool = False, trans_b: bool = False) -> Callable[[], None]:
+         trans_a: bool = False, trans_b: bool = False,
+         source: tuple[int, int] | None = None) -> Callable[[], None]:
     """The launch of C = alpha A B + beta C (row-major C; A, B in either layout; pointers as
-    ints, leading dimensions in floats) on rung 19 or 20: pre-passes, then the GEMM."""
+    ints, leading dimensions in floats) on rung 19 or 20: pre-passes, then the GEMM.
+    source = (x, ldx): beta's term from X instead (X(r, c) at x + 4 (r ldx + c) bytes;
+    ldx 0: a bias row), in the GEMM's own epilogue."""
     from . import workspace as ws
+    from .launch import source_kind
 
-    gemm, prep = load(rung, cfg, device_id)
+    gemm, prep = load(rung, cfg, device_id, source_kind(source))
     op = operand_plan(rung, M, N, K, a, lda, b, ldb, trans_a, trans_b)
     info = gpu_info(device_id)
     bn = cfg["BN"]
@@ -226,6 +240,8 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         if op.split_b:
             args.append(encode_tiled_2d(Tiled2D(b2_ptr, N, K, b_ld, bn, BK)))
         args += [i32(M), i32(N), i32(K), f32(alpha), f32(beta), c, i32(ldc)]
+        if source is not None:
+            args += [source[0], np.int64(source[1])]
         if rung.precision == "tf32x3":
             args += [scratch + offsets["work"] if work_floats else 0,
                      zeroed if counters else 0, i32(splits)]

@@ -69,6 +69,10 @@ def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool 
     return out
 
 
+_NO_SOURCE = ("rung {} reads beta's term from C alone; a source of its own needs a rung "
+              "with the epilogue's source (13-20, 22-25)")
+
+
 def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
          trans_b: bool = False, source: int = NO_SOURCE):
     """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
@@ -79,8 +83,7 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
         raise ConfigError(f"rung {rung.label} reads row-major operands only; column-major "
                           "A or B needs a rung with layouts (13, 14)")
     if source and not rung.supports("source"):
-        raise ConfigError(f"rung {rung.label} reads beta's term from C alone; a source of "
-                          "its own needs a rung with the epilogue's source (13-18, 22-25)")
+        raise ConfigError(_NO_SOURCE.format(rung.label))
     key = (rung.label, config_key(rung.macros(cfg)), vec4, trans_a, trans_b, source,
            device_id)
     with _lock:
@@ -288,14 +291,17 @@ class Launcher:
             check_tiles(128, self.config["BN"], M, N, rung.label)
         else:
             check_tiles(*rung.tile(self.config), M, N, rung.label)
+        x, ldx = source if source is not None else (c, ldc)
+        if source is not None and ldx < 0:
+            raise ValueError(f"the source's row stride must be >= 0, got {ldx}")
+        if source is not None and not rung.supports("source"):
+            raise ConfigError(_NO_SOURCE.format(rung.label))
         if rung.supports("tma"):  # tensor maps by value: runtime/hopper.py launches it
             from . import hopper
 
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
-                               ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b)
-        x, ldx = source if source is not None else (c, ldc)
-        if source is not None and ldx < 0:
-            raise ValueError(f"the source's row stride must be >= 0, got {ldx}")
+                               ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b,
+                               source=source)
         vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
             (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,

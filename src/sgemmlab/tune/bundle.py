@@ -76,7 +76,8 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
     for r, cfg in pairs:
         if r.supports("tma"):
             if arch.startswith("sm_90"):
-                add(r.source, r.macros(cfg) | {"SMEM_EXPECT": r.dynamic_smem(cfg)}, r.arch)
+                for source in (0, SOURCE_BIAS):  # F.linear's bias in the epilogue
+                    add(r.source, hopper.gemm_macros(r, cfg, source), r.arch)
                 add(hopper.PREP, {"PREP": 1}, r.arch)
             continue
         layouts = itertools.product((False, True), repeat=2) if r.supports("layouts") \

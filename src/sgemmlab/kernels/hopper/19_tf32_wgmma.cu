@@ -38,7 +38,8 @@ static_assert(SMEM_BYTES == SMEM_EXPECT, "the host's shared-memory size matches 
 
 SGEMM_KERNEL __launch_bounds__(THREADS_PER_BLOCK, 1)
 sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap tma_b, int M,
-      int N, int K, float alpha, float beta, float* __restrict__ C, int ldc) {
+      int N, int K, float alpha, float beta, float* __restrict__ C,
+      int ldc SGEMM_SOURCE_PARAMS) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle's period
     const unsigned a_tiles = base, b_tiles = base + STAGES * A_BYTES;
@@ -84,7 +85,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int ct = threadIdx.x - 128, cw = ct / 128;
     const int warp = ct % 128 / 32, lane = ct % 32;
-    const bool vec2 = ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % 8 == 0;
+    const bool vec2 = pairs_ok(C, ldc, SGEMM_SOURCE_ARG);
     float acc[BN / 2];
     int prev = 0;  // the stage whose products are still in flight
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -113,6 +114,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         wgmma_wait<0>();
         pin(acc);
         mbar_arrive(empty(prev));
-        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, acc, alpha, beta, vec2);
+        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, acc, alpha, beta, vec2,
+                   SGEMM_SOURCE_ARG);
     }
 }

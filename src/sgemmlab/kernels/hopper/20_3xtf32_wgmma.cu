@@ -117,8 +117,8 @@ __device__ __forceinline__ void release(unsigned bar) {
 SGEMM_KERNEL __launch_bounds__(THREADS_PER_BLOCK, 1)
 sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap tma_b,
       const __grid_constant__ TensorMap tma_b_small, int M, int N, int K, float alpha,
-      float beta, float* __restrict__ C, int ldc, float* __restrict__ work,
-      unsigned* __restrict__ counters, int splits) {
+      float beta, float* __restrict__ C, int ldc SGEMM_SOURCE_PARAMS,
+      float* __restrict__ work, unsigned* __restrict__ counters, int splits) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_addr(smem_raw) + 1023u) & ~1023u;  // the swizzle's period
     const unsigned a_tiles = base, b_tiles = base + STAGES * A_BYTES;
@@ -172,7 +172,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int ct = threadIdx.x - 128, cw = ct / 128;
     const int warp = ct % 128 / 32, lane = ct % 32;
-    const bool vec2 = ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % 8 == 0;
+    const bool vec2 = pairs_ok(C, ldc, SGEMM_SOURCE_ARG);
     int stage = 0;
     unsigned phase = 0;
     float sum[BN / 2];  // the register sum: FADD, round to nearest
@@ -307,6 +307,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #endif
         int tm, tn;  // only now: fewer registers live through the k loop
         tile_of(wk.t, tiles_m, tiles_n, tm, tn);
-        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, sum, alpha, beta, vec2);
+        store_tile(C, ldc, M, N, tm, tn, cw, warp, lane, sum, alpha, beta, vec2,
+                   SGEMM_SOURCE_ARG);
     }
 }

@@ -6,7 +6,7 @@
 //   wgmma.mma_async   "Asynchronous warpgroup level matrix multiply-accumulate"
 #pragma once
 #include "async_copy.cuh"
-#include "common.cuh"
+#include "epilogue.cuh"  // common.cuh, and the epilogue's Source (SGEMM_SOURCE: a bias)
 
 #ifndef BN
 #error "define BN (128 or 256) before including hopper/wgmma.cuh"
@@ -240,23 +240,35 @@ __device__ __forceinline__ void tile_of(int t, int tiles_m, int tiles_n, int& tm
 }
 
 // Two neighbouring outputs (row, col), (row, col + 1): one 8-byte store when both lie inside
-// and C allows it.
+// and C allows it. beta's term is read through `src` (kernels/epilogue.cuh: C itself, or with
+// SGEMM_SOURCE a matrix or bias of its own; row and col count from C's origin).
 __device__ __forceinline__ void store2(float* C, int ldc, int row, int col, int M, int N,
-                                       float v0, float v1, float alpha, float beta, bool vec2) {
+                                       float v0, float v1, float alpha, float beta, bool vec2,
+                                       Source src) {
     if (row >= M) return;
     float* c = row_ptr(C, row, ldc) + col;
+    const float* x = src.of(c, row, col);
     if (vec2 && col + 1 < N) {
         float2 out = make_float2(alpha * v0, alpha * v1);
         if (beta != 0.0f) {
-            const float2 old = *reinterpret_cast<const float2*>(c);
+            const float2 old = *reinterpret_cast<const float2*>(x);
             out.x += beta * old.x;
             out.y += beta * old.y;
         }
         *reinterpret_cast<float2*>(c) = out;
         return;
     }
-    if (col < N) *c = epilogue(v0, alpha, beta, c);
-    if (col + 1 < N) c[1] = epilogue(v1, alpha, beta, c + 1);
+    if (col < N) *c = epilogue(v0, alpha, beta, x);
+    if (col + 1 < N) c[1] = epilogue(v1, alpha, beta, x + 1);
+}
+
+// vec2 for store2: C's rows (and with SGEMM_SOURCE, X's) allow 8-byte accesses.
+__device__ __forceinline__ bool pairs_ok(const float* C, int ldc, Source src) {
+    bool ok = ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % 8 == 0;
+#if SGEMM_SOURCE
+    ok = ok && src.ld % 2 == 0 && reinterpret_cast<unsigned long long>(src.x) % 8 == 0;
+#endif
+    return ok;
 }
 
 // A warpgroup's 64 rows of tile (tm, tn). Accumulator fragment (PTX ISA: wgmma .m64nNk8 D):
@@ -264,14 +276,15 @@ __device__ __forceinline__ void store2(float* C, int ldc, int row, int col, int 
 // d[4i + 2], d[4i + 3] 8 rows down.
 __device__ __forceinline__ void store_tile(float* C, int ldc, int M, int N, int tm, int tn,
                                            int cw, int warp, int lane, const float (&acc)[BN / 2],
-                                           float alpha, float beta, bool vec2) {
+                                           float alpha, float beta, bool vec2, Source src) {
     const int r0 = tm * BM + cw * 64 + warp * 16 + lane / 4;
     const int c0 = tn * BN + 2 * (lane % 4);
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
-        store2(C, ldc, r0, c0 + 8 * i, M, N, acc[4 * i], acc[4 * i + 1], alpha, beta, vec2);
+        store2(C, ldc, r0, c0 + 8 * i, M, N, acc[4 * i], acc[4 * i + 1], alpha, beta, vec2,
+               src);
         store2(C, ldc, r0 + 8, c0 + 8 * i, M, N, acc[4 * i + 2], acc[4 * i + 3], alpha, beta,
-               vec2);
+               vec2, src);
     }
 }
 
