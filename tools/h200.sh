@@ -137,9 +137,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
     profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
       sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
     modelprofile)  # a model step's GPU time per aten op and shape, with and without the
-      # switch (PROFILE_WORKLOADS="llama-prefill-1 encoder-infer": bench/models.py's)
+      # switch (PROFILE_WORKLOADS="llama-prefill-1 encoder-infer": bench/models.py's;
+      # PROFILE_PRECISION=tf32x3: the switch's precision)
       python3 tools/model_profile.py $(for w in ${PROFILE_WORKLOADS:-llama-prefill-1 \
         encoder-infer}; do echo --workload "$w"; done) \
+        ${PROFILE_PRECISION:+--precision "$PROFILE_PRECISION"} \
         --out "results/nvidia-h200/model-profile-$(date -u +%Y%m%dT%H%MZ).txt" || status=1 ;;
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1

@@ -3,11 +3,15 @@ profiler around one step of each side (after warm-up), its operators grouped by 
 input shapes, the two sides joined and sorted by what the switch gains or loses.
 
     python tools/model_profile.py [--workload llama-prefill-8] [--top 25] [--out FILE]
+                                  [--precision tf32x3]
 
 Workloads: llama-prefill-1, llama-prefill-8 (bench/models.py's LLAMA at 512 tokens),
 encoder-train, encoder-infer (its d 1024 x 6 encoder at 16 x 512 tokens). The table names
 the aten operators (a product the switch serves is still recorded as its aten op) with
-device microseconds per step on each side.
+device microseconds per step on each side, and each side's wall time per step outside the
+profiler: where the wall time exceeds the device time, the host (Python, launches) is what
+the GPU waits on. --precision: the switch's (torch_mode(precision=...)); torch's side is
+always exact FP32.
 """
 
 from __future__ import annotations
@@ -62,17 +66,25 @@ def _step(name: str):
     return step
 
 
-def _profile(step, use: bool, reps: int = 3) -> dict[tuple, tuple[int, float]]:
-    """(op name, input shapes) -> (calls, device µs) per step."""
+def _profile(step, use: bool, reps: int = 3,
+             precision: str | None = None) -> tuple[dict[tuple, tuple[int, float]], float]:
+    """((op name, input shapes) -> (calls, device µs) per step; wall µs per step)."""
+    import time
+
     from torch.profiler import ProfilerActivity, profile
 
-    mode = sgemmlab.torch_mode() if use else None
+    mode = sgemmlab.torch_mode(precision=precision) if use else None
     if mode:
         mode.enable()
     try:
         for _ in range(3):
             step()
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            step()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / reps * 1e6
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU],
                      record_shapes=True) as prof:
             for _ in range(reps):
@@ -92,7 +104,7 @@ def _profile(step, use: bool, reps: int = 3) -> dict[tuple, tuple[int, float]]:
         kernel = str(getattr(e, "device_type", "")).endswith("CUDA")
         key = ("kernel: " + e.key, "") if kernel else (e.key, str(e.input_shapes))
         out[key] = (e.count // reps, dev / reps)
-    return out
+    return out, wall
 
 
 def main() -> None:
@@ -100,17 +112,22 @@ def main() -> None:
     ap.add_argument("--workload", action="append")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--out")
+    ap.add_argument("--precision", help="the switch's precision (default: follow torch)")
     args = ap.parse_args()
     lines = []
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     for name in args.workload or ["llama-prefill-8"]:
         step = _step(name)
-        sides = {use: _profile(step, use) for use in (False, True)}
+        runs = {use: _profile(step, use, precision=args.precision) for use in (False, True)}
+        sides = {use: runs[use][0] for use in runs}
+        wall = {use: runs[use][1] for use in runs}
         tot = {use: sum(us for (op, _), (_, us) in sides[use].items()
                         if op.startswith("kernel: ")) for use in sides}
-        lines.append(f"== {name}: device µs per step, torch {tot[False]:.0f}, with the "
-                     f"switch {tot[True]:.0f} (ratio {tot[False] / tot[True]:.3f})")
+        switch = f"the switch ({args.precision})" if args.precision else "the switch"
+        lines.append(f"== {name}: device µs per step, torch {tot[False]:.0f}, with "
+                     f"{switch} {tot[True]:.0f} (ratio {tot[False] / tot[True]:.3f}); wall µs "
+                     f"per step {wall[False]:.0f} and {wall[True]:.0f}")
         keys = set(sides[False]) | set(sides[True])
         rows = []
         for k in keys:
