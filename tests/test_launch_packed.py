@@ -135,7 +135,7 @@ def _bare_plan(monkeypatch, g, bind, rung=None):
     for name, v in dict(gemm=g, out_shape=(8, 8), kind="gemm", device_id=0, rung=rung,
                         config=None, launcher=types.SimpleNamespace(bind=bind),
                         per_item=False, reuse=True, bound={}, templates={},
-                        lock=__import__("threading").Lock(), pack=None).items():
+                        lock=__import__("threading").Lock(), staging=None).items():
         setattr(pl, name, v)
     return pl
 
@@ -287,7 +287,8 @@ def _bind_recorder(monkeypatch):
     """Launcher.bind without a GPU: `load` records the variant asked for."""
     asked = []
 
-    def load(rung, cfg, vec4, device_id=0, trans_a=False, trans_b=False, source=False):
+    def load(rung, cfg, vec4, device_id=0, trans_a=False, trans_b=False, source=False,
+             store4=True):
         asked.append((vec4, source))
         return KERNEL, None
 

@@ -1,9 +1,13 @@
-"""Packed plans on the GPU (plan.packs_b): x @ W^T at many rows is computed on a row-major
-copy of W^T that kernels/pack.cu makes in the stream's workspace first. Checked against
+"""Packed plans on the GPU (plan.staging): x @ W^T at many rows is computed on a row-major
+copy of W^T that kernels/pack.cu makes in the stream's workspace first; a misaligned
+FFMA-bound product on aligned, zero-padded copies of the operands that close the float4
+paths, C written element by element where its rows are not aligned. Checked against
 float64 on fresh random inputs with the output poisoned (NaN) first, at ragged shapes (odd
-rows, columns and a padded output), with beta's term from C and from a bias, beside a
-Stream-K product that keeps its own partial tiles in the same workspace (deterministic:
-the fixed-order fix-up), through sgemmlab.matmul, the drop-in switch, and a CUDA graph.
+rows, columns and a padded output; K and N not multiples of 4, leading dimensions past the
+row and odd, bases one float off 16 bytes, every layout), with beta's term from C and from
+a bias, beside a Stream-K product that keeps its own partial tiles in the same workspace
+(deterministic: the fixed-order fix-up), through sgemmlab.matmul, the drop-in switch, and a
+CUDA graph.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from __future__ import annotations
 import pytest
 
 import sgemmlab
+from sgemmlab import plan as plan_mod
 from sgemmlab import product
 from sgemmlab.bench.check import check_result
 from sgemmlab.plan import describe, make_plan
+from sgemmlab.runtime.launch import Copy
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -36,12 +42,19 @@ def _output(M: int, N: int):
     return buf[:, :N]
 
 
-def _launch(a, b, c, alpha, beta, deterministic=False, source=None):
+def _launch(a, b, c, alpha, beta, deterministic=False, source=None, copies=None):
+    """The plan for these operands, launched; `copies`: the operands it must copy ("B" for
+    x @ W^T's packed B, by default)."""
     dev = c.get_device()
     g = describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                  (tuple(c.shape), c.stride()))
-    plan = make_plan(g, dev, None, None, deterministic, True)
-    assert plan.pack == (g.K, g.N, 1, g.ldb), "the plan reads B where it is"
+    aligned = (a.data_ptr() | b.data_ptr() | c.data_ptr()) & 15 == 0
+    plan = make_plan(g, dev, None, None, deterministic, aligned)
+    assert plan.staging is not None, "the plan reads its operands where they are"
+    if copies is None:
+        assert plan.staging.copies == (Copy(1, g.K, g.N, 1, g.ldb, (g.N + 3) // 4 * 4),)
+    else:
+        assert "".join("AB"[cp.slot] for cp in plan.staging.copies) == copies
     glue = product.TORCH
     glue.find()  # torch's fast calls (a first test in its process finds them itself)
     prev = glue.device_ready(dev)
@@ -123,3 +136,65 @@ def test_a_cuda_graph_replays_the_copy_on_new_inputs():
         ab = x.double() @ w.double().t()
         res = check_result(out, ab + bias.double(), K, alpha_ab=ab)
         assert res.ok, res.reason
+
+
+
+def _matrix(rows: int, cols: int, col_major: bool, how: str, gen):
+    """rows x cols, fresh uniform values, laid out as `how` says: "contig"; "ld" (rows of
+    its own odd leading dimension); "offset" (a base one float past 16 bytes)."""
+    r, c = (cols, rows) if col_major else (rows, cols)
+    if how == "ld":
+        t = (torch.rand(r, c + 3, device="cuda", generator=gen) * 2 - 1)[:, :c]
+    elif how == "offset":
+        t = (torch.rand(r * c + 1, device="cuda", generator=gen) * 2 - 1)[1:].view(r, c)
+    else:
+        t = torch.rand(r, c, device="cuda", generator=gen) * 2 - 1
+    return t.t() if col_major else t
+
+
+# (M, N, K, layout, how A, B and C lie, the copies the plan makes)
+MISALIGNED = [
+    (67, 45, 129, "NN", "contig", "AB"),  # K and N odd: both copied, C element by element
+    (131, 260, 1031, "NN", "contig", "A"),  # K odd
+    (64, 131, 256, "NN", "contig", "B"),  # N odd
+    (96, 128, 256, "NN", "ld", "AB"),  # leading dimensions K + 3, N + 3
+    (96, 128, 256, "NN", "offset", "AB"),  # misaligned bases: A and B copied
+    (67, 45, 129, "TN", "contig", "AB"),  # A column-major, M odd
+    (67, 45, 129, "NT", "contig", "AB"),  # B column-major, K odd
+    (61, 37, 97, "TT", "ld", "AB"),
+    (1031, 1029, 1027, "NN", "contig", "AB"),  # FFMA-bound at the real gate
+]
+
+
+@pytest.mark.parametrize("beta", [0.0, -0.5], ids=["beta0", "beta"])
+@pytest.mark.parametrize("M, N, K, layout, how, copies", MISALIGNED,
+                         ids=lambda v: str(v))
+def test_a_misaligned_product_runs_on_aligned_copies(M, N, K, layout, how, copies, beta,
+                                                     monkeypatch):
+    if M * N * K < plan_mod.STAGE_MIN_FLOPS:  # small shapes: the gate lowered to them
+        monkeypatch.setattr(plan_mod, "STAGE_MIN_FLOPS", 1)
+    gen = torch.Generator(device="cuda").manual_seed(M + 3 * N + 7 * K + len(how))
+    a = _matrix(M, K, layout[0] == "T", how, gen)
+    b = _matrix(K, N, layout[1] == "T", how, gen)
+    c0 = _matrix(M, N, False, how, gen)
+    c = c0.clone() if how == "contig" else c0
+    want_c = c0.double().clone()
+    if beta == 0:
+        c.fill_(float("nan"))
+    plan = _launch(a, b, c, 1.5, beta, copies=copies)
+    assert plan.staging.store4 == (how == "contig" and N % 4 == 0)
+    ab = 1.5 * (a.double() @ b.double())
+    bc = beta * want_c
+    res = check_result(c, ab + bc, K, alpha_ab=ab, beta_c=bc)
+    assert res.ok, f"{M}x{N}x{K} {layout} {how} {plan.rung.label}: {res.reason}"
+
+
+def test_matmul_copies_a_misaligned_product_and_leaves_the_operands_alone():
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    a = torch.rand(1031, 1027, device="cuda", generator=gen) * 2 - 1
+    b = torch.rand(1027, 1029, device="cuda", generator=gen) * 2 - 1
+    a0, b0 = a.clone(), b.clone()
+    got = sgemmlab.matmul(a, b)
+    ab = a.double() @ b.double()
+    assert check_result(got, ab, 1027, alpha_ab=ab).ok
+    assert torch.equal(a, a0) and torch.equal(b, b0)

@@ -202,19 +202,23 @@ def test_the_tensor_core_rungs_are_clean(number, tool):
 
 
 # packed plans (kernels/pack.cu, then the product on the copy) and biases read in the
-# epilogue: the gate lowered so that ragged, small products pack; F.linear's bias through
-# the switch, exact and (on Hopper) at 3xTF32, where rung 20's epilogue reads it
+# epilogue: the gates lowered so that ragged, small products pack (misaligned ones too);
+# F.linear's bias through the switch, exact and (on Hopper) at 3xTF32, where rung 20's
+# epilogue reads it
 PACKED_SCRIPT = f"""
 import torch
 import sgemmlab
 from sgemmlab import plan
 
 plan.PACK_MIN_M, plan.PACK_MIN_OUTPUTS = 1, 1
-for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4)]:
+plan.STAGE_MIN_MN, plan.STAGE_MIN_K, plan.STAGE_MIN_FLOPS = 1, 1, 1
+for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4), (67, 45, 33)]:
     a = torch.rand(M, K, device="cuda") * 2 - 1
     w = torch.rand(N, K, device="cuda") * 2 - 1
     c = torch.rand(M, N, device="cuda") * 2 - 1
     sgemmlab.sgemm(a, w.t(), c, alpha=1.5, beta=0.5)
+    # misaligned: copied into padded buffers, C (a view one float off) element by element
+    sgemmlab.sgemm(a[:, 1:], w[1:, 1:].t(), c[1:, 1:], alpha=1.5, beta=0.5)
     for precision in ["ieee"] + (["tf32x3"] if torch.cuda.get_device_capability() == (9, 0)
                                  else []):
         x = torch.rand(M + 1, K + 1, device="cuda")[1:, 1:]  # ragged views as well

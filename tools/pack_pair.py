@@ -21,7 +21,6 @@ import torch  # noqa: E402
 
 from sgemmlab import plan as plan_mod  # noqa: E402
 from sgemmlab import product  # noqa: E402
-from sgemmlab.bench.measure import median, time_launches  # noqa: E402
 
 # (N, K) of the layers measured: encoder d 1024 (QKV, out, FF up, FF down), Llama 2048 and
 # 4096 (q/o, gate/up, down)
@@ -42,7 +41,7 @@ def _side(x, w, want, packed: bool):
     g = plan_mod.describe((tuple(x.shape), x.stride()), (tuple(b.shape), b.stride()),
                           (tuple(c.shape), c.stride()))
     p = plan_mod.make_plan(g, 0, None, None, False, True)
-    assert (p.pack is not None) == (plan_mod.packed_b(g, True, "ieee") is not None)
+    assert (p.staging is not None) == (plan_mod.packed_b(g, True, "ieee") is not None)
     fn = p.launch(x.data_ptr(), b.data_ptr(), c.data_ptr(), product.TORCH.raw_stream(0),
                   1.0, 0.0)
     torch.cuda.synchronize()
@@ -60,15 +59,10 @@ def measure(M: int, N: int, K: int, rounds: int, calls: int) -> dict:
     packed, c1 = _side(x, w, want, True)
     in_place, c2 = _side(x, w, want, False)
     sides = {"torch": lambda: torch.matmul(x, w.t()), "packed": packed, "in_place": in_place}
-    times: dict[str, list[float]] = {k: [] for k in sides}
-    for r in range(rounds):
-        for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-            for _ in range(3):
-                sides[k]()
-            times[k].append(median(time_launches(sides[k], calls, None, "throughput")))
+    med, times = pairing.rounds(sides, rounds, calls)
     rec = {"M": M, "N": N, "K": K, "layout": "NT",
            "packs": M >= DEFAULT_MIN[0] and M * N >= DEFAULT_MIN[1],  # at dispatch's gate
-           **{f"{k}_us": median(v) for k, v in times.items()},
+           **{f"{k}_us": v for k, v in med.items()},
            **{f"{k}_rounds_us": v for k, v in times.items()}}
     rec["packed_vs_torch"] = rec["torch_us"] / rec["packed_us"]
     rec["in_place_vs_torch"] = rec["torch_us"] / rec["in_place_us"]

@@ -1,5 +1,6 @@
-"""What tools/pack_pair.py and tools/source_pair.py share: their command line (--rows,
---rounds, --calls), TF32 off, torch's glue found, and the results run they fill."""
+"""What tools/pack_pair.py, tools/source_pair.py and tools/stage_pair.py share: their command
+line (--rows, --rounds, --calls), TF32 off, torch's glue found, the results run they fill,
+and the alternating rounds that time their sides."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch  # noqa: E402
 
 from sgemmlab import product  # noqa: E402
 from sgemmlab.bench import results  # noqa: E402
+from sgemmlab.bench.measure import median, time_launches  # noqa: E402
 from sgemmlab.runtime.device import gpu_info  # noqa: E402
 
 
@@ -36,3 +38,16 @@ def start(kind: str, doc: str, rows: list[int]):
 def finish(run: dict, gpu, kind: str) -> None:
     path = results.write(run, gpu.slug, f"{kind}-{results.stamp()}")
     print(f"results: {path}")
+
+
+def rounds(sides: dict, count: int, calls: int) -> tuple[dict[str, float], dict[str, list]]:
+    """Each side (name -> a launch) timed back to back, `calls` calls a round, in `count`
+    rounds whose order alternates (forward, then backward), three warm-up calls before each:
+    (median µs per call, every round's) by side."""
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    for r in range(count):
+        for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+            for _ in range(3):
+                sides[k]()
+            times[k].append(median(time_launches(sides[k], calls, None, "throughput")))
+    return {k: median(v) for k, v in times.items()}, times

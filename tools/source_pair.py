@@ -21,7 +21,6 @@ import torch  # noqa: E402
 
 from sgemmlab import plan as plan_mod  # noqa: E402
 from sgemmlab import product  # noqa: E402
-from sgemmlab.bench.measure import median, time_launches  # noqa: E402
 from sgemmlab.runtime import launch as launch_mod  # noqa: E402
 
 # (N, K): the d 1024 encoder's QKV, out, FF up and FF down projections
@@ -65,16 +64,9 @@ def main() -> None:
                 assert err < 1e-4, (M, N, K, k, err)
             sides = {"torch": lambda: torch.addmm(bias, x, b), "bias": bias_fn,
                      "general": general_fn, "plain": plain_fn}
-            t: dict[str, list[float]] = {k: [] for k in sides}
-            for r in range(args.rounds):
-                for k in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-                    for _ in range(3):
-                        sides[k]()
-                    t[k].append(median(time_launches(sides[k], args.calls, None,
-                                                     "throughput")))
-            m = {k: median(v) for k, v in t.items()}
+            m, t = pairing.rounds(sides, args.rounds, args.calls)
             rec = {"M": M, "N": N, "K": K, "layout": "NT", "rung": p.rung.label,
-                   "config": p.config, "packed": p.pack is not None,
+                   "config": p.config, "packed": p.staging is not None,
                    **{f"{k}_us": v for k, v in m.items()},
                    **{f"{k}_rounds_us": v for k, v in t.items()},
                    **{f"{k}_vs_torch": m["torch"] / m[k] for k in ("bias", "general", "plain")}}

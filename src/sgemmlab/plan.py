@@ -29,7 +29,7 @@ from .registry import config_key
 from .runtime import limits
 from .runtime.arrays import Operand, batch_stride, matrix_layout, self_overlapping, stream_for
 from .runtime.device import gpu_info
-from .runtime.launch import POINTERS, SOURCE_POINTERS, Launcher, PackFirst
+from .runtime.launch import POINTERS, SOURCE_POINTERS, Copy, Launcher, PackFirst
 
 PLAN_LIMIT = 4096  # plans kept (a cache, cleared when full)
 BOUND_LIMIT = 256  # bound launches kept per plan
@@ -44,6 +44,17 @@ BOUND_LIMIT = 256  # bound launches kept per plan
 PACK_B = True
 PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
+#: Misaligned operands (a row length or leading dimension not a multiple of 4 floats, or a
+#: base off 16 bytes) close the float4 paths: every k-tile's copies go 4 bytes at a time. A
+#: product that is FFMA-bound (both sides at least STAGE_MIN_MN, K at least STAGE_MIN_K, at
+#: least STAGE_MIN_FLOPS multiply-adds) instead copies each such A or B into the workspace,
+#: row-major, rows padded with zeros to whole chunks (one pass over the operand), and reads
+#: the copies by float4; a C that is not aligned is written element by element by a rung
+#: with the "store4" feature. STAGE = False turns it off.
+STAGE = True
+STAGE_MIN_MN = 17
+STAGE_MIN_K = 65
+STAGE_MIN_FLOPS = 2**27
 
 
 def dims(shape) -> str:
@@ -233,14 +244,14 @@ class Plan:
     launch (kernels/epilogue.cuh's Source)."""
 
     __slots__ = ("gemm", "out_shape", "kind", "device_id", "rung", "config", "launcher",
-                 "per_item", "reuse", "bound", "lock", "templates", "pack")
+                 "per_item", "reuse", "bound", "lock", "templates", "staging")
 
-    def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None, pack=None):
+    def __init__(self, gemm: Gemm, device_id: int, rung=None, config=None,
+                 staging: Staging | None = None):
         self.gemm = gemm
-        # (rows, cols, row step, column step) of the caller's B, which each launch first
-        # copies row-major into the workspace (`packed_b`; gemm is then the product on the
-        # copy), or None
-        self.pack = pack
+        # the operands each launch first copies into the workspace (`staging`; gemm is then
+        # the product on the copies), or None
+        self.staging = staging
         self.out_shape = gemm.out_shape
         self.device_id = device_id
         self.kind = "empty" if gemm.empty else "scale" if gemm.K == 0 else "gemm"
@@ -314,10 +325,12 @@ class Plan:
                           stride_c=g.stride_c)
             if source is not None:
                 kw["source"] = source
+            if self.staging is not None:
+                kw.update(padded=True, store4=self.staging.store4)
             fn = bind(g.M, g.N, g.K, alpha, pa, g.lda, pb, g.ldb, beta, pc, g.ldc, stream,
                       **kw)
-            if self.pack is not None:  # B copied first, then read from the copy
-                fn = PackFirst(fn, self.device_id, stream, *self.pack, g.ldb)
+            if self.staging is not None and self.staging.copies:  # copies first, then the
+                fn = PackFirst(fn, self.device_id, stream, self.staging.copies)  # product
             slots = POINTERS if source is None else SOURCE_POINTERS
             if getattr(fn, "pointer_slots", None) == slots:  # Packed, WorkspaceLaunch
                 # every call goes through a repointed one, which writes its own pointers:
@@ -360,7 +373,65 @@ def packed_b(g: Gemm, pointers_aligned: bool, precision: str) -> Gemm | None:
     if not (packs_b(g.M, g.N, g.trans_a, g.trans_b, g.batch, precision)
             and aligned(g, pointers_aligned)):
         return None
-    return dataclasses.replace(g, trans_b=False, ldb=-(-g.N // 4) * 4)
+    return dataclasses.replace(g, trans_b=False, ldb=_round4(g.N))
+
+
+def _round4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Staging:
+    """A packed plan: the product it launches (on the copies), the operands copied first,
+    and whether C is written by float4 (else element by element: the "store4" feature)."""
+
+    gemm: Gemm
+    copies: tuple[Copy, ...]
+    store4: bool
+
+    def notes(self) -> list[str]:
+        """What the plan does before its product, in words (explain)."""
+        out = []
+        for cp in self.copies:
+            name = "AB"[cp.slot]
+            how = "transposed" if cp.row_step == 1 and cp.col_step != 1 else "copied"
+            out.append(f"{name} ({cp.rows}x{cp.cols}) {how} into a row-major copy, rows "
+                       f"{cp.ld} floats apart")
+        if not self.store4:
+            out.append("C written element by element (its rows are not 16-byte aligned)")
+        return out
+
+
+def stages(M: int, N: int, K: int, batch: int, precision: str) -> bool:
+    """Whether a misaligned product of this size is packed (STAGE): exact FP32, one
+    product, FFMA-bound."""
+    return STAGE and precision == "ieee" and batch == 1 and min(M, N) >= STAGE_MIN_MN and \
+        K >= STAGE_MIN_K and M * N * K >= STAGE_MIN_FLOPS
+
+
+def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
+    """How a plan packs g's operands before its product, or None where it reads them where
+    they are: B of x @ W^T at many rows (`packed_b`), or every operand that closes the
+    float4 paths of an FFMA-bound product (`stages`; with misaligned pointers, A and B)."""
+    if aligned(g, pointers_aligned):
+        gp = packed_b(g, pointers_aligned, precision)
+        return None if gp is None else Staging(gp, (Copy(1, g.K, g.N, 1, g.ldb, gp.ldb),),
+                                               True)
+    if not stages(g.M, g.N, g.K, g.batch, precision):
+        return None
+    copies, changes = [], {}
+    if not (pointers_aligned and g.lda % 4 == 0 and (g.M if g.trans_a else g.K) % 4 == 0):
+        ld = _round4(g.K)
+        steps = (1, g.lda) if g.trans_a else (g.lda, 1)
+        copies.append(Copy(0, g.M, g.K, *steps, ld))
+        changes.update(trans_a=False, lda=ld)
+    if not (pointers_aligned and g.ldb % 4 == 0 and (g.K if g.trans_b else g.N) % 4 == 0):
+        ld = _round4(g.N)
+        steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
+        copies.append(Copy(1, g.K, g.N, *steps, ld))
+        changes.update(trans_b=False, ldb=ld)
+    store4 = pointers_aligned and g.ldc % 4 == 0
+    return Staging(dataclasses.replace(g, **changes), tuple(copies), store4)
 
 
 def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
@@ -369,10 +440,10 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
     if g.empty or g.K == 0:
         return Plan(g, device_id)
     if kernel is None and config is None and \
-            (gp := packed_b(g, pointers_aligned, precision)) is not None:
-        rung, cfg = choose_rung(gp, device_id, deterministic, aligned(gp, pointers_aligned),
-                                precision)
-        return Plan(gp, device_id, rung, cfg, pack=(g.K, g.N, 1, g.ldb))
+            (st := staging(g, pointers_aligned, precision)) is not None:
+        rung, cfg = choose_rung(st.gemm, device_id, deterministic, True, precision)
+        if st.store4 or rung.supports("store4"):  # else: read in place
+            return Plan(st.gemm, device_id, rung, cfg, staging=st)
     if kernel is None and config is None:
         rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned),
                                 precision)

@@ -78,8 +78,11 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:   "source"   compiled with SGEMM_SOURCE, beta's term is read from a matrix X of its own
 #:              (X(r, c) = X[r * ldx + c], ldx 0 for one row: a bias) instead of C, so C =
 #:              alpha A B + beta X in one launch; X and ldx follow ldc among the arguments
-#:              (kernels/epilogue.cuh's Source).
-FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source"})
+#:              (kernels/epilogue.cuh's Source);
+#:   "store4"   SGEMM_STORE4=0 (with SGEMM_VEC4) writes C element by element while A and B
+#:              are still read by float4: a packed plan's aligned copies into a C whose rows
+#:              are not 16-byte aligned (plan.staging).
+FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source", "store4"})
 
 #: What a rung computes in: "ieee" exact FP32 on the FMA units (every rung but the tensor
 #: ones), "tf32x3" FP32-accurate on the tensor cores (three TF32 products), "tf32" NOT FP32.
@@ -582,7 +585,7 @@ RUNGS: tuple[Rung, ...] = (
         "13_hoisted.cu",
         space=_PATCH_SPACE, block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=_patch_smem, seed=_PATCH_SEED, rules=_patch_rules(), vectorized=True,
-        features=frozenset({"layouts", "batched", "source"}),
+        features=frozenset({"layouts", "batched", "source", "store4"}),
     ),
     Rung(
         14, "streamk", "Stream-K: a persistent grid over (tile, k-range) work",
@@ -591,7 +594,8 @@ RUNGS: tuple[Rung, ...] = (
         block=lambda c: (_patch_threads(c), 1, 1), tile=_block_tile,
         smem_bytes=lambda c: _patch_smem(c) + 4,  # + the int that tells a block it is last
         seed={**_PATCH_SEED, "FIXUP": 0, "SPLIT": 0}, rules=_streamk_rules(),
-        vectorized=True, features=frozenset({"layouts", "batched", "streamk", "source"}),
+        vectorized=True,
+        features=frozenset({"layouts", "batched", "streamk", "source", "store4"}),
         host_only=frozenset({"SPLIT"}),
     ),
 )

@@ -81,35 +81,50 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
         arch = occupancy.gpu(name).arch
     except KeyError:
         arch = ""
-    from ..plan import Gemm, packed_b
+    from .. import registry
+    from ..plan import Gemm, aligned, staging
     from ..runtime.limits import check_int32
 
-    # x @ W^T at many rows: the product on a row-major copy of B, decided as a call on
-    # contiguous operands would be (plan.packed_b: the gate and the float4 paths)
+    # a packed plan (x @ W^T at many rows; misaligned operands of an FFMA-bound product),
+    # decided as a call on contiguous operands would be (plan.staging)
     contiguous = Gemm(m, n, k, batch, ta, tb, m if ta else k, k if tb else n, n, 0, 0, 0,
                       False, (m, n))  # (a batch never packs: its strides do not matter)
-    pack = packed_b(contiguous, not unaligned, precision) is not None
+    st = staging(contiguous, not unaligned, precision)
+
+    def choose(g, is_aligned):
+        return dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=g.trans_a,
+                               trans_b=g.trans_b, batch=batch, deterministic=deterministic,
+                               aligned=is_aligned, precision=precision, arch=arch)
+
     try:
         check_int32(M=m, N=n, K=k, batch=batch)  # what the API refuses, in its words
-        choice = dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=ta,
-                                 trans_b=tb and not pack, batch=batch,
-                                 deterministic=deterministic, aligned=not unaligned,
-                                 precision=precision, arch=arch)
+        choice = choose(st.gemm, True) if st else None
+        if choice is not None and not st.store4 and \
+                not registry.rung(choice.rung).supports("store4"):
+            st, choice = None, None  # (make_plan reads in place then)
+        if choice is None:
+            choice = choose(contiguous, aligned(contiguous, not unaligned))
     except (ValueError, OverflowError) as exc:  # DispatchError too
         fail(str(exc), 2)
+    notes = st.notes() if st else []
+    pack = bool(st and any(cp.slot == 1 for cp in st.copies))
     if as_json:
         typer.echo(json.dumps({"gpu": name, "sm_count": count, "M": m, "N": n, "K": k,
                                "layout": dispatch.layout_of(ta, tb), "batch": batch,
-                               "packs_b": pack, **choice.as_dict()}, indent=1))
+                               "packs_b": pack, "packs": notes, **choice.as_dict()},
+                              indent=1))
         return
     if note:
         echo(f"note: {note}")
     req = dispatch.Request(m, n, k, name, count, ta, tb, batch, deterministic, not unaligned)
     echo(f"{req.text()}{', bit-reproducible' if deterministic else ''}"
                f"{', unaligned' if unaligned else ''}")
-    if pack:
-        echo("packs:   B (column-major) into a row-major copy in the workspace first, one "
-             "pass over it; the product reads the copy (NN):")
+    for line in notes:
+        echo(f"packs:   {line}")
+    if notes:
+        layout = dispatch.layout_of(st.gemm.trans_a, st.gemm.trans_b)
+        echo(f"         then the product ({layout}) on the copies, one pass over each copied "
+             "operand first:")
     echo(choice.text())
 
 

@@ -150,7 +150,7 @@ __device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, 
             float* c = row_ptr(C, r, ldc) + c0;
             const float4 v = make_float4(alpha * acc[i][j], alpha * acc[i][j + 1],
                                          alpha * acc[i][j + 2], alpha * acc[i][j + 3]);
-#if SGEMM_VEC4 && __CUDA_ARCH__ >= 900
+#if SGEMM_STORE4 && __CUDA_ARCH__ >= 900
             if (c0 + 3 < cols) {
                 atomicAdd(reinterpret_cast<float4*>(c), v);
                 continue;

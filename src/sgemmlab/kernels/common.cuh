@@ -12,10 +12,16 @@
 //   Configuration values (BM, BN, ...) arrive as -D macros from the registry.
 //   SGEMM_VEC4 = 1 when the launcher has checked that A, B and C are 16-byte aligned
 //   and lda, ldb, ldc are multiples of 4, so float4 global accesses are legal.
+//   SGEMM_STORE4 (SGEMM_VEC4 unless set): C's float4 accesses. 0 with SGEMM_VEC4 = 1 (the
+//   rungs with the "store4" feature) reads A and B by float4 and C element by element:
+//   a packed plan's aligned copies of A and B into a C whose rows are not (plan.py).
 #pragma once
 
 #ifndef SGEMM_VEC4
 #define SGEMM_VEC4 0
+#endif
+#ifndef SGEMM_STORE4
+#define SGEMM_STORE4 SGEMM_VEC4
 #endif
 // Rungs with the "layouts" feature read A and/or B column-major when the launcher asks:
 #ifndef SGEMM_TA
@@ -75,7 +81,7 @@ __device__ __forceinline__ void store4_c(float* C, int ldc, int row, int col, in
                                          float4 acc, float alpha, float beta) {
     if (row >= M) return;
     float* c = row_ptr(C, row, ldc) + col;
-#if SGEMM_VEC4
+#if SGEMM_STORE4
     if (col + 3 < N) {
         float4 out;
         if (beta == 0.0f) {

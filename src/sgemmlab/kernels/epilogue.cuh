@@ -77,7 +77,7 @@ __device__ __forceinline__ void store4_c(float* C, int ldc, int row, int col, in
     if (row >= M) return;
     float* c = row_ptr(C, row, ldc) + col;
     const float* x = src.of(c, row, col);
-#if SGEMM_VEC4
+#if SGEMM_STORE4
     if (col + 3 < N) {
         float4 out;
         if (beta == 0.0f) {

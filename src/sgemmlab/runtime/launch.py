@@ -55,10 +55,11 @@ def source_kind(source: tuple[int, int] | None) -> int:
 
 
 def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool = False,
-                   source: int = NO_SOURCE) -> dict[str, int]:
+                   source: int = NO_SOURCE, store4: bool = True) -> dict[str, int]:
     """The macros that pick a compiled variant: float4 globals, column-major A or B, beta's
     term from a source X of its own (kernels/epilogue.cuh's SGEMM_SOURCE: `source` is
-    SOURCE_MATRIX or SOURCE_BIAS; True means SOURCE_MATRIX)."""
+    SOURCE_MATRIX or SOURCE_BIAS; True means SOURCE_MATRIX); store4 False with vec4: C
+    (and X) element by element (the "store4" feature, common.cuh's SGEMM_STORE4)."""
     out = {"SGEMM_VEC4": 1} if rung.vectorized and vec4 else {}
     if trans_a:
         out["SGEMM_TA"] = 1
@@ -66,6 +67,8 @@ def variant_macros(rung: Rung, vec4: bool, trans_a: bool = False, trans_b: bool 
         out["SGEMM_TB"] = 1
     if source:
         out["SGEMM_SOURCE"] = int(source)
+    if "SGEMM_VEC4" in out and not store4:  # A and B by float4, C element by element
+        out["SGEMM_STORE4"] = 0
     return out
 
 
@@ -74,7 +77,7 @@ _NO_SOURCE = ("rung {} reads beta's term from C alone; a source of its own needs
 
 
 def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
-         trans_b: bool = False, source: int = NO_SOURCE):
+         trans_b: bool = False, source: int = NO_SOURCE, store4: bool = True):
     """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
@@ -84,8 +87,13 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
                           "A or B needs a rung with layouts (13, 14)")
     if source and not rung.supports("source"):
         raise ConfigError(_NO_SOURCE.format(rung.label))
+    if vec4 and not store4 and not rung.supports("store4"):
+        raise ConfigError(f"rung {rung.label} writes C by float4 wherever it reads A and B "
+                          "so: its operands' alignment must be C's (rungs 13, 14, 22-25 "
+                          "read and write apart)")
+    store4 = store4 or not vec4
     key = (rung.label, config_key(rung.macros(cfg)), vec4, trans_a, trans_b, source,
-           device_id)
+           store4, device_id)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -93,7 +101,7 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
     from cuda.core import ObjectCode
 
     device(device_id)  # makes the device's context current for the module load
-    macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b, source)
+    macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b, source, store4)
     compiled = compile_kernel(rung.source, macros, gpu_info(device_id).arch)
     kernel = ObjectCode.from_cubin(compiled.cubin).get_kernel(ENTRY)
     with _lock:
@@ -268,17 +276,23 @@ class Launcher:
     def bind(self, M: int, N: int, K: int, alpha: float, a: int, lda: int, b: int, ldb: int,
              beta: float, c: int, ldc: int, stream, *, trans_a: bool = False,
              trans_b: bool = False, batch: int = 1, stride_a: int = 0, stride_b: int = 0,
-             stride_c: int = 0, source: tuple[int, int] | None = None
-             ) -> Callable[[], None]:
+             stride_c: int = 0, source: tuple[int, int] | None = None,
+             padded: bool = False, store4: bool = True) -> Callable[[], None]:
         """Everything checked and converted once; the returned callable only launches.
         (The benchmark times these, so host work stays out of the measured region.)
 
         Row-major C = alpha * A @ B + beta * C. trans_a: A is column-major (A(m, k) at
         a + k*lda + m); trans_b likewise. batch > 1: product i uses a + i*stride_a, b +
-        i*stride_b, c + i*stride_c (elements; 0 repeats an operand)."""
+        i*stride_b, c + i*stride_c (elements; 0 repeats an operand). padded: A and B are a
+        packed plan's copies, their rows padded to whole chunks of 4 (plan.staging), so
+        float4 reads need only their alignment; C is written by float4 where it allows and
+        `store4` (the plan's word: its key fixes C's alignment) says so, else element by
+        element (a rung with the "store4" feature)."""
         rung = self.rung
         if batch < 1:
             raise ValueError(f"batch must be >= 1 (got {batch})")
+        if padded and batch != 1:
+            raise ValueError("a packed plan computes one product (batch 1)")
         if not rung.serves(M, N, K):
             raise ConfigError(f"rung {rung.label} computes {rung.domain}, not "
                               f"{M}x{N}x{K}")
@@ -302,10 +316,15 @@ class Launcher:
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
                                ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b,
                                source=source)
-        vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
-            (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
+        if padded:  # a packed plan's copies: rows padded to whole chunks, C as it lies
+            vec4 = vec4_ok((a, b), (lda, ldb))
+            store4 = store4 and vec4_ok((c, x), (ldc, ldx))
+        else:
+            vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
+                (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
+            store4 = True
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,
-                         source_kind(source))
+                         source_kind(source), store4)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
                 b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
         pointers = POINTERS
@@ -449,18 +468,37 @@ class WorkspaceLaunch(Repointable):
         self.launch_at(*self.bound_pointers)
 
 
-class PackFirst(Repointable):
-    """A product whose B is first copied into the stream's workspace, row-major with rows
-    `ldd` floats apart (kernels/pack.cu: a transpose when B is column-major), then read
-    from there by `inner` (a Packed or WorkspaceLaunch bound for that B). The copy sits in
-    the workspace's scratch region after the part `inner` itself uses, so the two never
-    share memory; a launch captured by torch into a CUDA graph copies into a buffer of the
-    graph's own (workspace.for_capture), as a WorkspaceLaunch does. Repointed like `inner`
-    (its `pointer_slots`: A, B, C and X), with no export: the native switch asks Python for
-    each call of such a plan, whose product is long enough not to notice."""
+@dataclass(frozen=True)
+class Copy:
+    """One operand of a packed plan, copied row-major into the workspace before the product
+    (kernels/pack.cu): element (r, c) of `rows` x `cols` at `row_step` r + `col_step` c
+    floats from the operand's pointer (slot 0: A, 1: B, in the kernels' terms), to r `ld`
+    + c in the copy, whose columns from `cols` to `ld` are zeros (`ld` a multiple of 4:
+    rows of whole float4 chunks)."""
 
-    def __init__(self, inner, device_id: int, stream, rows: int, cols: int, row_step: int,
-                 col_step: int, ldd: int):
+    slot: int
+    rows: int
+    cols: int
+    row_step: int
+    col_step: int
+    ld: int
+
+    @property
+    def bytes(self) -> int:
+        return 4 * self.ld * self.rows
+
+
+class PackFirst(Repointable):
+    """A product whose A and/or B (`copies`) is first copied into the stream's workspace,
+    row-major and padded (kernels/pack.cu: a transpose where the operand is column-major),
+    then read from there by `inner` (a Packed or WorkspaceLaunch bound for those copies).
+    The copies sit in the workspace's scratch region after the part `inner` itself uses,
+    so they never share memory; a launch captured by torch into a CUDA graph copies into a
+    buffer of the graph's own (workspace.for_capture), as a WorkspaceLaunch does. Repointed
+    like `inner` (its `pointer_slots`: A, B, C and X), with no export: the native switch
+    asks Python for each call of such a plan, whose product is long enough not to notice."""
+
+    def __init__(self, inner, device_id: int, stream, copies: tuple[Copy, ...]):
         from . import workspace as ws
 
         self._ws, self._inner, self._device_id, self._stream = ws, inner, device_id, stream
@@ -468,20 +506,26 @@ class PackFirst(Repointable):
         self.bound_pointers = inner.bound_pointers
         p = getattr(inner, "_p", None)  # a WorkspaceLaunch's plan: the workspace it uses
         self._zeroed = p.zeroed_bytes if p is not None else 0
-        self._offset = -(-(p.scratch_bytes if p is not None else 0) // ws.ALIGN) * ws.ALIGN
-        self._bytes = 4 * ldd * rows
-        self._capturing = ws.capture_probe(stream)
+        at = _up(p.scratch_bytes if p is not None else 0, ws.ALIGN)
+        self._copies = []  # (slot, offset from the first copy, the bound copy launch)
         kernel = _PACK_KERNELS.get(device_id)
         if kernel is None:
             kernel = _PACK_KERNELS[device_id] = load_kernel("pack.cu", "pack", {},
                                                             device_id)[0]
-        grid = (-(-cols // 32), min(-(-rows // 32), 65535), 1)
-        self._pack = Packed(kernel, stream, grid, (32, 8, 1),
-                            (0, np.int64(ldd), 0, np.int32(rows), np.int32(cols),
-                             np.int64(row_step), np.int64(col_step)), pointer_slots=(0, 2))
+        first = at
+        for cp in copies:
+            grid = (-(-cp.ld // 32), min(-(-cp.rows // 32), 65535), 1)
+            launch = Packed(kernel, stream, grid, (32, 8, 1),
+                            (0, np.int64(cp.ld), 0, np.int32(cp.rows), np.int32(cp.cols),
+                             np.int64(cp.row_step), np.int64(cp.col_step), np.int32(cp.ld)),
+                            pointer_slots=(0, 2))
+            self._copies.append((cp.slot, at - first, launch))
+            at = _up(at + cp.bytes, ws.ALIGN)
+        self._offset, self._bytes = first, at - first
+        self._capturing = ws.capture_probe(stream)
 
     def launch_at(self, *pointers: int) -> None:
-        """Copy B (`pointers[1]`) into the workspace, then the product from there."""
+        """Copy the operands into the workspace, then the product from there."""
         ws, owner = self._ws, None
         if self._capturing is not None and self._capturing():
             _, dst, owner = ws.for_capture(self._device_id, self._stream, 0, self._bytes)
@@ -489,12 +533,19 @@ class PackFirst(Repointable):
             _, scratch = ws.workspace(self._device_id, self._stream, self._zeroed,
                                       self._offset + self._bytes)
             dst = scratch + self._offset
-        self._pack.launch_at(dst, pointers[1])
-        self._inner.launch_at(pointers[0], dst, *pointers[2:])
+        args = list(pointers)
+        for slot, offset, launch in self._copies:
+            launch.launch_at(dst + offset, pointers[slot])
+            args[slot] = dst + offset
+        self._inner.launch_at(*args)
         del owner  # enqueued: the graph's pool keeps the memory
 
     def __call__(self) -> None:
         self.launch_at(*self.bound_pointers)
+
+
+def _up(n: int, to: int) -> int:
+    return -(-n // to) * to
 
 
 _PACK_KERNELS: dict[int, object] = {}
