@@ -199,7 +199,7 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     source = (x, ldx): beta's term from X instead (X(r, c) at x + 4 (r ldx + c) bytes;
     ldx 0: a bias row), in the GEMM's own epilogue."""
     from . import workspace as ws
-    from .launch import source_kind
+    from .variants import source_kind
 
     gemm, prep = load(rung, cfg, device_id, source_kind(source))
     op = operand_plan(rung, M, N, K, a, lda, b, ldb, trans_a, trans_b)

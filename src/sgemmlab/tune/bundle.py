@@ -33,7 +33,7 @@ from ..runtime.compiler import (
     write_bundle_entry,
 )
 from ..runtime.files import write_atomic
-from ..runtime.launch import SOURCE_BIAS, variant_macros
+from ..runtime.variants import SOURCE_BIAS, variant_macros
 
 #: One compile: (kernel source, NVRTC constants, architecture).
 Variant = tuple[str, dict[str, int], str]
