@@ -214,9 +214,17 @@ def test_a_misaligned_ffma_bound_product_copies_what_closes_the_float4_paths(
 @pytest.mark.parametrize("change", [
     {"M": 16}, {"N": 16}, {"K": 64},  # not FFMA-bound: the copies would cost more
     {"M": 300, "N": 300, "K": 1000},  # fewer than 2^27 multiply-adds
+    {"M": 1000}, {"N": 1023}, {"K": 1023},  # a side or K under STAGE_MIN_MN, STAGE_MIN_K
+    {"ta": True, "M": 2471, "K": 511},  # a transposing copy: K under STAGE_MIN_K_T
 ])
 def test_small_or_memory_bound_products_read_in_place(change):
     assert plan_mod.staging(_misaligned(**change), True, "ieee") is None
+
+
+def test_a_copy_that_transposes_pays_from_a_shorter_k():
+    g = _misaligned(ta=True, M=2471, K=600)
+    assert [cp.slot for cp in plan_mod.staging(g, True, "ieee").copies] == [0, 1]
+    assert plan_mod.staging(_misaligned(K=600), True, "ieee") is None
 
 
 def test_staging_needs_exact_fp32_one_product_and_can_be_turned_off(monkeypatch):

@@ -211,14 +211,22 @@ import sgemmlab
 from sgemmlab import plan
 
 plan.PACK_MIN_M, plan.PACK_MIN_OUTPUTS = 1, 1
-plan.STAGE_MIN_MN, plan.STAGE_MIN_K, plan.STAGE_MIN_FLOPS = 1, 1, 1
+for name in ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS"):
+    setattr(plan, name, 1)
+choose = plan.choose_rung
 for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4), (67, 45, 33)]:
     a = torch.rand(M, K, device="cuda") * 2 - 1
     w = torch.rand(N, K, device="cuda") * 2 - 1
     c = torch.rand(M, N, device="cuda") * 2 - 1
     sgemmlab.sgemm(a, w.t(), c, alpha=1.5, beta=0.5)
-    # misaligned: copied into padded buffers, C (a view one float off) element by element
-    sgemmlab.sgemm(a[:, 1:], w[1:, 1:].t(), c[1:, 1:], alpha=1.5, beta=0.5)
+    # misaligned: copied into padded buffers, C (a view one float off) element by element,
+    # on both rungs that can (at these sizes dispatch would pick rung 18)
+    for n in (24, 25):
+        r = plan.registry.rung(n)
+        plan.choose_rung = lambda *args: (r, r.default("NVIDIA H200"))
+        sgemmlab.sgemm(a[1:, 1:], w[1:, 1:].t(), c[1:, 1:], alpha=1.5, beta=0.5,
+                       deterministic=n == 24)
+    plan.choose_rung = choose
     for precision in ["ieee"] + (["tf32x3"] if torch.cuda.get_device_capability() == (9, 0)
                                  else []):
         x = torch.rand(M + 1, K + 1, device="cuda")[1:, 1:]  # ragged views as well

@@ -63,7 +63,8 @@ def main() -> None:
         sys.argv.remove("--all")
     args, gpu, run = pairing.start("stage-pair", __doc__, [0])
     if every:
-        plan_mod.STAGE_MIN_MN, plan_mod.STAGE_MIN_K, plan_mod.STAGE_MIN_FLOPS = 1, 1, 1
+        for name in ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS"):
+            setattr(plan_mod, name, 1)
     for M, N, K, layout in SHAPES:
         a = _operand(M, K, layout[0] == "T")
         b = _operand(K, N, layout[1] == "T")

@@ -45,15 +45,21 @@ PACK_B = True
 PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
 #: Misaligned operands (a row length or leading dimension not a multiple of 4 floats, or a
-#: base off 16 bytes) close the float4 paths: every k-tile's copies go 4 bytes at a time. A
-#: product that is FFMA-bound (both sides at least STAGE_MIN_MN, K at least STAGE_MIN_K, at
-#: least STAGE_MIN_FLOPS multiply-adds) instead copies each such A or B into the workspace,
-#: row-major, rows padded with zeros to whole chunks (one pass over the operand), and reads
-#: the copies by float4; a C that is not aligned is written element by element by a rung
-#: with the "store4" feature. STAGE = False turns it off.
+#: base off 16 bytes) close the float4 paths. A large product (both sides and K at least
+#: STAGE_MIN_MN and STAGE_MIN_K; K at least STAGE_MIN_K_T where a copy also transposes a
+#: column-major operand) instead copies each such A or B into the workspace, row-major, rows
+#: padded with zeros to whole chunks (one pass over the operand), and reads the copies by
+#: float4; a C that is not aligned is written element by element by a rung with the
+#: "store4" feature. Measured at 17 misaligned shapes (tools/stage_pair.py,
+#: results/nvidia-h200/stage-pair-20261203T112737Z.json, every shape packed): the copies won
+#: where they transpose (TN 2047x2049x1023 0.50 -> 0.71 of cuBLAS, TT 1031x3001x2003 0.74 ->
+#: 0.90) and at large NN products (2470x6014x1534 0.84 -> 0.92, 4095^3 0.94 -> 0.97), and
+#: lost where a side or K was small (61x3505x1753 0.67 -> 0.39, 7765x3177x385 0.88 -> 0.81):
+#: there the scalar loads cost less than the copies. STAGE = False turns it off.
 STAGE = True
-STAGE_MIN_MN = 17
-STAGE_MIN_K = 65
+STAGE_MIN_MN = 1024
+STAGE_MIN_K = 1024
+STAGE_MIN_K_T = 512
 STAGE_MIN_FLOPS = 2**27
 
 
@@ -402,11 +408,11 @@ class Staging:
         return out
 
 
-def stages(M: int, N: int, K: int, batch: int, precision: str) -> bool:
+def stages(M: int, N: int, K: int, batch: int, precision: str, transposes: bool) -> bool:
     """Whether a misaligned product of this size is packed (STAGE): exact FP32, one
-    product, FFMA-bound."""
+    product, large enough (`transposes`: a copy turns a column-major operand row-major)."""
     return STAGE and precision == "ieee" and batch == 1 and min(M, N) >= STAGE_MIN_MN and \
-        K >= STAGE_MIN_K and M * N * K >= STAGE_MIN_FLOPS
+        K >= (STAGE_MIN_K_T if transposes else STAGE_MIN_K) and M * N * K >= STAGE_MIN_FLOPS
 
 
 def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
@@ -417,8 +423,6 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         gp = packed_b(g, pointers_aligned, precision)
         return None if gp is None else Staging(gp, (Copy(1, g.K, g.N, 1, g.ldb, gp.ldb),),
                                                True)
-    if not stages(g.M, g.N, g.K, g.batch, precision):
-        return None
     copies, changes = [], {}
     if not (pointers_aligned and g.lda % 4 == 0 and (g.M if g.trans_a else g.K) % 4 == 0):
         ld = _round4(g.K)
@@ -430,6 +434,9 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
         copies.append(Copy(1, g.K, g.N, *steps, ld))
         changes.update(trans_b=False, ldb=ld)
+    transposes = any(cp.row_step == 1 and cp.col_step != 1 for cp in copies)
+    if not stages(g.M, g.N, g.K, g.batch, precision, transposes):
+        return None
     store4 = pointers_aligned and g.ldc % 4 == 0
     return Staging(dataclasses.replace(g, **changes), tuple(copies), store4)
 
@@ -441,7 +448,10 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
         return Plan(g, device_id)
     if kernel is None and config is None and \
             (st := staging(g, pointers_aligned, precision)) is not None:
-        rung, cfg = choose_rung(st.gemm, device_id, deterministic, True, precision)
+        # misaligned: chosen as the shape's own (the table's entries measured misaligned
+        # know its tile quantization: at 4097^3 the aligned choice ran 10 % slower)
+        rung, cfg = choose_rung(st.gemm, device_id, deterministic,
+                                aligned(g, pointers_aligned), precision)
         if st.store4 or rung.supports("store4"):  # else: read in place
             return Plan(st.gemm, device_id, rung, cfg, staging=st)
     if kernel is None and config is None:
