@@ -55,7 +55,9 @@ PACK_MIN_OUTPUTS = 2**21
 #: where they transpose (TN 2047x2049x1023 0.50 -> 0.71 of cuBLAS, TT 1031x3001x2003 0.74 ->
 #: 0.90) and at large NN products (2470x6014x1534 0.84 -> 0.92, 4095^3 0.94 -> 0.97), and
 #: lost where a side or K was small (61x3505x1753 0.67 -> 0.39, 7765x3177x385 0.88 -> 0.81):
-#: there the scalar loads cost less than the copies. STAGE = False turns it off.
+#: there the scalar loads cost less than the copies. It lost at 4097^3 too (0.95 -> 0.86):
+#: the aligned entries near it, measured at 4096, choose a data-parallel rung that the
+#: 33rd row and column of tiles hurt. STAGE = False turns it off.
 STAGE = True
 STAGE_MIN_MN = 1024
 STAGE_MIN_K = 1024
@@ -448,10 +450,11 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
         return Plan(g, device_id)
     if kernel is None and config is None and \
             (st := staging(g, pointers_aligned, precision)) is not None:
-        # misaligned: chosen as the shape's own (the table's entries measured misaligned
-        # know its tile quantization: at 4097^3 the aligned choice ran 10 % slower)
-        rung, cfg = choose_rung(st.gemm, device_id, deterministic,
-                                aligned(g, pointers_aligned), precision)
+        # chosen from the entries measured aligned, as the copies are read (the choice for
+        # misaligned operands, made for scalar loads, ran 2470x6014x1534 at 0.79 of cuBLAS
+        # where this one ran it at 0.92; it did better at 4097^3, 0.97 against 0.86:
+        # stage-pair-20261203T113353Z and ...112737Z)
+        rung, cfg = choose_rung(st.gemm, device_id, deterministic, True, precision)
         if st.store4 or rung.supports("store4"):  # else: read in place
             return Plan(st.gemm, device_id, rung, cfg, staging=st)
     if kernel is None and config is None:
