@@ -99,18 +99,24 @@ def _run(rung, cfg, a, b, c, alpha: float, beta: float, source: tuple[int, int])
     torch.cuda.synchronize()
 
 
-@pytest.mark.parametrize("rung, cfg, shape, layout, source", list(_cases()))
-def test_the_epilogue_reads_beta_s_term_from_the_source(rung, cfg, shape, layout, source):
+def _product(rung, cfg, shape, layout: str, source: str, seed: int):
+    """C = 0.5 A B - 2 X on fresh operands of `layout` into a NaN-poisoned C: (C, the
+    float64 terms alpha A B and beta X)."""
     M, N, K = shape
-    gen = torch.Generator(device="cuda").manual_seed(M * 7919 + N * 31 + K)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     a = _operand(M, K, layout[0] == "T", gen)
     b = _operand(K, N, layout[1] == "T", gen)
     x, px, ldx = _source(source, M, N, gen)
     c = torch.full((M, N), float("nan"), device="cuda")
     alpha, beta = 0.5, -2.0
     _run(rung, cfg, a, b, c, alpha, beta, (px, ldx))
-    ab = alpha * (a.double() @ b.double())
-    bx = beta * x.double()
+    return c, alpha * (a.double() @ b.double()), beta * x.double()
+
+
+@pytest.mark.parametrize("rung, cfg, shape, layout, source", list(_cases()))
+def test_the_epilogue_reads_beta_s_term_from_the_source(rung, cfg, shape, layout, source):
+    M, N, K = shape
+    c, ab, bx = _product(rung, cfg, shape, layout, source, M * 7919 + N * 31 + K)
     res = check_result(c, ab + bx, K, alpha_ab=ab, beta_c=bx)
     assert res.ok, f"{rung.label} {config_key(cfg)} {M}x{N}x{K} {layout} {source}: {res.reason}"
 
@@ -146,17 +152,9 @@ def test_the_tensor_core_rungs_read_the_source_in_their_epilogue(n, shape, layou
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the tensor-core rungs need compute capability 9.0")
     rung = registry.rung(n)
-    cfg = rung.default(GPU)
     M, N, K = shape
-    gen = torch.Generator(device="cuda").manual_seed(M * 7919 + N * 31 + K + n)
-    a = _operand(M, K, layout[0] == "T", gen)
-    b = _operand(K, N, layout[1] == "T", gen)
-    x, px, ldx = _source(source, M, N, gen)
-    c = torch.full((M, N), float("nan"), device="cuda")
-    alpha, beta = 0.5, -2.0
-    _run(rung, cfg, a, b, c, alpha, beta, (px, ldx))
-    ab = alpha * (a.double() @ b.double())
-    bx = beta * x.double()
+    c, ab, bx = _product(rung, rung.default(GPU), shape, layout, source,
+                         M * 7919 + N * 31 + K + n)
     if n == 20:
         res = check_result(c, ab + bx, K, alpha_ab=ab, beta_c=bx)
         assert res.ok, f"{rung.label} {shape} {layout} {source}: {res.reason}"
