@@ -17,6 +17,9 @@ from sgemmlab.bench.problems import Problem, key
     ("1000x1000x1000:tn", Problem(1000, 1000, 1000, layout="TN")),
     ("8 @ 512,512,64 : NT", Problem(512, 512, 64, batch=8, layout="NT")),
     ("1@7x8x9:NN", Problem(7, 8, 9)),  # the defaults, written out
+    ("1000x1000x999+3", Problem(1000, 1000, 999, pad=3)),
+    ("8@5x6x7:TN+16", Problem(5, 6, 7, 8, "TN", 16)),
+    ("1@7x8x9:NN+0", Problem(7, 8, 9)),
 ])
 def test_parse_accepts(text, want):
     assert Problem.parse(text) == want
@@ -38,6 +41,9 @@ def test_parse_accepts(text, want):
     ("8x8x8:XY", "the layout 'XY'"),
     ("8x8x8:", "the layout ''"),
     ("8x8x8:TN:NN", "more than one ':'"),
+    ("8x8x8+x", "the pad 'x'"),
+    ("8x8x8+-1", "the pad '-1'"),
+    ("8x8x8:TN+", "the pad ''"),
 ])
 def test_parse_refuses_naming_the_problem_and_the_form(text, words):
     with pytest.raises(ValueError) as err:
@@ -49,7 +55,7 @@ def test_parse_refuses_naming_the_problem_and_the_form(text, words):
 
 @pytest.mark.parametrize("p", [Problem(4096, 4096, 4096), Problem(128, 128, 128, 32),
                                Problem(1, 4096, 4096, layout="TT"),
-                               Problem(512, 512, 64, 8, "NT")])
+                               Problem(512, 512, 64, 8, "NT"), Problem(9, 10, 11, 2, "TT", 3)])
 def test_the_text_form_round_trips(p):
     assert Problem.parse(str(p)) == p
     assert Problem.parse(p.label) == p  # × parses too
@@ -111,3 +117,18 @@ def test_problems_sort_by_shape_then_batch_then_layout():
           Problem(1, 1, 1)]
     assert sorted(ps) == [Problem(1, 1, 1), Problem(1, 1, 1, layout="TN"),
                           Problem(1, 1, 1, 2), Problem(2, 1, 1)]
+
+
+def test_a_padded_problem_says_so_in_its_text_record_and_leading_dimensions():
+    p = Problem(100, 200, 300, 8, "TN", 3)
+    assert str(p) == "8@100x200x300:TN+3" and p.tag == "8@100x200x300-TN+3"
+    assert p.fields() == {"M": 100, "N": 200, "K": 300, "batch": 8, "layout": "TN", "pad": 3}
+    assert key(p.fields()) == p != Problem(100, 200, 300, 8, "TN")
+    assert p.lds() == (103, 203, 203)  # A column-major: M + 3; B row-major: N + 3; C: N + 3
+    assert Problem(4, 5, 6).lds() == (6, 5, 5)
+    assert not p.plain and not Problem(4, 5, 6, pad=1).plain
+    with pytest.raises(TypeError, match="pad"):
+        tuple(Problem(4, 5, 6, pad=1))
+    for bad in (-1, 1.0, True, "2"):
+        with pytest.raises(ValueError, match="pad"):
+            Problem(4, 5, 6, pad=bad)

@@ -27,7 +27,7 @@ def _measure(p: Problem, candidates):
     from sgemmlab.runtime.device import gpu_info
 
     return measure_shape(p.M, p.N, p.K, candidates, TINY, L2Flusher(gpu_info().l2_bytes),
-                         layout=p.layout, batch=p.batch)
+                         layout=p.layout, batch=p.batch, pad=p.pad)
 
 
 def _cands(*rungs):
@@ -67,7 +67,9 @@ def test_a_transposed_problem_skips_a_rung_without_layouts():
 
 
 @pytest.mark.parametrize("p", [Problem(130, 70, 40, 2, "TT"), Problem(1, 300, 200, 4, "NT"),
-                               Problem(257, 1, 129, layout="TN")], ids=str)
+                               Problem(257, 1, 129, layout="TN"),
+                               Problem(67, 45, 33, 3, "NT", 3), Problem(64, 64, 64, pad=4),
+                               Problem(1030, 1029, 1031, pad=1)], ids=str)
 def test_auto_and_matmul_at_batches_and_layouts(p):
     from sgemmlab import dispatch
     from sgemmlab.bench.runner import auto_candidate, matmul_candidate, operands_aligned

@@ -46,9 +46,9 @@ def fake_gpu(tmp_path, monkeypatch):
     seen = []
 
     def measure_shape(M, N, K, candidates, method, flush, peak, progress, *, layout="NN",
-                      batch=1, on_record=None):
-        seen.append((M, N, K) if (batch, layout) == (1, "NN") else Problem(M, N, K, batch,
-                                                                          layout))
+                      batch=1, pad=0, on_record=None):
+        seen.append((M, N, K) if (batch, layout, pad) == (1, "NN", 0) else Problem(
+            M, N, K, batch, layout, pad))
         return fake_records(M, N, K, cublas_ok=(M != 666))
 
     monkeypatch.setattr(runner, "measure_shape", measure_shape)
@@ -147,12 +147,27 @@ def test_problem_of_operands(torch):
     from sgemmlab.bench.check import random_operands
 
     for p in (Problem(6, 5, 4), Problem(6, 5, 4, 3, "TN"), Problem(1, 5, 4, layout="TT"),
-              Problem(6, 1, 4, 2, "NT")):
+              Problem(6, 1, 4, 2, "NT"), Problem(6, 5, 4, pad=3),
+              Problem(6, 5, 4, 2, "TT", 4)):
         A, B, C = random_operands(p.M, p.N, p.K, batch=p.batch, layout=p.layout,
-                                  device="cpu")
+                                  device="cpu", pad=p.pad)
         assert runner.problem_of(A, B) == p
         assert tuple(C.shape) == ((p.batch,) if p.batch > 1 else ()) + (p.M, p.N)
         assert C.isnan().all()  # beta == 0: poisoned
+        lds = tuple(runner._matrix(x)[1] for x in (A, B, C))
+        assert lds == p.lds(), (p, lds)
+        assert not A.isnan().any() and not B.isnan().any()  # the padding is outside
+
+
+def test_padded_operands_keep_nan_in_their_padding(torch):
+    from sgemmlab.bench.check import uniform_matrices
+
+    x = uniform_matrices(3, 5, device="cpu", pad=2)
+    assert x.shape == (3, 5) and x.stride() == (7, 1)
+    storage = torch.as_strided(x, (3, 7), (7, 1))
+    assert storage[:, 5:].isnan().all() and not storage[:, :5].isnan().any()
+    t = uniform_matrices(3, 5, col_major=True, batch=2, device="cpu", pad=1)
+    assert t.shape == (2, 3, 5) and t.stride() == (20, 1, 4)
 
 
 def test_stored_makes_an_operand_column_major_once(torch):
@@ -177,6 +192,13 @@ def test_operands_aligned_is_what_the_api_would_see():
     assert not runner.operands_aligned(Problem(2, 8, 8, layout="TN"))  # lda = M
     assert not runner.operands_aligned(Problem(8, 6, 8, layout="NT"))  # ldc = N
     assert runner.operands_aligned(Problem(3, 4, 4, 5))  # batch strides 12, 16, 12
+    # padded rows: every leading dimension grows by the pad
+    assert runner.operands_aligned(Problem(5, 8, 8, pad=4))
+    assert not runner.operands_aligned(Problem(5, 8, 8, pad=3))
+    assert runner.operands_aligned(Problem(5, 9, 5, layout="TT", pad=3))  # 8, 8, 12
+    assert not runner.operands_aligned(Problem(5, 7, 5, layout="TT", pad=3))  # ldc 10
+    assert runner.operands_aligned(Problem(3, 5, 5, 5, "NN", 3))  # 8, 8, 8; 24, 40, 24
+
 
 
 class FakeLauncher:
@@ -304,7 +326,7 @@ def test_a_grouped_method_checks_every_candidate_then_times_them_on_one_baseline
     from sgemmlab.bench import measure
     from sgemmlab.bench.check import CheckResult
 
-    monkeypatch.setattr(torch, "empty", lambda *shape, **kw: None)
+    monkeypatch.setattr(runner, "output", lambda p: None)
     monkeypatch.setattr(runner, "operands", lambda p: (None, None))
 
     def cublas():

@@ -143,6 +143,8 @@ def test_the_random_mix_holds_every_kind_of_problem_in_its_proportions():
             assert 2 <= p.batch <= 64 and p.batch * p.M * p.N * p.K <= 2**33
         else:
             assert p.batch == 1 and p.M * p.N * p.K <= 2**37
+        assert (p.pad in suites.RANDOM_PADS) if i % 5 == 4 else p.pad == 0, (i, p)
+    assert {p.pad for p in got[4::5]} == set(suites.RANDOM_PADS)  # odd and aligned pads
     excluded = suites.random_mix(300, 11, exclude=got[:5])
     assert not set(got[:5]) & set(excluded)
     assert suites.random_suite_name(300, 11, mix=True) == "random-mix-300-s11"

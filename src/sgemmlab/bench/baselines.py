@@ -152,7 +152,7 @@ def _one_row_major_product(p) -> str | None:
     if p.plain:
         return None
     return (f"the Triton baseline computes one product of row-major operands, not {p} "
-            "(a batch or a column-major operand)")
+            "(a batch, a column-major operand or padded rows)")
 
 
 def candidate(name: str) -> Candidate:

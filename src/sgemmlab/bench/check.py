@@ -110,34 +110,36 @@ def check_result(C, ref, K: int, *, alpha_ab=None, beta_c=None) -> CheckResult:
 
 
 def uniform_matrices(rows: int, cols: int, *, col_major: bool = False, batch: int = 1,
-                     device: str = "cuda", generator=None):
+                     device: str = "cuda", generator=None, pad: int = 0):
     """A rows x cols matrix (batch > 1: a batch x rows x cols stack) uniform in [-1, 1],
     stored row-major, or column-major: a transposed view of contiguous cols x rows storage,
-    as BLAS's 'T' and a caller's `.mT` have it."""
+    as BLAS's 'T' and a caller's `.mT` have it. pad > 0: a view into storage whose rows (or
+    columns) are `pad` floats longer, the padding NaN (a read of it shows)."""
     import torch
 
     lead = (batch,) if batch > 1 else ()
     dims = (cols, rows) if col_major else (rows, cols)
-    x = torch.rand(*lead, *dims, device=device, generator=generator) * 2 - 1
+    x = torch.rand(*lead, dims[0], dims[1] + pad, device=device, generator=generator) * 2 - 1
+    if pad:
+        x[..., dims[1]:] = float("nan")
+        x = x[..., :dims[1]]
     return x.transpose(-2, -1) if col_major else x
 
 
 def random_operands(M: int, N: int, K: int, *, beta: float = 0.0, generator=None,
-                    batch: int = 1, layout: str = "NN", device: str = "cuda"):
+                    batch: int = 1, layout: str = "NN", device: str = "cuda", pad: int = 0):
     """A (M x K), B (K x N) uniform in [-1, 1], each stored as `layout` says (first letter A,
     second B: N row-major, T column-major), each a stack of `batch` when batch > 1; C
-    (row-major) NaN-poisoned if beta == 0, else random."""
-    import torch
-
+    (row-major) NaN-poisoned if beta == 0, else random; every one padded by `pad`
+    (uniform_matrices)."""
     def uniform(rows: int, cols: int, col_major: bool = False):
         return uniform_matrices(rows, cols, col_major=col_major, batch=batch, device=device,
-                                generator=generator)
+                                generator=generator, pad=pad)
 
     A, B = uniform(M, K, layout[0] == "T"), uniform(K, N, layout[1] == "T")
+    C = uniform(M, N)
     if beta == 0:
-        C = torch.full((batch, M, N) if batch > 1 else (M, N), float("nan"), device=device)
-    else:
-        C = uniform(M, N)
+        C.fill_(float("nan"))
     return A, B, C
 
 
@@ -146,13 +148,14 @@ GemmFn = Callable[..., None]  # fn(A, B, C, alpha, beta) writes C in place
 
 def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: float = 0.0,
                generator=None, batch: int = 1, layout: str = "NN",
-               device: str = "cuda") -> CheckResult:
+               device: str = "cuda", pad: int = 0) -> CheckResult:
     """Run `fn` once on fresh operands (random_operands: `batch` products, A and B stored
-    as `layout` says) and compare against a float64 reference of every product."""
+    as `layout` says, every matrix padded by `pad`) and compare against a float64
+    reference of every product."""
     import torch
 
     A, B, C = random_operands(M, N, K, beta=beta, generator=generator, batch=batch,
-                              layout=layout, device=device)
+                              layout=layout, device=device, pad=pad)
     ab = alpha * (A.double() @ B.double())
     bc = beta * C.double() if beta != 0 else None
     ref = ab + bc if bc is not None else ab

@@ -61,19 +61,19 @@ def kernel_name(kernel: str, precision: str) -> str:
 
 
 def check_candidate(c: Candidate, M: int, N: int, K: int, *, batch: int = 1,
-                    layout: str = "NN") -> CheckResult:
+                    layout: str = "NN", pad: int = 0) -> CheckResult:
     """beta = 0 on NaN-poisoned output, then alpha/beta on random C; the worse result."""
-    first = check_gemm(c.gemm, M, N, K, batch=batch, layout=layout)
+    first = check_gemm(c.gemm, M, N, K, batch=batch, layout=layout, pad=pad)
     if not first.ok:
         return first
     second = check_gemm(c.gemm, M, N, K, alpha=CHECK_ALPHA, beta=CHECK_BETA, batch=batch,
-                        layout=layout)
+                        layout=layout, pad=pad)
     return second if not second.ok or second.error > first.error else first
 
 
 def _record(c: Candidate, M: int, N: int, K: int, chk: CheckResult, *, batch: int = 1,
-            layout: str = "NN") -> dict:
-    p = Problem(M, N, K, batch, layout)
+            layout: str = "NN", pad: int = 0) -> dict:
+    p = Problem(M, N, K, batch, layout, pad)
     extra = dict(c.per_shape(p)) if c.per_shape else {}
     return {"kernel": c.kernel, "config": extra.pop("config", c.config), **p.fields(),
             "fp32": c.fp32, **chk.as_dict(), **c.info, **extra}
@@ -85,37 +85,45 @@ def _skipped(c: Candidate, p: Problem, why: str) -> dict:
 
 
 def operands(p: Problem):
-    """A and B of problem `p` on the GPU, uniform in [-1, 1], stored in its layout."""
+    """A and B of problem `p` on the GPU, uniform in [-1, 1], stored in its layout and
+    padded as it says."""
     def uniform(rows: int, cols: int, col_major: bool):
-        return uniform_matrices(rows, cols, col_major=col_major, batch=p.batch)
+        return uniform_matrices(rows, cols, col_major=col_major, batch=p.batch, pad=p.pad)
 
     return uniform(p.M, p.K, p.trans_a), uniform(p.K, p.N, p.trans_b)
 
 
+def output(p: Problem):
+    """C of problem `p` (row-major, padded as it says), uninitialized."""
+    import torch
+
+    lead = (p.batch,) if p.batch > 1 else ()
+    return torch.empty(*lead, p.M, p.N + p.pad, device="cuda")[..., :p.N]
+
+
 def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: Method,
                   flush: L2Flusher, peak_tflops: float | None = None,
-                  progress=None, *, layout: str = "NN", batch: int = 1,
+                  progress=None, *, layout: str = "NN", batch: int = 1, pad: int = 0,
                   on_record: Callable[[dict], None] | None = None) -> list[dict]:
     """Records for cuBLAS and each candidate at one problem (see results.py for the fields).
 
     `layout` stores A and B row-major ('N') or column-major ('T'), `batch` > 1 makes it that
-    many products in 3-D tensors, cuBLAS included (records then carry "layout" and "batch");
+    many products in 3-D tensors, cuBLAS included, `pad` > 0 pads every matrix's rows in
+    its storage (records then carry "layout", "batch" and "pad");
     `on_record` gets each candidate's record the moment it is complete (the tuner persists
     it, so an interrupted run resumes). With `method.grouped` every candidate is checked
     first, then all are timed in shared rounds (measure.grouped_rounds) and their records
     complete together."""
-    import torch
 
-    p = Problem(M, N, K, batch, layout)
+    p = Problem(M, N, K, batch, layout, pad)
     A, B = operands(p)
-    out_shape = (batch, M, N) if batch > 1 else (M, N)
-    C = torch.empty(out_shape, device="cuda")
-    Cb = torch.empty(out_shape, device="cuda")
+    C, Cb = output(p), output(p)
     cublas = cublas_fp32(A, B, Cb)
 
     base = Candidate("cublas", cublas_gemm, lambda a, b, c: cublas)
     cublas_rec = _record(base, M, N, K, check_gemm(cublas_gemm, M, N, K, batch=batch,
-                                                   layout=layout), batch=batch, layout=layout)
+                                                   layout=layout, pad=pad),
+                         batch=batch, layout=layout, pad=pad)
     cublas_rounds: list[list[float]] = []
     records = []
     timed: list[tuple[Candidate, dict, object]] = []  # (candidate, record, progress task)
@@ -126,8 +134,8 @@ def measure_shape(M: int, N: int, K: int, candidates: list[Candidate], method: M
         if why:
             rec = _skipped(cand, p, why)
         else:
-            chk = check_candidate(cand, M, N, K, batch=batch, layout=layout)
-            rec = _record(cand, M, N, K, chk, batch=batch, layout=layout)
+            chk = check_candidate(cand, M, N, K, batch=batch, layout=layout, pad=pad)
+            rec = _record(cand, M, N, K, chk, batch=batch, layout=layout, pad=pad)
             if not chk.ok and cand.fp32:
                 rec["status"] = "failed"
         records.append(rec)
@@ -196,19 +204,23 @@ def _matrix(X) -> tuple[bool, int]:
 
 
 def problem_of(A, B) -> Problem:
-    """The problem torch operands pose: the shape, the batch (3-D) and the layout (strides)."""
+    """The problem torch operands pose: the shape, the batch (3-D), the layout (strides)
+    and A's padding (its leading dimension past its row or column)."""
     M, K = A.shape[-2:]
     N = B.shape[-1]
+    col_a, lda = _matrix(A)
     return Problem(M, N, K, A.shape[0] if A.dim() == 3 else 1,
-                   layout_of(_matrix(A)[0], _matrix(B)[0]))
+                   layout_of(col_a, _matrix(B)[0]), max(0, lda - (M if col_a else K)))
 
 
 def operands_aligned(p: Problem) -> bool:
     """Whether float4 accesses are legal on the harness's operands of `p` (fresh tensors,
     so 16-byte aligned bases): every leading dimension and batch stride a multiple of 4."""
-    strides = [p.M if p.trans_a else p.K, p.K if p.trans_b else p.N, p.N]
+    lda, ldb, ldc = p.lds()
+    strides = [lda, ldb, ldc]
     if p.batch > 1:
-        strides += [p.M * p.K, p.K * p.N, p.M * p.N]
+        strides += [lda * (p.K if p.trans_a else p.M), ldb * (p.N if p.trans_b else p.K),
+                    ldc * p.M]
     return strides_vec4_ok(strides)
 
 
@@ -447,7 +459,7 @@ def run(kind: str, tag: str, shapes: Iterable, candidates: list[Candidate], meth
     for p in map(Problem.of, shapes):
         recs = measure_shape(p.M, p.N, p.K, candidates, method, flush, peak,
                              board.progress if board else None, layout=p.layout,
-                             batch=p.batch)
+                             batch=p.batch, pad=p.pad)
         for rec in recs:
             rec["precision"] = precision
         out["records"] += recs

@@ -94,8 +94,9 @@ def plain_shapes(problems: Iterable[Problem]) -> list[Shape]:
     out = []
     for p in problems:
         if not p.plain:
-            raise ValueError(f"{p} is a batch or has a column-major operand: the tuner "
-                             "measures one row-major product per shape (--layout for layouts)")
+            raise ValueError(f"{p} is a batch, has a column-major operand or padded rows: "
+                             "the tuner measures one row-major product per shape (--layout "
+                             "for layouts)")
         out.append(p.shape)
     return out
 
@@ -108,6 +109,7 @@ RANDOM_PREFIX = "random-"
 
 RANDOM_MAX_BATCH_PRODUCT = 2**33  # batch·M·N·K of a drawn batch (the batched grid's bound)
 RANDOM_MAX_BATCH = 64
+RANDOM_PADS = (1, 3, 4, 16)  # random_mix's leading dimensions past the row: odd and aligned
 
 
 def random_suite_name(count: int, seed: int, mix: bool = False) -> str:
@@ -162,10 +164,13 @@ def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
     """`count` distinct problems of every kind a user sends, drawn from `seed`: A's and B's
     layouts each row- or column-major at random; every third problem with K or N not a
     multiple of 4 (the float4 paths cannot hold), the others with both multiples of 4; every
-    sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33. Dimensions
+    sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33; every fifth
+    stored in wider matrices (`Problem.pad`: 1, 3, 4 or 16 floats past each row). Dimensions
     log-uniform in [1, 16384] as in `random_shapes`, M·N·K <= 2^37; none in `exclude`. The
-    same arguments always give the same list."""
+    same arguments always give the same list (the pads come from a generator of their own,
+    so a seed's shapes are the ones it drew before pads existed)."""
     rng = random.Random(seed)
+    pads = random.Random(f"pad-{seed}")
 
     def one(i: int) -> Problem | None:
         batch = round(math.exp(rng.uniform(math.log(2), math.log(RANDOM_MAX_BATCH)))) \
@@ -178,7 +183,8 @@ def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
         else:  # aligned: both rounded to a multiple of 4
             K, N = max(4, K // 4 * 4), max(4, N // 4 * 4)
         limit = RANDOM_MAX_PRODUCT if batch == 1 else RANDOM_MAX_BATCH_PRODUCT
-        return Problem(M, N, K, batch, layout) if batch * M * N * K <= limit else None
+        pad = pads.choice(RANDOM_PADS) if i % 5 == 4 else 0
+        return Problem(M, N, K, batch, layout, pad) if batch * M * N * K <= limit else None
 
     return _draw(count, exclude, one)
 
