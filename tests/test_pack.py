@@ -269,3 +269,18 @@ def test_explain_lists_the_copies_of_a_misaligned_product():
     assert "element by element" in notes[2]
     out = CliRunner().invoke(app, ["explain", "300", "301", "299", "--gpu", "h200", "--json"])
     assert json.loads(out.output)["packs"] == []
+
+
+def test_a_packed_plan_can_be_held_to_one_reg_transpose(monkeypatch):
+    monkeypatch.setattr(plan_mod, "gpu_info", lambda dev: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132, arch="sm_90"))
+    r25 = plan_mod.registry.rung(25)
+    cfg = {**r25.default("NVIDIA H200"), "REG_TRANSPOSE": 1}
+    monkeypatch.setattr(plan_mod, "choose_rung", lambda g, *a: (r25, dict(cfg)))
+    g = _misaligned()  # C's rows misaligned: written element by element
+    assert plan_mod.make_plan(g, 0, None, None, False, True).config == cfg  # the table's
+    monkeypatch.setattr(plan_mod, "STAGE_REG_TRANSPOSE", 0)
+    assert plan_mod.make_plan(g, 0, None, None, False, True).config == {
+        **cfg, "REG_TRANSPOSE": 0}
+    aligned_c = _misaligned(N=6016)  # C aligned: the table's choice stands
+    assert plan_mod.make_plan(aligned_c, 0, None, None, False, True).config == cfg

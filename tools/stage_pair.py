@@ -1,8 +1,10 @@
 """Misaligned products three ways in one run: torch.matmul (cuBLAS, TF32 off), sgemmlab on a
 packed plan (plan.STAGE, the default: the operands that close the float4 paths copied into
 aligned, zero-padded buffers, C written element by element where its rows are not aligned)
-and sgemmlab reading them where they are (STAGE off: the scalar variants). What the packed
-plans gain, and where (plan.STAGE_MIN_*). Back to back, in alternating rounds; the ratios
+and sgemmlab reading them where they are (STAGE off: the scalar variants); where the packed
+plan writes C element by element on a configuration that reads A through registers, a
+fourth side at REG_TRANSPOSE=0 (plan.STAGE_REG_TRANSPOSE). What the packed plans gain,
+and where (plan.STAGE_MIN_*). Back to back, in alternating rounds; the ratios
 are torch's median over each side's. Every shape is checked against float64 first.
 
     python tools/stage_pair.py [--rounds 5] [--calls 20] [--all]
@@ -39,10 +41,10 @@ def _operand(rows: int, cols: int, col_major: bool):
     return t.t() if col_major else t
 
 
-def _side(a, b, want, staged: bool):
-    """The product's launch on a plan made with STAGE = `staged`, checked once, its plan and
-    output (kept alive by the caller)."""
-    plan_mod.STAGE = staged
+def _side(a, b, want, staged: bool, reg_transpose: int | None = None):
+    """The product's launch on a plan made with STAGE = `staged` (and STAGE_REG_TRANSPOSE =
+    `reg_transpose`), checked once, its plan and output (kept alive by the caller)."""
+    plan_mod.STAGE, plan_mod.STAGE_REG_TRANSPOSE = staged, reg_transpose
     c = torch.empty(a.shape[0], b.shape[1], device="cuda")
     g = plan_mod.describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
                           (tuple(c.shape), c.stride()))
@@ -53,7 +55,7 @@ def _side(a, b, want, staged: bool):
     torch.cuda.synchronize()
     err = ((c.double() - want).abs().max() / want.abs().max()).item()
     assert err < 1e-4, (tuple(a.shape), tuple(b.shape), staged, err)
-    plan_mod.STAGE = True
+    plan_mod.STAGE, plan_mod.STAGE_REG_TRANSPOSE = True, None
     return p, fn, c
 
 
@@ -71,7 +73,10 @@ def main() -> None:
         want = a.double() @ b.double()
         p1, staged, c1 = _side(a, b, want, True)
         p2, in_place, c2 = _side(a, b, want, False)
+        p3, staged_rt0, c3 = _side(a, b, want, True, 0)
         sides = {"torch": lambda: torch.matmul(a, b), "staged": staged, "in_place": in_place}
+        if p3.config != p1.config:  # the table's choice reads A through registers
+            sides["staged_rt0"] = staged_rt0
         med, times = pairing.rounds(sides, args.rounds, args.calls)
         notes = p1.staging.notes() if p1.staging else []
         rec = {"M": M, "N": N, "K": K, "layout": layout, "stages": p1.staging is not None,
@@ -79,13 +84,16 @@ def main() -> None:
                "in_place_rung": p2.rung.label, "in_place_config": p2.config,
                **{f"{k}_us": v for k, v in med.items()},
                **{f"{k}_rounds_us": v for k, v in times.items()},
-               **{f"{k}_vs_torch": med["torch"] / med[k] for k in ("staged", "in_place")}}
+               **{f"{k}_vs_torch": med["torch"] / med[k] for k in sides if k != "torch"}}
         run["records"].append(rec)
         print(f"{M:>5}x{N:>5}x{K:>5} {layout} stages={rec['stages']!s:5} torch "
               f"{med['torch']:9.1f}  staged {med['staged']:9.1f} "
               f"({rec['staged_vs_torch']:.3f})  in place {med['in_place']:9.1f} "
-              f"({rec['in_place_vs_torch']:.3f})", flush=True)
-        del c1, c2
+              f"({rec['in_place_vs_torch']:.3f})"
+              + (f"  REG_TRANSPOSE=0 {med['staged_rt0']:9.1f} "
+                 f"({rec['staged_rt0_vs_torch']:.3f})" if "staged_rt0" in med else ""),
+              flush=True)
+        del c1, c2, c3
     pairing.finish(run, gpu, "stage-pair")
 
 

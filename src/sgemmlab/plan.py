@@ -63,6 +63,11 @@ STAGE_MIN_MN = 1024
 STAGE_MIN_K = 1024
 STAGE_MIN_K_T = 512
 STAGE_MIN_FLOPS = 2**27
+#: A REG_TRANSPOSE for packed plans that write C element by element, in place of the
+#: table's (None: the table's). ptxas schedules the element-wise variant's k-loop worse at
+#: REG_TRANSPOSE=1 (rung 25 at 128x256 tiles: 1232 stall cycles against 1146 at 0, by
+#: inspect/sass.analyse); tools/stage_pair.py measures both before dispatch uses it.
+STAGE_REG_TRANSPOSE: int | None = None
 
 
 def dims(shape) -> str:
@@ -455,6 +460,9 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
         # where this one ran it at 0.92; it did better at 4097^3, 0.97 against 0.86:
         # stage-pair-20261203T113353Z and ...112737Z)
         rung, cfg = choose_rung(st.gemm, device_id, deterministic, True, precision)
+        if not st.store4 and STAGE_REG_TRANSPOSE is not None and "REG_TRANSPOSE" in cfg \
+                and rung.is_legal(alt := {**cfg, "REG_TRANSPOSE": STAGE_REG_TRANSPOSE}):
+            cfg = alt
         if st.store4 or rung.supports("store4"):  # else: read in place
             return Plan(st.gemm, device_id, rung, cfg, staging=st)
     if kernel is None and config is None:
