@@ -407,7 +407,7 @@ class Staging:
         out = []
         for cp in self.copies:
             name = "AB"[cp.slot]
-            how = "transposed" if cp.row_step == 1 and cp.col_step != 1 else "copied"
+            how = "transposed" if cp.transposes else "copied"
             out.append(f"{name} ({cp.rows}x{cp.cols}) {how} into a row-major copy, rows "
                        f"{cp.ld} floats apart")
         if not self.store4:
@@ -441,11 +441,26 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
         copies.append(Copy(1, g.K, g.N, *steps, ld))
         changes.update(trans_b=False, ldb=ld)
-    transposes = any(cp.row_step == 1 and cp.col_step != 1 for cp in copies)
-    if not stages(g.M, g.N, g.K, g.batch, precision, transposes):
+    if not stages(g.M, g.N, g.K, g.batch, precision, any(cp.transposes for cp in copies)):
         return None
     store4 = pointers_aligned and g.ldc % 4 == 0
     return Staging(dataclasses.replace(g, **changes), tuple(copies), store4)
+
+
+def staged_choice(g: Gemm, pointers_aligned: bool, precision: str, choose, rung_of):
+    """(packed plan or None, dispatch's choice): `choose(gemm, aligned)` for the packed
+    plan's product where `staging` makes one, chosen from the entries measured aligned, as
+    the copies are read (the choice for misaligned operands, made for scalar loads, ran
+    2470x6014x1534 at 0.79 of cuBLAS where this one ran it at 0.92; it did better at 4097^3,
+    0.97 against 0.86: stage-pair-20261203T113353Z and ...112737Z); else for g as it is. A
+    plan whose C is written element by element needs a rung with the "store4" feature
+    (`rung_of(choice)`); without one it reads in place. make_plan and `explain` decide so."""
+    st = staging(g, pointers_aligned, precision)
+    if st is not None:
+        choice = choose(st.gemm, True)
+        if st.store4 or rung_of(choice).supports("store4"):
+            return st, choice
+    return None, choose(g, aligned(g, pointers_aligned))
 
 
 def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
@@ -453,24 +468,19 @@ def make_plan(g: Gemm, device_id: int, kernel, config, deterministic: bool,
     """The plan of one call shape: no rung for empty products and K == 0 (beta C)."""
     if g.empty or g.K == 0:
         return Plan(g, device_id)
-    if kernel is None and config is None and \
-            (st := staging(g, pointers_aligned, precision)) is not None:
-        # chosen from the entries measured aligned, as the copies are read (the choice for
-        # misaligned operands, made for scalar loads, ran 2470x6014x1534 at 0.79 of cuBLAS
-        # where this one ran it at 0.92; it did better at 4097^3, 0.97 against 0.86:
-        # stage-pair-20261203T113353Z and ...112737Z)
-        rung, cfg = choose_rung(st.gemm, device_id, deterministic, True, precision)
-        if not st.store4 and STAGE_REG_TRANSPOSE is not None and "REG_TRANSPOSE" in cfg \
-                and rung.is_legal(alt := {**cfg, "REG_TRANSPOSE": STAGE_REG_TRANSPOSE}):
-            cfg = alt
-        if st.store4 or rung.supports("store4"):  # else: read in place
-            return Plan(st.gemm, device_id, rung, cfg, staging=st)
-    if kernel is None and config is None:
-        rung, cfg = choose_rung(g, device_id, deterministic, aligned(g, pointers_aligned),
-                                precision)
-    else:
+    if kernel is not None or config is not None:
         rung, cfg = named_rung(g, device_id, kernel, config, deterministic, precision)
-    return Plan(g, device_id, rung, cfg)
+        return Plan(g, device_id, rung, cfg)
+    st, (rung, cfg) = staged_choice(
+        g, pointers_aligned, precision,
+        lambda gm, al: choose_rung(gm, device_id, deterministic, al, precision),
+        lambda choice: choice[0])
+    if st is None:
+        return Plan(g, device_id, rung, cfg)
+    if not st.store4 and STAGE_REG_TRANSPOSE is not None and "REG_TRANSPOSE" in cfg and \
+            rung.is_legal(alt := {**cfg, "REG_TRANSPOSE": STAGE_REG_TRANSPOSE}):
+        cfg = alt
+    return Plan(st.gemm, device_id, rung, cfg, staging=st)
 
 
 class PlanCache:

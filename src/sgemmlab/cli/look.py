@@ -82,14 +82,13 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
     except KeyError:
         arch = ""
     from .. import registry
-    from ..plan import Gemm, aligned, staging
+    from ..plan import Gemm, staged_choice
     from ..runtime.limits import check_int32
 
-    # a packed plan (x @ W^T at many rows; misaligned operands of an FFMA-bound product),
-    # decided as a call on contiguous operands would be (plan.staging)
+    # a packed plan (x @ W^T at many rows; misaligned operands of a large product), decided
+    # as make_plan would decide a call on contiguous operands (plan.staged_choice)
     contiguous = Gemm(m, n, k, batch, ta, tb, m if ta else k, k if tb else n, n, 0, 0, 0,
                       False, (m, n))  # (a batch never packs: its strides do not matter)
-    st = staging(contiguous, not unaligned, precision)
 
     def choose(g, is_aligned):
         return dispatch.choose(m, n, k, gpu_name=name, sm_count=count, trans_a=g.trans_a,
@@ -98,12 +97,8 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
 
     try:
         check_int32(M=m, N=n, K=k, batch=batch)  # what the API refuses, in its words
-        choice = choose(st.gemm, True) if st else None
-        if choice is not None and not st.store4 and \
-                not registry.rung(choice.rung).supports("store4"):
-            st, choice = None, None  # (make_plan reads in place then)
-        if choice is None:
-            choice = choose(contiguous, aligned(contiguous, not unaligned))
+        st, choice = staged_choice(contiguous, not unaligned, precision, choose,
+                                   lambda c: registry.rung(c.rung))
     except (ValueError, OverflowError) as exc:  # DispatchError too
         fail(str(exc), 2)
     notes = st.notes() if st else []

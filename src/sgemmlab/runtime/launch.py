@@ -466,6 +466,11 @@ class Copy:
     def bytes(self) -> int:
         return 4 * self.ld * self.rows
 
+    @property
+    def transposes(self) -> bool:
+        """The operand runs down its columns (column-major): the copy is a transpose."""
+        return self.row_step == 1 and self.col_step != 1
+
 
 class PackFirst(Repointable):
     """A product whose A and/or B (`copies`) is first copied into the stream's workspace,
