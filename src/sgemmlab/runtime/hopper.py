@@ -35,6 +35,7 @@ from ..registry import Config, Rung, config_key
 from .compiler import compile_kernel
 from .device import device, gpu_info
 from .tma import Params, RawKernel, Tiled2D, encode_tiled_2d
+from .variants import source_kind
 
 BM, BK = 128, 32  # the kernels' row tile and k-tile (kernels/hopper/wgmma.cuh)
 PREP = "hopper/prep.cu"
@@ -155,7 +156,7 @@ def load(rung: Rung, cfg: Config, device_id: int = 0,
          source: int = 0) -> tuple[RawKernel, RawKernel]:
     """(the GEMM, the pre-pass) loaded on the device (compiled for sm_90a, or from the
     disk cache), once per (rung, configuration, source kind, device); `source` as
-    launch.source_kind gives it (kernels/epilogue.cuh's SGEMM_SOURCE)."""
+    variants.source_kind gives it (kernels/epilogue.cuh's SGEMM_SOURCE)."""
     key = (rung.label, config_key(cfg), source, device_id)
     with _lock:
         hit = _loaded.get(key)
@@ -199,7 +200,6 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     source = (x, ldx): beta's term from X instead (X(r, c) at x + 4 (r ldx + c) bytes;
     ldx 0: a bias row), in the GEMM's own epilogue."""
     from . import workspace as ws
-    from .variants import source_kind
 
     gemm, prep = load(rung, cfg, device_id, source_kind(source))
     op = operand_plan(rung, M, N, K, a, lda, b, ldb, trans_a, trans_b)
