@@ -139,12 +139,15 @@ def test_the_random_mix_holds_every_kind_of_problem_in_its_proportions():
         assert all(1 <= d <= 16384 for d in p.shape)
         aligned = p.K % 4 == 0 and p.N % 4 == 0
         assert aligned == (i % 3 != 2), (i, p)  # a third with K or N off a multiple of 4
-        if i % 6 == 5:
+        if i % 12 in (5, 10):  # a sixth batched, aligned and misaligned alike
             assert 2 <= p.batch <= 64 and p.batch * p.M * p.N * p.K <= 2**33
         else:
             assert p.batch == 1 and p.M * p.N * p.K <= 2**37
         assert (p.pad in suites.RANDOM_PADS) if i % 5 == 4 else p.pad == 0, (i, p)
     assert {p.pad for p in got[4::5]} == set(suites.RANDOM_PADS)  # odd and aligned pads
+    batched = [p for p in got if p.batch > 1]
+    assert len(batched) == 50
+    assert {p.K % 4 == 0 and p.N % 4 == 0 for p in batched} == {True, False}
     excluded = suites.random_mix(300, 11, exclude=got[:5])
     assert not set(got[:5]) & set(excluded)
     assert suites.random_suite_name(300, 11, mix=True) == "random-mix-300-s11"

@@ -4,7 +4,7 @@
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
-#                               matrix large
+#                               matrix large mix worst
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -84,6 +84,15 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"
       sg bench --random "${COUNT:-200}" --seed "${SEED:-2026}" -k auto -k matmul -b none \
         --quiet || status=1 ;;
+    mix)  # issue 34: COUNT log-uniform problems of every kind (layouts, misaligned, padded,
+      # batched; --mix) through the API, in MODE (isolated or throughput); CONFIRM=1: 15 rounds
+      rm -rf "$SGEMMLAB_CACHE_DIR/tables"
+      sg bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix -k matmul \
+        -b none --mode "${MODE:-isolated}" $([ "${CONFIRM:-0}" = 1 ] && echo --confirm) \
+        --quiet || status=1 ;;
+    worst)  # what cuBLAS and sgemmlab launch at the worst problems of the newest random bench
+      f=${WORST_FILE:-$(ls -t results/nvidia-h200/bench-random-*.json* | head -1)}
+      python3 tools/worst_shapes.py "$f" --worst "${WORST:-12}" || status=1 ;;
     large)  # issue 19: matmul at its eight shapes, 15 paired rounds (LARGE_ARGS: more -k)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
       sg bench $(for s in 2048,2048,2048 3072,3072,3072 4096,4096,4096 6144,6144,6144 \

@@ -109,6 +109,9 @@ RANDOM_PREFIX = "random-"
 
 RANDOM_MAX_BATCH_PRODUCT = 2**33  # batch·M·N·K of a drawn batch (the batched grid's bound)
 RANDOM_MAX_BATCH = 64
+#: random_mix's batched problems: those whose index modulo 12 is one of these (5 falls on a
+#: misaligned third, 10 on an aligned one)
+BATCHED_AT = (5, 10)
 RANDOM_PADS = (1, 3, 4, 16)  # random_mix's leading dimensions past the row: odd and aligned
 
 
@@ -164,7 +167,8 @@ def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
     """`count` distinct problems of every kind a user sends, drawn from `seed`: A's and B's
     layouts each row- or column-major at random; every third problem with K or N not a
     multiple of 4 (the float4 paths cannot hold), the others with both multiples of 4; every
-    sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33; every fifth
+    sixth a batch of 2 to 64 products (log-uniform) with batch·M·N·K <= 2^33, half of them
+    aligned and half not (BATCHED_AT); every fifth
     stored in wider matrices (`Problem.pad`: 1, 3, 4 or 16 floats past each row). Dimensions
     log-uniform in [1, 16384] as in `random_shapes`, M·N·K <= 2^37; none in `exclude`. The
     same arguments always give the same list (the pads come from a generator of their own,
@@ -174,7 +178,7 @@ def random_mix(count: int, seed: int, exclude: Iterable = ()) -> list[Problem]:
 
     def one(i: int) -> Problem | None:
         batch = round(math.exp(rng.uniform(math.log(2), math.log(RANDOM_MAX_BATCH)))) \
-            if i % 6 == 5 else 1
+            if i % 12 in BATCHED_AT else 1
         layout = rng.choice(("NN", "NT", "TN", "TT"))
         M, N, K = (_log_uniform(rng) for _ in range(3))
         if i % 3 == 2:  # misaligned: K or N (or both) off a multiple of 4

@@ -201,8 +201,8 @@ SeedOpt = Annotated[Optional[int], typer.Option(
     "--seed", help="the seed of --random (default 0): the same seed, the same shapes")]
 MixOpt = Annotated[bool, typer.Option(
     "--mix", help="with --random: every kind of problem — each operand row- or column-major "
-    "at random, a third with K or N not a multiple of 4, a sixth batches of 2-64 "
-    "(bench/suites.random_mix)")]
+    "at random, a third with K or N not a multiple of 4, a sixth batches of 2-64 (aligned "
+    "and not), a fifth stored in wider matrices (bench/suites.random_mix)")]
 BenchKernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name, 'all', 'best', 'auto' (the dispatcher's "
     "choice per shape), 'matmul' (sgemmlab.matmul per launch, host overhead included) or a "
