@@ -99,7 +99,12 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
              "training (tune/grid.py's TRAIN_ROWS, 128-8192 tokens)")] = False,
          validate: Annotated[bool, typer.Option(
              "--validate", help="leave each measured shape out of this GPU's table (or the "
-             "shipped one) and predict it from the others; no GPU needed")] = False):
+             "shipped one) and predict it from the others; no GPU needed")] = False,
+         fit_model: Annotated[bool, typer.Option(
+             "--fit-model", help="fit dispatch's cost model (dispatch/model.py) to this "
+             "GPU's table (or the shipped one) and write it beside the package's table; "
+             "compiles each modelled candidate once for its registers, no GPU needed")
+         ] = False):
     """Search each rung's legal configurations on this GPU (compile, check, time), build
     the per-shape dispatch table (--table, --grid), or check it (--validate). Interrupted
     runs resume."""
@@ -107,6 +112,9 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
 
     if validate:
         _validate(export)
+        return
+    if fit_model:
+        _fit_model()
         return
 
     try:
@@ -281,6 +289,32 @@ def _validate(path):
                                   "sources": table.data.get("sources", []),
                                   "command": results.command_line(), **s}, indent=1) + "\n")
     typer.echo(f"results: {out}")
+
+
+def _fit_model():
+    """--fit-model: dispatch/model.py's fits over this GPU's table, written beside the
+    package's table."""
+    import math
+
+    from .. import dispatch
+    from ..dispatch import model
+    from ..registry import config_key
+
+    name, sms, _ = dispatch.target_gpu()
+    table = dispatch.load_table(name)
+    if table is None:
+        fail(f"no tuning table for {name}: build one with `sgemmlab tune --grid`")
+
+    def slots_of(rung, cfg):
+        return dispatch.geometry(rung, cfg, dispatch.Request(1024, 1024, 1024, name, sms)).slots
+
+    fitted = model.fit_entries(table.entries, slots_of)
+    path = model.write_model(name, table.sm_count or sms, fitted,
+                             list(table.data.get("sources", [])))
+    for f in fitted:
+        echo(f"  {f.rung} {config_key(f.config)}: {f.shapes} shapes, median error "
+             f"{100 * (math.exp(f.error) - 1):.0f} %, {f.slots} slots")
+    typer.echo(f"model: {path} ({len(fitted)} candidates)")
 
 
 @app.command()

@@ -26,13 +26,19 @@ Where the answer comes from, in order:
 
    A request whose nearest measured shape is farther than MAX_DISTANCE = 1.25 (the shape
    grid's spacing, tune/grid.py: any shape is within 1.26 of a grid point) is not trusted
-   to the table: the heuristic decides instead.
+   to the table: the cost model decides instead (2).
    Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
    ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
    (sgemmlab/data/tables/<gpu-slug>.json.gz). A table measured on a GPU with another SM count
    (a MIG slice, say) is not used.
 
-2. **The heuristic**, for shapes and GPUs no table covers. It reasons about waves of tiles:
+2. **The cost model** (dispatch/model.py), for shapes the table is too far from: every
+   candidate measured at 200 or more of the table's shapes has a fitted time, a launch cost
+   plus k-iterations on the busiest block slot (waves of its tiles, or its split's) plus
+   DRAM traffic; the candidate predicted fastest runs. It ships beside the table
+   (<gpu-slug>.model.json, `sgemmlab tune --fit-model`).
+
+3. **The heuristic**, for GPUs no table covers. It reasons about waves of tiles:
 
        tiles  = ceil(M / BM) * ceil(N / BN) * batch       (output tiles of the default config)
        slots  = SMs * blocks per SM                        (occupancy: threads, registers,
@@ -68,20 +74,21 @@ operand, "batched" for batch > 1; `deterministic=True` excludes configurations t
 bit-reproducible (`Rung.deterministic`).
 
 The package, top to bottom: this module chooses (and caches the choice); `lookup` finds the
-nearest measured shape; `waves` holds the heuristic (its wave rules); `table` the file
-format, reading and writing; `request` what a request and a choice are; `cache` what is
-remembered and who is told when it is forgotten (`on_clear`).
+nearest measured shape; `model` holds the cost model; `waves` the heuristic (its wave
+rules); `table` the file format, reading and writing; `request` what a request and a
+choice are; `cache` what is remembered and who is told when it is forgotten (`on_clear`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
-from ..registry import Rung
+from ..registry import Rung, config_key
 from ..runtime.limits import check_depth, check_int32
-from . import cache, prefetch
+from . import cache, model, prefetch
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
@@ -216,9 +223,27 @@ def _decide(req: Request) -> Choice:
                    f"(and {family[0].label} was not measured around it)")
             notes.append(f"nearest measured shape {e['M']}×{e['N']}×{e['K']} "
                          f"{e.get('layout', 'NN')} is at distance {d:.2f} {why}")
+    if table is not None and (best := model.ranked(req)):
+        return from_model(req, best, notes)
     if family:
         return from_family(req, family[0], notes)
     return heuristic(req, rungs, notes, small_rungs(req))
+
+
+def from_model(req: Request, best: list, notes: list[str]) -> Choice:
+    """The modelled candidate predicted fastest (dispatch/model.py), with the runners-up in
+    the reason."""
+    us, f = best[0]
+    lines = notes + [f"the cost model (fitted to the table; median error "
+                     f"{100 * (math.exp(f.error) - 1):.0f} % for this candidate) predicts "
+                     f"{us:.1f} µs for {f.rung} {config_key(f.config)}"]
+    lines += [f"  next: {g.rung} {config_key(g.config)} {u:.1f} µs"
+              for u, g in best[1:model.SHOWN]]
+    cfg = dict(f.config)
+    return Choice(f.rung, _frozen(cfg), decomposition(registry.rung(f.rung), cfg), "model",
+                  "\n".join(lines), details={"model": [
+                      {"rung": g.rung, "config": dict(g.config), "predicted_us": u}
+                      for u, g in best[:model.SHOWN]]})
 
 
 def small_rungs(req: Request) -> list[Rung]:

@@ -78,7 +78,7 @@ class Choice:
     rung: str  # the rung's label, e.g. "14_streamk"
     config: Mapping[str, int]  # read-only: the choice is shared by every cached caller
     decomposition: str
-    source: str  # "table" | "heuristic" | "forced"
+    source: str  # "table" | "model" | "heuristic" | "forced"
     reason: str  # one line per step of the argument
     entry: Mapping[str, Any] | None = None  # the table entry used
     distance: float | None = None  # from the request to that entry's shape

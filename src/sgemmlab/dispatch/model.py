@@ -1,0 +1,217 @@
+"""The cost model: where the table is too far from a request to trust, each broadly measured
+candidate's time is predicted from how it would cover the request, and the fastest runs.
+
+A table entry says how fast a candidate (a rung at a configuration) ran at one shape. The
+rules of waves.py reason about one configuration, the rung's default, and at a skinny or
+batched request far from every measured shape they can pick a 128 x 256 tile for a C that
+is 4 columns wide. The model instead fits, for every candidate measured at MIN_SHAPES or
+more of the table's shapes, the time it took there as
+
+    t = a + b·X + c·X·[A column-major] + d·X·[B column-major] + e·X·[unaligned]
+          + f·P + g·Y                                              (µs; a..g >= 0)
+
+    X  k-iterations on the busiest block slot: the critical path of the decomposition
+       (data-parallel: ceil(tiles / slots) waves of ceil(K / BK); split-K s: ceil(tiles·s /
+       slots) of ceil(ceil(K / BK) / s); Stream-K: its whole waves plus the streamed share)
+    P  partial-tile floats written and read by a fix-up, in millions
+    Y  the DRAM traffic of reading A and B once and writing C, in MB
+    a  what a call costs before any of that: launch, host work, a pipeline's fill
+
+by least squares on the relative error (weights 1/t), coefficients held non-negative (a
+negative one is dropped and the rest refitted). The fits are made once, by `sgemmlab tune
+--fit-model` on the machine that builds the package (it needs each candidate's registers
+from ptxas for its block slots), and ship beside the table as <gpu-slug>.model.json.
+
+Leaving a tenth of the table's shapes out at a time and choosing among the candidates
+measured there, the model alone picks within 3 % of the best at about half of them and
+within 10 % at 73 %: no better than the table's own blend where the table has neighbours
+(which is why it serves only past MAX_DISTANCE), and much better than one default tile
+where it has none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .. import registry
+from ..registry import Config, Rung, config_key
+from ..runtime import splitk, streamk
+from ..runtime.device import slug
+from . import cache
+from .request import Request
+
+MODEL_SCHEMA = "sgemmlab.model/1"
+MIN_SHAPES = 200  # a candidate measured at fewer shapes is not modelled
+TERMS = ("launch", "iterations", "iterations_ta", "iterations_tb", "iterations_unaligned",
+         "fixup_mfloats", "traffic_mb")
+SHOWN = 3  # candidates a reason names
+
+
+def _k_step(rung: Rung, cfg: Config, K: int) -> int:
+    """The K a rung's block covers per iteration: its k-tile, rungs 15-16's quantum of 128,
+    or the whole of K (rung 17 keeps K in registers)."""
+    if "BK" in cfg:
+        return cfg["BK"]
+    if "splitk" in rung.features:
+        return 128
+    return K
+
+
+def terms(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, trans_a: bool,
+          trans_b: bool, aligned: bool, slots: int) -> list[float]:
+    """The model's terms (TERMS) for `rung` at `cfg` over one request (module docstring)."""
+    rows, cols = rung.tile(cfg)
+    tiles = -(-M // rows) * -(-N // cols) * batch
+    kt = -(-K // _k_step(rung, cfg, K))
+    split = cfg.get("SPLIT", 1)
+    partial = 0
+    if "streamk" in rung.features and split >= 2:
+        parts = min(split, kt)
+        x = -(-tiles * parts // slots) * -(-kt // parts)
+        partial = tiles * parts * rows * cols
+    elif "streamk" in rung.features and split == 0:
+        p = streamk.plan(0, cfg.get("FIXUP", 0), rows, cols, cfg["BK"], M, N, K, batch, slots)
+        x = p.dp_tiles // slots * kt + (-(-p.sk_tiles * kt // p.sk_blocks) if p.sk_tiles else 0)
+        partial = 2 * p.sk_tiles * rows * cols
+    elif "splitk" in rung.features:
+        p = splitk.plan(split, rows, cols, _k_step(rung, cfg, K), M, N, K, batch, slots,
+                        rows_on_x=rung.rows_on_x)
+        x = -(-tiles * p.parts // slots) * -(-kt // p.parts)
+        partial = tiles * p.parts * rows * cols if p.parts > 1 else 0
+    else:
+        x = -(-tiles // slots) * kt
+    traffic = 4 * batch * (M * K + K * N + M * N)
+    return [1.0, float(x), float(x * trans_a), float(x * trans_b), float(x * (not aligned)),
+            partial / 1e6, traffic / 1e6]
+
+
+def fit(rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients minimising the relative error of rows @ coef against times
+    (a negative coefficient's term is dropped and the rest refitted)."""
+    weight = 1.0 / times
+    keep = list(range(rows.shape[1]))
+    while True:
+        coef, *_ = np.linalg.lstsq(rows[:, keep] * weight[:, None], np.ones_like(times),
+                                   rcond=None)
+        if (coef >= 0).all() or len(keep) == 1:
+            break
+        keep.pop(int(np.argmin(coef)))
+    out = np.zeros(rows.shape[1])
+    out[keep] = np.maximum(coef, 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class Fitted:
+    rung: str
+    config: Mapping[str, int]
+    slots: int  # block slots on the GPU (SMs x resident blocks)
+    coef: tuple[float, ...]
+    shapes: int  # table entries fitted
+    error: float  # median |ln(predicted / measured)| over them
+
+    def predict(self, req: Request) -> float:
+        r = registry.rung(self.rung)
+        t = terms(r, dict(self.config), req.M, req.N, req.K, req.batch, req.trans_a,
+                  req.trans_b, req.aligned, self.slots)
+        return float(np.dot(t, self.coef))
+
+    def as_dict(self) -> dict:
+        return {"rung": self.rung, "config": dict(self.config), "slots": self.slots,
+                "coef": list(self.coef), "shapes": self.shapes, "error": self.error}
+
+
+def fit_entries(entries: Iterable[Mapping[str, Any]], slots_of) -> list[Fitted]:
+    """A Fitted per candidate measured at MIN_SHAPES or more of `entries` (table entries);
+    `slots_of(rung, config)` gives a candidate's block slots on the GPU."""
+    groups: dict[tuple[str, str], list] = {}
+    for e in entries:
+        try:
+            r = registry.rung(e["rung"])
+        except KeyError:
+            continue
+        if r.is_legal(e["config"]):
+            groups.setdefault((r.label, config_key(e["config"])), []).append(e)
+    out = []
+    for (label, _), group in sorted(groups.items()):
+        if len(group) < MIN_SHAPES:
+            continue
+        r = registry.rung(label)
+        cfg = dict(group[0]["config"])
+        slots = slots_of(r, cfg)
+        rows = np.array([terms(r, cfg, e["M"], e["N"], e["K"], e.get("batch", 1),
+                               e.get("layout", "NN")[0] == "T",
+                               e.get("layout", "NN")[1] == "T", e.get("aligned", True), slots)
+                         for e in group])
+        times = np.array([float(e["median_us"]) for e in group])
+        coef = fit(rows, times)
+        error = float(np.median(np.abs(np.log(np.maximum(rows @ coef, 1e-9) / times))))
+        out.append(Fitted(label, cfg, slots, tuple(round(float(c), 9) for c in coef),
+                          len(group), round(error, 4)))
+    return out
+
+
+def model_path(gpu_name: str) -> Path:
+    from .table import PACKAGE_TABLE_DIR
+
+    return PACKAGE_TABLE_DIR / f"{slug(gpu_name)}.model.json"
+
+
+def write_model(gpu_name: str, sm_count: int, fitted: list[Fitted], sources: list[str],
+                path: Path | None = None) -> Path:
+    path = path or model_path(gpu_name)
+    path.write_text(json.dumps({"schema": MODEL_SCHEMA, "gpu": gpu_name,
+                                "sm_count": sm_count, "terms": list(TERMS),
+                                "min_shapes": MIN_SHAPES, "sources": sources,
+                                "candidates": [f.as_dict() for f in fitted]}, indent=1) + "\n")
+    return path
+
+
+_MODELS: dict[str, tuple[int, list[Fitted]] | None] = {}
+
+
+def load_model(gpu_name: str) -> tuple[int, list[Fitted]] | None:
+    """(SM count, fitted candidates) shipped for this GPU, or None."""
+    if gpu_name not in _MODELS:
+        path = model_path(gpu_name)
+        found = None
+        if path.is_file():
+            d = json.loads(path.read_text())
+            if d.get("schema") == MODEL_SCHEMA and d.get("terms") == list(TERMS):
+                found = (int(d["sm_count"]), [
+                    Fitted(c["rung"], dict(c["config"]), int(c["slots"]), tuple(c["coef"]),
+                           int(c["shapes"]), float(c["error"])) for c in d["candidates"]])
+        _MODELS[gpu_name] = found
+    return _MODELS[gpu_name]
+
+
+cache.on_clear(_MODELS.clear)
+
+
+def ranked(req: Request) -> list[tuple[float, Fitted]]:
+    """The modelled candidates that can serve `req`, fastest predicted first (empty without
+    a model for this GPU and SM count)."""
+    got = load_model(req.gpu_name)
+    if got is None or got[0] != req.sm_count:
+        return []
+    out = []
+    for f in got[1]:
+        r = registry.rung(f.rung)
+        if not req.needs <= r.features or not r.serves(req.M, req.N, req.K):
+            continue
+        if req.deterministic and not r.deterministic(f.config):
+            continue
+        try:
+            us = f.predict(req)
+        except (OverflowError, ValueError):  # a grid this candidate cannot launch
+            continue
+        if math.isfinite(us):
+            out.append((us, f))
+    out.sort(key=lambda p: p[0])
+    return out
