@@ -32,6 +32,27 @@ def test_cancelled_results_are_measured_against_the_terms():
     assert not check_result(got, ref, 1).ok
 
 
+def test_a_cancelled_dot_product_is_measured_against_its_products():
+    """1 x 1 x 35: the 35 products cancel to a result far smaller than they are; FP32's
+    rounding of the running sum then looks large next to the result alone. Measured
+    against the products' root sum of squares (check_gemm's `terms`) a correctly rounded
+    FP32 sum passes, and a sum that drops one product still fails."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):  # a draw whose sum cancels to under a tenth of its products' size
+        a, b = rng.uniform(-1, 1, 35), rng.uniform(-1, 1, 35)
+        exact, rss = float(a @ b), float(np.sqrt((a * a) @ (b * b)))
+        if abs(exact) < rss / 10:
+            break
+    acc = F32(0)
+    for x, y in zip(a.astype(F32), b.astype(F32)):  # FP32, one product at a time
+        acc = F32(acc + x * y)
+    ref, terms = np.array([[exact]]), np.array([[rss]])
+    got = np.array([[float(acc)]])
+    assert relative_error(got, ref, terms=terms) <= error_bound(35)
+    dropped = np.array([[float(acc) - float(a[0] * b[0])]])
+    assert relative_error(dropped, ref, terms=terms) > error_bound(35)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_any_nan_or_inf_fails(bad):
     ref = np.ones((3, 4), dtype=F64)

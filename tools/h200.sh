@@ -74,7 +74,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       # GRID_LAYOUTS="NN" (with the batches) or "TN NT TT": one part of it per lease
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # a stale user table would be merged into it
       lay=(); for l in ${GRID_LAYOUTS:-}; do lay+=(--layout "$l"); done
-      sg tune --grid "${lay[@]}" --export src/sgemmlab/data/tables/nvidia-h200.json.gz --quiet \
+      # MID=1: only the mid-size products (tune/grid.py's mid_range), every candidate
+      sg tune --grid "${lay[@]}" $([ "${MID:-0}" = 1 ] && echo --mid) --export src/sgemmlab/data/tables/nvidia-h200.json.gz --quiet \
         || status=1 ;;
     suites)  # every suite, through dispatch and the API, 15 paired rounds
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table

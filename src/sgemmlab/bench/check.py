@@ -12,8 +12,11 @@ call `relative_error` / `check_result`):
 
 With beta != 0 the two terms can cancel in a small C (at 1 x 1, alpha AB + beta C0 can be a
 hundred times smaller than either), and the result's own size then says nothing about the
-rounding: the terms' sizes do. For beta == 0 the denominator is max|C_ref|; so it is when
-the terms are not given, which is never looser. (All zeros: the error is absolute.)
+rounding: the terms' sizes do. So can the K products of one dot product: at a C of one or
+a few outputs, sum_k a_ik b_kj can cancel to a tenth of its terms' size. The rounding of a
+dot product scales with the root sum of squares of its products, sqrt(sum_k (a_ik b_kj)^2),
+so check_gemm passes that too (`terms`, times |alpha|); over a C of many outputs max|C_ref|
+is several times it and decides. (All zeros: the error is absolute.)
 
 The bound. The error of an FP32 dot product of length K with uniform inputs grows like
 sqrt(K) * u (u = 2^-24, unit roundoff) times the size of the terms, for any summation
@@ -70,14 +73,15 @@ def _nonfinite(x) -> int:
     return int((~(abs(x) < math.inf)).sum()) if _size(x) else 0
 
 
-def relative_error(C, ref, *, alpha_ab=None, beta_c=None) -> float:
-    """max|C - ref| over the largest of max|ref|, max|alpha_ab| and max|beta_c| (the
-    module's metric; pass the terms alpha*A@B and beta*C0 when beta != 0); inf if C holds
-    a NaN or an Inf. Torch tensors (any device) or numpy arrays; shapes broadcast."""
+def relative_error(C, ref, *, alpha_ab=None, beta_c=None, terms=None) -> float:
+    """max|C - ref| over the largest of max|ref|, max|alpha_ab|, max|beta_c| and max|terms|
+    (the module's metric; pass the terms alpha*A@B and beta*C0 when beta != 0, and the
+    products' root sum of squares as `terms`); inf if C holds a NaN or an Inf. Torch
+    tensors (any device) or numpy arrays; shapes broadcast."""
     C, ref = _f64(C), _f64(ref)
     if _nonfinite(C):
         return math.inf
-    scale = max([_absmax(ref)] + [_absmax(_f64(t)) for t in (alpha_ab, beta_c)
+    scale = max([_absmax(ref)] + [_absmax(_f64(t)) for t in (alpha_ab, beta_c, terms)
                                   if t is not None])
     err = _absmax(C - ref)
     return err / scale if scale > 0 else err
@@ -95,14 +99,14 @@ class CheckResult:
                 "check_note": self.reason}
 
 
-def check_result(C, ref, K: int, *, alpha_ab=None, beta_c=None) -> CheckResult:
+def check_result(C, ref, K: int, *, alpha_ab=None, beta_c=None, terms=None) -> CheckResult:
     """`C` against the float64 `ref` of a product of depth `K`: relative_error within
     error_bound(K), and no NaN or Inf anywhere in C."""
     bound = error_bound(K)
     if bad := _nonfinite(_f64(C)):
         return CheckResult(False, math.inf, bound,
                            f"{bad} of {_size(C)} outputs are NaN/Inf (unwritten or wrong)")
-    err = relative_error(C, ref, alpha_ab=alpha_ab, beta_c=beta_c)
+    err = relative_error(C, ref, alpha_ab=alpha_ab, beta_c=beta_c, terms=terms)
     if not err <= bound:  # a NaN in ref fails too
         return CheckResult(False, err, bound, f"error {err:.2e} exceeds the FP32 bound "
                            f"{bound:.2e} for K={K}")
@@ -156,10 +160,12 @@ def check_gemm(fn: GemmFn, M: int, N: int, K: int, *, alpha: float = 1.0, beta: 
 
     A, B, C = random_operands(M, N, K, beta=beta, generator=generator, batch=batch,
                               layout=layout, device=device, pad=pad)
-    ab = alpha * (A.double() @ B.double())
+    a, b = A.double(), B.double()
+    ab = alpha * (a @ b)
+    rss = abs(alpha) * torch.sqrt((a * a) @ (b * b))  # each output's products' size
     bc = beta * C.double() if beta != 0 else None
     ref = ab + bc if bc is not None else ab
     fn(A, B, C, alpha, beta)
     if C.is_cuda:
         torch.cuda.synchronize()
-    return check_result(C, ref, K, alpha_ab=ab, beta_c=bc)
+    return check_result(C, ref, K, alpha_ab=ab, beta_c=bc, terms=rss)

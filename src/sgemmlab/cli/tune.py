@@ -97,6 +97,9 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
          train_rows: Annotated[bool, typer.Option(
              "--train-rows", help="with --layers: every layout at the rows of prefill and "
              "training (tune/grid.py's TRAIN_ROWS, 128-8192 tokens)")] = False,
+         mid: Annotated[bool, typer.Option(
+             "--mid", help="with --grid: only the mid-size products (tune/grid.py's "
+             "mid_range), every candidate, mid-size tiles included")] = False,
          validate: Annotated[bool, typer.Option(
              "--validate", help="leave each measured shape out of this GPU's table (or the "
              "shipped one) and predict it from the others; no GPU needed")] = False,
@@ -132,8 +135,8 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         fail(exc.message)
     except (KeyError, ValueError) as exc:  # ValueError: a batched or transposed suite
         fail(exc.args[0])
-    if layers and not grid:
-        fail("--layers applies to --grid")
+    if (layers or mid) and not grid:
+        fail("--layers and --mid apply to --grid")
     if train_rows and not layers:
         fail("--train-rows applies to --grid --layers")
     if not (table or grid) and layout or not table and (config or confirm):
@@ -162,7 +165,7 @@ def tune(kernel: Annotated[Optional[list[str]], typer.Option(
         return
     require_torch()
     if grid:
-        _tune_grid(layouts if layout else None, jobs, resume, export, quiet, layers,
+        _tune_grid(layouts if layout else None, jobs, resume, export, quiet, mid, layers,
                    train_rows)
         return
     if table:
@@ -210,7 +213,8 @@ def _tune_table(todo, rungs, layouts, extra, names, picked, jobs, resume, export
         typer.echo(f"table:   {path}")
 
 
-def _tune_grid(layouts, jobs, resume, export, quiet, layers=False, train_rows=False):
+def _tune_grid(layouts, jobs, resume, export, quiet, mid=False, layers=False,
+               train_rows=False):
     """--grid: the NN grid, then the coarser grid for the other layouts (or `layouts`);
     with `layers`, the linear layers' products alone (NT, or `layouts`), at
     TRAIN_ROWS with `train_rows`."""
@@ -238,6 +242,9 @@ def _tune_grid(layouts, jobs, resume, export, quiet, layers=False, train_rows=Fa
         passes = passes[1:]
     else:  # batches of row-major products (the rungs that take a batch in one launch)
         passes.append((["NN"], grid.batch_problems(), "grid-batched", cands))
+    if mid:  # the same passes at their mid-size products only
+        passes = [(lays, [s for s in shapes if grid.mid_range(*s)], f"{tag}-mid", c)
+                  for lays, shapes, tag, c in passes]
     for lays, shapes, tag, cands in passes:
         try:
             done = table_mod.build_table(shapes, layouts=lays, jobs=jobs, resume=resume,

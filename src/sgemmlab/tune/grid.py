@@ -53,6 +53,15 @@ SMALL_TILES = (
 STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8,
               "STAGES": 3, "PAD": 4, "REG_TRANSPOSE": 1}
 STREAMK_64N = {**STREAMK_64, "BM": 128, "BN": 64, "WM": 64, "WN": 32}
+#: Rung 14's mid-size tiles, the shapes cuBLAS runs at mid-size products (its kernel names
+#: at the worst shapes of the mixed random runs: 64x64, 128x32 and 32x128 tiles of 128
+#: threads, several blocks an SM; results/nvidia-h200/worst-shapes-*): 4 warps of 32 x 32,
+#: 4 x 8 a lane, 126-128 registers, four blocks an SM. Measured only at mid-size products
+#: (`mid_range`), Stream-K and data-parallel.
+MID_TILES = tuple({"BM": bm, "BN": bn, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8,
+                   "STAGES": 3, "PAD": 4, "REG_TRANSPOSE": 1}
+                  for bm, bn in ((64, 64), (128, 32), (32, 128)))
+MID_MIN_C, MID_MAX_C = 2**12, 2**25  # outputs (M N batch) of a mid-size product
 
 
 #: The products of the models people run, at the batch sizes of decoding and small batches:
@@ -177,7 +186,7 @@ def grid_candidates(gpu_name: str | None) -> list[tuple[Rung, dict]]:
     base = r14.default(gpu_name)
     for split in (0, 1, 2, 4, 8):
         out.append((r14, {**base, "SPLIT": split, "FIXUP": 2}))
-    for tile in (STREAMK_64, STREAMK_64N):
+    for tile in (STREAMK_64, STREAMK_64N) + MID_TILES:
         for split in (0, 1):
             out.append((r14, {**base, **tile, "SPLIT": split, "FIXUP": 2}))
     for r in registry.MEMBOUND:
@@ -200,4 +209,16 @@ def useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> boo
     2^22, a 2048^2 C); split-K only where its parts get 2 k-iterations or more."""
     if rung in registry.SMALL:
         return rung.serves(M, N, K) and M * N * batch <= 2**22
+    if (cfg.get("BM"), cfg.get("BN"), cfg.get("TM")) in MID_SHAPES \
+            and not mid_range(M, N, K, batch):
+        return False
     return table_useful(rung, cfg, M, N, K, batch)
+
+
+MID_SHAPES = {(t["BM"], t["BN"], t["TM"]) for t in MID_TILES}
+
+
+def mid_range(M: int, N: int, K: int, batch: int = 1) -> bool:
+    """A mid-size product, where MID_TILES are measured: MID_MIN_C <= M N batch <=
+    MID_MAX_C, min(M, N) >= 15 and K >= 16."""
+    return MID_MIN_C <= M * N * batch <= MID_MAX_C and min(M, N) >= 15 and K >= 16
