@@ -84,7 +84,7 @@ def test_auto_and_matmul_at_batches_and_layouts(p):
         assert Problem.of(rec) == p
     want = dispatch.choose(p.M, p.N, p.K, gpu_name=g.name, sm_count=g.sm_count,
                            trans_a=p.trans_a, trans_b=p.trans_b, batch=p.batch,
-                           aligned=operands_aligned(p))
+                           aligned=operands_aligned(p), arch=getattr(g, "arch", ""))
     assert auto["rung"] == want.rung and auto["config"] == dict(want.config)
 
 
