@@ -291,10 +291,20 @@ def _validate(path):
         echo(f"  {w['M']}×{w['N']}×{w['K']} {w['layout']}"
                    f"{' batch ' + str(w['batch']) if w['batch'] > 1 else ''}: chose "
                    f"{w['chosen']} ({w['loss']:.3f} of the best, {w['best']})")
+    from ..dispatch import model
+
+    shipped = model.load_model(table.gpu)
+    m = validate.summary(validate.model_folds(table, shipped[1])) if shipped else {}
+    if m.get("shapes"):
+        echo(f"the cost model, {validate.MODEL_FOLDS}-fold (a tenth of the shapes left out at "
+             f"a time, the rest refitted), against the best modelled candidate measured: "
+             f"median {m['median_loss']:.3f}, {100 * m['within_97']:.0f} % within 3 %, "
+             f"{100 * m['within_90']:.0f} % within 10 % over {m['shapes']} shapes")
     out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"
     write_atomic(out, json.dumps({"kind": "validate", "table": table.label(),
                                   "sources": table.data.get("sources", []),
-                                  "command": results.command_line(), **s}, indent=1) + "\n")
+                                  "command": results.command_line(), **s, "model": m},
+                                 indent=1) + "\n")
     typer.echo(f"results: {out}")
 
 
@@ -315,12 +325,13 @@ def _fit_model():
     def slots_of(rung, cfg):
         return dispatch.geometry(rung, cfg, dispatch.Request(1024, 1024, 1024, name, sms)).slots
 
-    fitted = model.fit_entries(table.entries, slots_of)
+    fitted = model.fit_entries(table.entries, slots_of, name, table.sm_count or sms)
     path = model.write_model(name, table.sm_count or sms, fitted,
                              list(table.data.get("sources", [])))
     for f in fitted:
         echo(f"  {f.rung} {config_key(f.config)}: {f.shapes} shapes, median error "
-             f"{100 * (math.exp(f.error) - 1):.0f} %, {f.slots} slots")
+             f"{100 * (math.exp(f.error) - 1):.0f} %, {f.slots} slots, at most "
+             f"{100 * f.rate:.0f} % of the FP32 rate")
     typer.echo(f"model: {path} ({len(fitted)} candidates)")
 
 

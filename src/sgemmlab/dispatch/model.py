@@ -22,11 +22,18 @@ negative one is dropped and the rest refitted). The fits are made once, by `sgem
 --fit-model` on the machine that builds the package (it needs each candidate's registers
 from ptxas for its block slots), and ship beside the table as <gpu-slug>.model.json.
 
-Leaving a tenth of the table's shapes out at a time and choosing among the candidates
-measured there, the model alone picks within 3 % of the best at about half of them and
-within 10 % at 73 %: no better than the table's own blend where the table has neighbours
-(which is why it serves only past MAX_DISTANCE), and much better than one default tile
-where it has none.
+A fit is trusted only over the products it was fitted to (`Fitted.covers`: outputs M N
+batch and depth K within a factor SPAN_MARGIN of the range its table entries span): the
+mid-size tiles, measured only at mid-size products where launches and memory dominate,
+would otherwise be fitted an iteration time no SM can keep up and chosen for the largest.
+
+`sgemmlab tune --validate` judges the model beside the table's blend: a tenth of the
+table's shapes left out at a time, the candidates refitted on the rest, and the one
+predicted fastest at a left-out shape compared with the best measured there
+(tune/validate.py, `model_folds`). It chooses about as well as the blend does between
+measured shapes, no better (so it serves only past MAX_DISTANCE, where the blend has no
+neighbours), and unlike the rules it never gives a skinny or batched product a tile many
+times its size.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ MIN_SHAPES = 200  # a candidate measured at fewer shapes is not modelled
 TERMS = ("launch", "iterations", "iterations_ta", "iterations_tb", "iterations_unaligned",
          "fixup_mfloats", "traffic_mb")
 SHOWN = 3  # candidates a reason names
+SPAN_MARGIN = 2.0  # a fit serves products up to this factor past the range it was fitted to
 
 
 def _k_step(rung: Rung, cfg: Config, K: int) -> int:
@@ -63,32 +71,53 @@ def _k_step(rung: Rung, cfg: Config, K: int) -> int:
     return K
 
 
-def terms(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, trans_a: bool,
-          trans_b: bool, aligned: bool, slots: int) -> list[float]:
-    """The model's terms (TERMS) for `rung` at `cfg` over one request (module docstring)."""
+def _cover(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, slots: int
+           ) -> tuple[int, int, int]:
+    """(k-iterations on the busiest block slot, partial-tile floats of the fix-up, blocks
+    of work) for `rung` at `cfg` over one product (module docstring)."""
     rows, cols = rung.tile(cfg)
     tiles = -(-M // rows) * -(-N // cols) * batch
     kt = -(-K // _k_step(rung, cfg, K))
     split = cfg.get("SPLIT", 1)
-    partial = 0
     if "streamk" in rung.features and split >= 2:
         parts = min(split, kt)
-        x = -(-tiles * parts // slots) * -(-kt // parts)
-        partial = tiles * parts * rows * cols
-    elif "streamk" in rung.features and split == 0:
+        return (-(-tiles * parts // slots) * -(-kt // parts), tiles * parts * rows * cols,
+                tiles * parts)
+    if "streamk" in rung.features and split == 0:
         p = streamk.plan(0, cfg.get("FIXUP", 0), rows, cols, cfg["BK"], M, N, K, batch, slots)
         x = p.dp_tiles // slots * kt + (-(-p.sk_tiles * kt // p.sk_blocks) if p.sk_tiles else 0)
-        partial = 2 * p.sk_tiles * rows * cols
-    elif "splitk" in rung.features:
+        return x, 2 * p.sk_tiles * rows * cols, max(p.grid, 1)
+    if "splitk" in rung.features:
         p = splitk.plan(split, rows, cols, _k_step(rung, cfg, K), M, N, K, batch, slots,
                         rows_on_x=rung.rows_on_x)
-        x = -(-tiles * p.parts // slots) * -(-kt // p.parts)
-        partial = tiles * p.parts * rows * cols if p.parts > 1 else 0
-    else:
-        x = -(-tiles // slots) * kt
+        return (-(-tiles * p.parts // slots) * -(-kt // p.parts),
+                tiles * p.parts * rows * cols if p.parts > 1 else 0, tiles * p.parts)
+    return -(-tiles // slots) * kt, 0, tiles
+
+
+def terms(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, trans_a: bool,
+          trans_b: bool, aligned: bool, slots: int) -> list[float]:
+    """The model's terms (TERMS) for `rung` at `cfg` over one request (module docstring)."""
+    x, partial, _ = _cover(rung, cfg, M, N, K, batch, slots)
     traffic = 4 * batch * (M * K + K * N + M * N)
     return [1.0, float(x), float(x * trans_a), float(x * trans_b), float(x * (not aligned)),
             partial / 1e6, traffic / 1e6]
+
+
+def full_rate_us(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, slots: int,
+                 gpu_name: str, sm_count: int) -> float:
+    """The time (µs) the busiest slot's k-iterations would take at the SM's whole FP32 rate,
+    shared by the blocks resident beside it (as many as the work fills the SMs with, at
+    most the occupancy's); 0 for a configuration without a block tile and k-tile (rungs
+    15-17)."""
+    from .waves import gpu_limits
+
+    if not {"BM", "BN", "BK"} <= set(cfg):
+        return 0.0
+    g = gpu_limits(gpu_name, sm_count)[0]
+    x, _, blocks = _cover(rung, cfg, M, N, K, batch, slots)
+    share = max(1, min(slots // g.sms, -(-min(blocks, slots) // g.sms)))
+    return x * cfg["BM"] * cfg["BN"] * cfg["BK"] * share / (g.ffma_lanes * g.clock_ghz * 1e3)
 
 
 def fit(rows: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -115,21 +144,41 @@ class Fitted:
     coef: tuple[float, ...]
     shapes: int  # table entries fitted
     error: float  # median |ln(predicted / measured)| over them
+    #: (least, most) outputs M N batch and (least, most) K of the entries fitted
+    span: tuple[int, int, int, int] = (1, 2**62, 1, 2**62)
+    #: the largest share of the SM's FP32 rate its k-iterations reached in any of them
+    rate: float = 1.0
+
+    def covers(self, req: Request) -> bool:
+        """The request's outputs and depth lie within SPAN_MARGIN of the fitted range."""
+        c_lo, c_hi, k_lo, k_hi = self.span
+        c = req.M * req.N * req.batch
+        return (c_lo / SPAN_MARGIN <= c <= c_hi * SPAN_MARGIN
+                and k_lo / SPAN_MARGIN <= req.K <= k_hi * SPAN_MARGIN)
 
     def predict(self, req: Request) -> float:
+        """The fitted time, and never less than the launch cost plus the k-iterations at
+        the best share of the SM's FP32 rate the candidate was measured to reach (`rate`,
+        `full_rate_us`): a fit made mostly of small products, where launches and memory
+        dominate, can promise a large one more than an SM does."""
         r = registry.rung(self.rung)
         t = terms(r, dict(self.config), req.M, req.N, req.K, req.batch, req.trans_a,
                   req.trans_b, req.aligned, self.slots)
-        return float(np.dot(t, self.coef))
+        full = full_rate_us(r, dict(self.config), req.M, req.N, req.K, req.batch, self.slots,
+                            req.gpu_name, req.sm_count)
+        return max(float(np.dot(t, self.coef)), self.coef[0] + full / self.rate)
 
     def as_dict(self) -> dict:
         return {"rung": self.rung, "config": dict(self.config), "slots": self.slots,
-                "coef": list(self.coef), "shapes": self.shapes, "error": self.error}
+                "coef": list(self.coef), "shapes": self.shapes, "error": self.error,
+                "span": list(self.span), "rate": self.rate}
 
 
-def fit_entries(entries: Iterable[Mapping[str, Any]], slots_of) -> list[Fitted]:
-    """A Fitted per candidate measured at MIN_SHAPES or more of `entries` (table entries);
-    `slots_of(rung, config)` gives a candidate's block slots on the GPU."""
+def fit_entries(entries: Iterable[Mapping[str, Any]], slots_of,
+                gpu_name: str = "NVIDIA H200", sm_count: int = 132) -> list[Fitted]:
+    """A Fitted per candidate measured at MIN_SHAPES or more of `entries` (table entries)
+    on `gpu_name`; `slots_of(rung, config)` gives a candidate's block slots there (None:
+    not modelled)."""
     groups: dict[tuple[str, str], list] = {}
     for e in entries:
         try:
@@ -145,6 +194,8 @@ def fit_entries(entries: Iterable[Mapping[str, Any]], slots_of) -> list[Fitted]:
         r = registry.rung(label)
         cfg = dict(group[0]["config"])
         slots = slots_of(r, cfg)
+        if not slots:  # unknown here (a candidate the slots were not given for)
+            continue
         rows = np.array([terms(r, cfg, e["M"], e["N"], e["K"], e.get("batch", 1),
                                e.get("layout", "NN")[0] == "T",
                                e.get("layout", "NN")[1] == "T", e.get("aligned", True), slots)
@@ -152,9 +203,30 @@ def fit_entries(entries: Iterable[Mapping[str, Any]], slots_of) -> list[Fitted]:
         times = np.array([float(e["median_us"]) for e in group])
         coef = fit(rows, times)
         error = float(np.median(np.abs(np.log(np.maximum(rows @ coef, 1e-9) / times))))
+        outputs = [e["M"] * e["N"] * e.get("batch", 1) for e in group]
+        depths = [e["K"] for e in group]
+        full = np.array([full_rate_us(r, cfg, e["M"], e["N"], e["K"], e.get("batch", 1), slots,
+                                      gpu_name, sm_count) for e in group])
+        rate = _best_rate(full, times - coef[0]) if full.any() else 1.0
         out.append(Fitted(label, cfg, slots, tuple(round(float(c), 9) for c in coef),
-                          len(group), round(error, 4)))
+                          len(group), round(error, 4),
+                          (min(outputs), max(outputs), min(depths), max(depths)), rate))
     return out
+
+
+RATE_FROM_US = 100.0  # the rate is read off entries that spent this long past the launch
+RATE_QUANTILE = 0.95  # ... as this quantile of them (one lucky timing does not set it)
+
+
+def _best_rate(peak_us: np.ndarray, busy_us: np.ndarray) -> float:
+    """The share of the FP32 rate a candidate's k-iterations reached: over the entries that
+    spent RATE_FROM_US or more past the launch cost, the RATE_QUANTILE of (their
+    k-iterations at the full rate / that time); 1 where none did (no claim to cap)."""
+    long = busy_us >= RATE_FROM_US
+    if not long.any():
+        return 1.0
+    return round(float(np.clip(np.quantile(peak_us[long] / busy_us[long], RATE_QUANTILE),
+                               0.05, 1.0)), 4)
 
 
 def model_path(gpu_name: str) -> Path:
@@ -186,7 +258,9 @@ def load_model(gpu_name: str) -> tuple[int, list[Fitted]] | None:
             if d.get("schema") == MODEL_SCHEMA and d.get("terms") == list(TERMS):
                 found = (int(d["sm_count"]), [
                     Fitted(c["rung"], dict(c["config"]), int(c["slots"]), tuple(c["coef"]),
-                           int(c["shapes"]), float(c["error"])) for c in d["candidates"]])
+                           int(c["shapes"]), float(c["error"]), tuple(c["span"]),
+                           float(c["rate"]))
+                    for c in d["candidates"]])
         _MODELS[gpu_name] = found
     return _MODELS[gpu_name]
 
@@ -205,7 +279,7 @@ def ranked(req: Request) -> list[tuple[float, Fitted]]:
         r = registry.rung(f.rung)
         if not req.needs <= r.features or not r.serves(req.M, req.N, req.K):
             continue
-        if req.deterministic and not r.deterministic(f.config):
+        if req.deterministic and not r.deterministic(f.config) or not f.covers(req):
             continue
         try:
             us = f.predict(req)

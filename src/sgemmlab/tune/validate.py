@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..dispatch import Request, Table
+from ..dispatch import Request, Table, shape_key
 from ..dispatch.lookup import _key, _usable, blend
 
 
@@ -84,3 +84,48 @@ def summary(misses: list[Miss], worst: int = 10) -> dict:
             "unmeasured": sum(m.chosen_ratio is None for m in misses),
             "worst": [m.as_dict() for m in ranked[:worst]]}
 
+
+
+#: the model's cross-validation: shapes left out a tenth at a time (drawn by this seed)
+MODEL_FOLDS, MODEL_SEED = 10, 1
+
+
+def model_folds(table: Table, fitted, folds: int = MODEL_FOLDS) -> list[Miss]:
+    """How well the cost model (dispatch/model.py) chooses where it has no measurement:
+    the table's shapes split into `folds` parts at random; each part's shapes left out,
+    every modelled candidate refitted on the rest (with `fitted`'s block slots), and the
+    candidate predicted fastest at a left-out shape compared with the best modelled one
+    measured there. One Miss per shape where a modelled candidate was measured."""
+    import random
+
+    from ..dispatch import model
+    from ..registry import config_key
+
+    slots = {(f.rung, config_key(f.config)): f.slots for f in fitted}
+    by_shape = table.shapes()
+    shapes = sorted(by_shape)
+    rng = random.Random(MODEL_SEED)
+    part = {s: rng.randrange(folds) for s in shapes}
+    out = []
+    for f in range(folds):
+        kept = [e for e in table.entries if part[shape_key(e)] != f]
+        refit = model.fit_entries(kept, lambda r, cfg: slots.get((r.label, config_key(cfg))),
+                                  table.gpu, table.sm_count or 132)
+        for shape in (s for s in shapes if part[s] == f):
+            M, N, K, layout, batch = shape
+            entries = by_shape[shape]
+            measured = {(e["rung"], config_key(e["config"])): e for e in entries}
+            req = Request(M, N, K, table.gpu, table.sm_count or 132, layout[0] == "T",
+                          layout[1] == "T", batch, False, bool(entries[0].get("aligned", True)))
+            scored = []
+            for g in refit:
+                e = measured.get((g.rung, config_key(g.config)))
+                if e is not None and _usable(e, req) and g.covers(req):
+                    scored.append((g.predict(req), e))
+            if not scored:
+                continue
+            best = max((e for _, e in scored), key=lambda e: e["vs_cublas"])
+            chosen = min(scored, key=lambda p: p[0])[1]
+            out.append(Miss(shape, _label(best), float(best["vs_cublas"]), _label(chosen),
+                            float(chosen["vs_cublas"])))
+    return out
