@@ -32,7 +32,8 @@ Where the answer comes from, in order:
    (sgemmlab/data/tables/<gpu-slug>.json.gz). A table measured on a GPU with another SM count
    (a MIG slice, say) is not used.
 
-2. **The cost model** (dispatch/model.py), for shapes the table is too far from: every
+2. **The cost model** (dispatch/model.py), for shapes the table is too far from and no
+   memory-bound rung serves (one that does is taken, as on a GPU without a table): every
    candidate measured at 200 or more of the table's shapes has a fitted time, a launch cost
    plus k-iterations on the busiest block slot (waves of its tiles, or its split's) plus
    DRAM traffic; the candidate predicted fastest runs. It ships beside the table
@@ -223,10 +224,10 @@ def _decide(req: Request) -> Choice:
                    f"(and {family[0].label} was not measured around it)")
             notes.append(f"nearest measured shape {e['M']}×{e['N']}×{e['K']} "
                          f"{e.get('layout', 'NN')} is at distance {d:.2f} {why}")
+    if family:  # where a memory-bound rung serves, it stays the choice (dispatch/model.py)
+        return from_family(req, family[0], notes)
     if table is not None and (best := model.ranked(req)):
         return from_model(req, best, notes)
-    if family:
-        return from_family(req, family[0], notes)
     return heuristic(req, rungs, notes, small_rungs(req))
 
 
