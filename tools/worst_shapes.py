@@ -4,7 +4,8 @@ sgemmlab.matmul on the same operands, every kernel of one call: its name (cuBLAS
 carry the tile, the stages and the split), grid, block, registers, shared memory and device
 time; beside them the dispatcher's choice (rung, configuration, decomposition, the table
 entry and its distance) as the results file recorded it, and the waves each grid makes on
-the GPU's SMs. The reason a shape loses is read off that line: a tile that leaves SMs idle,
+the GPU's SMs (the choice recomputed here where the record has none: `matmul` records
+do not carry it). The reason a shape loses is read off that line: a tile that leaves SMs idle,
 a split cuBLAS makes and dispatch does not, a packing copy, host time.
 
     python tools/worst_shapes.py RESULTS.json[.gz] [--worst 10] [--kernel matmul]
@@ -26,8 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import torch  # noqa: E402
 
 import sgemmlab  # noqa: E402
+from sgemmlab import dispatch  # noqa: E402
 from sgemmlab.bench import problems, results  # noqa: E402
 from sgemmlab.bench.check import random_operands  # noqa: E402
+from sgemmlab.bench.runner import operands_aligned  # noqa: E402
 from sgemmlab.runtime.device import gpu_info  # noqa: E402
 
 CALLS = 3  # profiled calls a side (the last one is reported: the first may compile)
@@ -89,14 +92,19 @@ def main() -> None:
         p = problems.key(r)
         A, B, _ = random_operands(p.M, p.N, p.K, batch=p.batch, layout=p.layout, pad=p.pad,
                                   generator=gen)
+        choice = dispatch.choose(p.M, p.N, p.K, gpu_name=gpu.name, sm_count=gpu.sm_count,
+                                 trans_a=p.trans_a, trans_b=p.trans_b, batch=p.batch,
+                                 aligned=operands_aligned(p), arch=getattr(gpu, "arch", ""))
         row = {"problem": str(p), "vs_cublas": r["vs_cublas"], "median_us": r.get("median_us"),
-               "cublas_us": r.get("cublas_median_us"), "dispatch": r.get("dispatch"),
+               "cublas_us": r.get("cublas_median_us"), "dispatch": r.get("dispatch") or {
+                   "rung": choice.rung, "config": dict(choice.config),
+                   "decomposition": choice.decomposition, "source": choice.source},
                "cublas": _kernels(lambda: torch.matmul(A, B), sms),
                "sgemmlab": _kernels(lambda: sgemmlab.matmul(A, B), sms)}
         run["records"].append(row)
         d = row["dispatch"] or {}
-        print(f"{p}  {r['vs_cublas']:.3f}  dispatch: {d.get('rung')} {d.get('config')} "
-              f"{d.get('decomposition')} distance {d.get('distance')}")
+        print(f"{p}  {r['vs_cublas']:.3f}  dispatch ({d.get('source')}): {d.get('rung')} "
+              f"{d.get('config')} {d.get('decomposition')}")
         for side in ("cublas", "sgemmlab"):
             for k in row[side]:
                 print(f"  {side:8s} {k['us']:>8} us  grid {k['grid']} ({k['waves']} waves) "
