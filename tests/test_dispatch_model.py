@@ -74,3 +74,19 @@ def test_without_a_model_for_the_gpu_the_rules_decide():
     c = dispatch.choose(10093, 4, 3793, gpu_name=GPU, sm_count=114, trans_a=True, batch=17,
                         aligned=False)
     assert c.source == "heuristic"
+
+
+def test_the_model_transfer_moves_the_blend_off_a_tile_that_leaves_sms_idle():
+    """6155 x 292 x 968: the plain blend takes rung 25's 128 x 256 tiles, which won at the
+    larger neighbours (16384 x 251, 4093 x 1024) but make 98 tiles for 132 SMs here (0.56
+    of cuBLAS in a mixed run). Carried through the model, the neighbours' ratios pick a
+    decomposition that streams or splits; off (0), the blend is the plain one."""
+    from sgemmlab.dispatch import Request, lookup
+
+    table = dispatch.load_table(GPU)
+    req = Request(6155, 292, 968, GPU, SMS)
+    plain = lookup.blend(table, req)
+    assert lookup.blend(table, req, transfer=0.0).entry is plain.entry
+    assert plain.entry["rung"] == "25_hoisted_steady"
+    moved = lookup.blend(table, req, transfer=0.5).entry
+    assert moved is not plain.entry and dict(moved["config"]).get("SPLIT", 1) != 1

@@ -291,10 +291,17 @@ def _validate(path):
         echo(f"  {w['M']}×{w['N']}×{w['K']} {w['layout']}"
                    f"{' batch ' + str(w['batch']) if w['batch'] > 1 else ''}: chose "
                    f"{w['chosen']} ({w['loss']:.3f} of the best, {w['best']})")
-    from ..dispatch import model
+    from ..dispatch import lookup, model
 
     shipped = model.load_model(table.gpu)
     m = validate.summary(validate.model_folds(table, shipped[1])) if shipped else {}
+    tried = validate.TRANSFER_TRIED
+    t = validate.summary(validate.leave_one_out(table, transfer=tried)) \
+        if shipped and tried != lookup.MODEL_TRANSFER else {}
+    if t.get("shapes"):
+        echo(f"the blend with MODEL_TRANSFER = {tried} (now {lookup.MODEL_TRANSFER}): median "
+             f"{t['median_loss']:.3f}, {100 * t['within_97']:.0f} % within 3 %, "
+             f"{100 * t['within_90']:.0f} % within 10 %; {t['unmeasured']} unmeasured")
     if m.get("shapes"):
         echo(f"the cost model, {validate.MODEL_FOLDS}-fold (a tenth of the shapes left out at "
              f"a time, the rest refitted), against the best modelled candidate measured: "
@@ -303,7 +310,8 @@ def _validate(path):
     out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"
     write_atomic(out, json.dumps({"kind": "validate", "table": table.label(),
                                   "sources": table.data.get("sources", []),
-                                  "command": results.command_line(), **s, "model": m},
+                                  "command": results.command_line(), **s, "model": m,
+                                  "transfer": {"tried": tried, **t} if t else {}},
                                  indent=1) + "\n")
     typer.echo(f"results: {out}")
 

@@ -43,6 +43,14 @@ NEIGHBOURS = 8  # measured shapes a blended choice is scored over
 BLEND_RADIUS = 2.0  # ... at most this far away
 SUPPORT = 0.3  # a candidate needs measurements carrying this share of the weight
 WEIGHT_POWER = 2  # a neighbour at distance d weighs 1 / (d + 0.05)^WEIGHT_POWER
+#: How much of the cost model's predicted change from a neighbour to the request the blend
+#: applies to the neighbour's ratio (0: none, the plain blend). A candidate's ratio at a
+#: neighbour n is carried to the request as ln r_n + MODEL_TRANSFER * ln(t(n) / t(req)),
+#: t the model's time for that candidate (dispatch/model.py, `fit_for`): a 128 x 256 tile
+#: that won at 16384 x 251 then counts less at 6155 x 292, where it leaves SMs idle. In
+#: leave-one-out over the H200 table 0.5 chose a little better than 0 (`sgemmlab tune
+#: --validate` prints both); not yet measured in a bench, so it stays off.
+MODEL_TRANSFER = 0.0
 
 
 _LEGAL: dict[tuple, Rung | None] = {}  # (rung label, configuration items) -> _known's answer
@@ -148,10 +156,27 @@ def _index(table: Table) -> _Index:
     return hit[1]
 
 
-def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: False
-          ) -> Blend | None:
+def _transfer(table: Table, req: Request, key: tuple, usable: list[dict], share: float):
+    """entry -> ln(model time at the neighbour `key` / model time at the request) times
+    `share`, for the usable entries of that neighbour (0 where no fit stands for one)."""
+    from . import model
+
+    M, N, K, layout, batch = key
+    there = Request(M, N, K, req.gpu_name, req.sm_count, layout[0] == "T", layout[1] == "T",
+                    batch, req.deterministic, aligned_of(usable[0]))
+    out = {}
+    for e in usable:
+        f = model.fit_for(table.gpu, e["rung"], e["config"])
+        out[id(e)] = share * math.log(f.predict(there) / f.predict(req)) if f else 0.0
+    return out
+
+
+def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: False,
+          transfer: float | None = None) -> Blend | None:
     """The table's choice for the request (module docstring), or None when no measured shape
-    has a usable entry. `skip(shape_key)` leaves shapes out (leave-one-out validation)."""
+    has a usable entry. `skip(shape_key)` leaves shapes out (leave-one-out validation);
+    `transfer` overrides MODEL_TRANSFER."""
+    share = MODEL_TRANSFER if transfer is None else transfer
     idx = _index(table)
     dist = idx.distances(req)
     around = []  # (distance, usable entries, all entries): the nearest usable shapes
@@ -162,23 +187,24 @@ def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: 
         if skip(idx.keys[i]):
             continue
         if usable := idx.usable(i, req):
-            around.append((d, usable, idx.known(i)))
+            around.append((d, usable, idx.known(i), idx.keys[i]))
     if not around:
         return None
-    d0, usable0, known0 = around[0]
+    d0, usable0, known0, _ = around[0]
     overall0 = min(known0, key=_rank)
     if d0 == 0 or len(around) == 1:  # this very shape, or the only one within reach
         top = min(usable0, key=_rank)
         return Blend(top, d0, overall0 if overall0 is not top else None, 1,
                      float(top["vs_cublas"]), candidates=frozenset(e["rung"] for e in usable0))
     near = around
-    weights = [1.0 / (d + 0.05) ** WEIGHT_POWER for d, _, _ in near]
+    weights = [1.0 / (d + 0.05) ** WEIGHT_POWER for d, _, _, _ in near]
     total = sum(weights)
     sums: dict[tuple, list] = {}  # candidate -> [sum w ln r, sum w, nearest entry]
-    for (d, usable, _), w in zip(near, weights):
+    for (d, usable, _, key), w in zip(near, weights):
+        moved = _transfer(table, req, key, usable, share) if share else {}
         for e in usable:
             acc = sums.setdefault(_key(e), [0.0, 0.0, e])
-            acc[0] += w * math.log(max(float(e["vs_cublas"]), 1e-9))
+            acc[0] += w * (math.log(max(float(e["vs_cublas"]), 1e-9)) + moved.get(id(e), 0.0))
             acc[1] += w
     scored = sorted(((acc[0] / acc[1], k, acc[2]) for k, acc in sums.items()
                      if acc[1] >= SUPPORT * total), key=lambda x: (-x[0], x[1]))

@@ -275,6 +275,28 @@ def load_model(gpu_name: str) -> tuple[int, list[Fitted]] | None:
 cache.on_clear(_MODELS.clear)
 
 
+PROXY_KEYS = ("BM", "BN", "SPLIT", "RM", "RN", "WARPS")  # what a stand-in fit must share
+
+
+def fit_for(gpu_name: str, rung: str, config: Mapping[str, int]) -> Fitted | None:
+    """The fit that stands for a candidate: its own, else the one of its rung (or of the
+    rung it derives from: 22-25 from 14 and 13) sharing most of PROXY_KEYS with it (the
+    tile, the split); None without a model."""
+    got = load_model(gpu_name)
+    if got is None:
+        return None
+    key = config_key(config)
+    exact = [f for f in got[1] if f.rung == rung and config_key(f.config) == key]
+    if exact:
+        return exact[0]
+    r = registry.rung(rung)
+    base = registry.rung(r.base).label if r.base is not None else rung
+    same = [f for f in got[1] if f.rung == base]
+    if not same:
+        return None
+    return max(same, key=lambda f: sum(f.config.get(k) == config.get(k) for k in PROXY_KEYS))
+
+
 def ranked(req: Request) -> list[tuple[float, Fitted]]:
     """The modelled candidates that can serve `req`, fastest predicted first (empty without
     a model for this GPU and SM count)."""

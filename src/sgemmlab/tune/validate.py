@@ -46,9 +46,10 @@ def _label(e: dict) -> str:
     return " ".join(_key(e))
 
 
-def leave_one_out(table: Table, gpu_name: str | None = None, sm_count: int | None = None
-                  ) -> list[Miss]:
-    """One Miss per measured shape of the table (see the module docstring)."""
+def leave_one_out(table: Table, gpu_name: str | None = None, sm_count: int | None = None,
+                  transfer: float | None = None) -> list[Miss]:
+    """One Miss per measured shape of the table (see the module docstring); `transfer`:
+    the blend's lookup.MODEL_TRANSFER for this run."""
     gpu_name = gpu_name or table.gpu
     sm_count = sm_count or table.sm_count or 132
     out = []
@@ -60,7 +61,7 @@ def leave_one_out(table: Table, gpu_name: str | None = None, sm_count: int | Non
         if not usable:
             continue
         best = max(usable, key=lambda e: e["vs_cublas"])
-        hit = blend(table, req, skip=lambda s, me=shape: s == me)
+        hit = blend(table, req, skip=lambda s, me=shape: s == me, transfer=transfer)
         if hit is None:
             continue
         mine = {_key(e): e for e in usable}
@@ -86,6 +87,8 @@ def summary(misses: list[Miss], worst: int = 10) -> dict:
 
 
 
+#: the blend's MODEL_TRANSFER that --validate tries beside the one in force
+TRANSFER_TRIED = 0.5
 #: the model's cross-validation: shapes left out a tenth at a time (drawn by this seed)
 MODEL_FOLDS, MODEL_SEED = 10, 1
 
