@@ -23,9 +23,11 @@ negative one is dropped and the rest refitted). The fits are made once, by `sgem
 from ptxas for its block slots), and ship beside the table as <gpu-slug>.model.json.
 
 A fit is trusted only over the products it was fitted to (`Fitted.covers`: outputs M N
-batch and depth K within a factor SPAN_MARGIN of the range its table entries span): the
-mid-size tiles, measured only at mid-size products where launches and memory dominate,
-would otherwise be fitted an iteration time no SM can keep up and chosen for the largest.
+batch and depth K within a factor SPAN_MARGIN of the range its table entries span), and it
+never predicts k-iterations faster than the best share of the SM's FP32 rate its candidate
+reached in the table (`Fitted.rate`, `full_rate_us`): the mid-size tiles, measured only at
+mid-size products where launches and memory dominate, were otherwise fitted an iteration
+time no SM can keep up and chosen for the largest.
 
 Where a memory-bound rung (15-17, registry.FAMILY) serves a request the table is too far
 from, that rung runs, not the model's choice: the fits are of isolated calls, where a launch
@@ -37,10 +39,10 @@ hides the kernel, and the model's small tiles lost to the family's kernels back 
 `sgemmlab tune --validate` judges the model beside the table's blend: a tenth of the
 table's shapes left out at a time, the candidates refitted on the rest, and the one
 predicted fastest at a left-out shape compared with the best measured there
-(tune/validate.py, `model_folds`). It chooses about as well as the blend does between
-measured shapes, no better (so it serves only past MAX_DISTANCE, where the blend has no
-neighbours), and unlike the rules it never gives a skinny or batched product a tile many
-times its size.
+(tune/validate.py, `model_folds`). Between measured shapes it chooses about as well as the
+blend (lookup.MODEL_TRANSFER lets the blend use it there), so alone it serves only past
+MAX_DISTANCE, where the blend has no neighbours; unlike the rules it never gives a skinny
+or batched product a tile many times its size.
 """
 
 from __future__ import annotations
