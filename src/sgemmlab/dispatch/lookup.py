@@ -167,7 +167,11 @@ def _transfer(table: Table, req: Request, key: tuple, usable: list[dict], share:
     out = {}
     for e in usable:
         f = model.fit_for(table.gpu, e["rung"], e["config"])
-        out[id(e)] = share * math.log(f.predict(there) / f.predict(req)) if f else 0.0
+        try:
+            a, b = (f.predict(there), f.predict(req)) if f else (0.0, 0.0)
+        except (OverflowError, ValueError):  # a grid the candidate cannot launch
+            a = b = 0.0
+        out[id(e)] = share * math.log(a / b) if a > 0 and b > 0 else 0.0
     return out
 
 
@@ -179,7 +183,7 @@ def blend(table: Table, req: Request, skip: Callable[[tuple], bool] = lambda k: 
     share = MODEL_TRANSFER if transfer is None else transfer
     idx = _index(table)
     dist = idx.distances(req)
-    around = []  # (distance, usable entries, all entries): the nearest usable shapes
+    around = []  # (distance, usable entries, all entries, shape): the nearest usable shapes
     for i in np.argsort(dist, kind="stable"):
         d = float(dist[i])
         if around and (len(around) >= NEIGHBOURS or d > BLEND_RADIUS):
