@@ -26,6 +26,7 @@ def test_the_shipped_model_is_the_fit_of_the_shipped_table():
         assert new.shapes == old.shapes >= model.MIN_SHAPES
         assert np.allclose(new.coef, old.coef, rtol=1e-6, atol=1e-9), old.rung
         assert min(old.coef) >= 0 and old.error < 0.3  # median error under 35 %
+        assert new.span == old.span and new.rate == old.rate and 0 < old.rate <= 1
 
 
 def test_the_fit_recovers_known_coefficients_and_drops_a_negative_one():
@@ -90,3 +91,21 @@ def test_the_model_transfer_moves_the_blend_off_a_tile_that_leaves_sms_idle():
     assert plain.entry["rung"] == "25_hoisted_steady"
     moved = lookup.blend(table, req, transfer=0.5).entry
     assert moved is not plain.entry and dict(moved["config"]).get("SPLIT", 1) != 1
+
+
+def test_a_broken_model_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    bad = tmp_path / "nvidia-h200.model.json"
+    bad.write_text('{"schema": "sgemmlab.model/1", "terms": %s, "sm_count": 132, '
+                   '"candidates": [{"rung": "14_streamk"}]}' % list(model.TERMS)
+                   .__repr__().replace("'", '"'))
+    monkeypatch.setattr(model, "model_path", lambda gpu: bad)
+    dispatch.clear_cache()  # forgets the loaded model and the cached choices
+    try:
+        with pytest.warns(UserWarning, match="not a cost model"):
+            assert model.load_model(GPU) is None
+        c = dispatch.choose(10093, 4, 3793, gpu_name=GPU, sm_count=SMS, trans_a=True,
+                            batch=17, aligned=False)
+        assert c.source == "heuristic"
+    finally:
+        monkeypatch.undo()
+        dispatch.clear_cache()

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -155,7 +156,7 @@ class Fitted:
     error: float  # median |ln(predicted / measured)| over them
     #: (least, most) outputs M N batch and (least, most) K of the entries fitted
     span: tuple[int, int, int, int] = (1, 2**62, 1, 2**62)
-    #: the largest share of the SM's FP32 rate its k-iterations reached in any of them
+    #: the share of the SM's FP32 rate its k-iterations reached (`_best_rate`)
     rate: float = 1.0
 
     def covers(self, req: Request) -> bool:
@@ -258,18 +259,24 @@ _MODELS: dict[str, tuple[int, list[Fitted]] | None] = {}
 
 
 def load_model(gpu_name: str) -> tuple[int, list[Fitted]] | None:
-    """(SM count, fitted candidates) shipped for this GPU, or None."""
+    """(SM count, fitted candidates) shipped for this GPU, or None. A file that does not
+    read as this schema is skipped with a warning (the rules decide then), never fatal to
+    a GEMM, as a broken table is."""
     if gpu_name not in _MODELS:
         path = model_path(gpu_name)
         found = None
         if path.is_file():
-            d = json.loads(path.read_text())
-            if d.get("schema") == MODEL_SCHEMA and d.get("terms") == list(TERMS):
-                found = (int(d["sm_count"]), [
-                    Fitted(c["rung"], dict(c["config"]), int(c["slots"]), tuple(c["coef"]),
-                           int(c["shapes"]), float(c["error"]), tuple(c["span"]),
-                           float(c["rate"]))
-                    for c in d["candidates"]])
+            try:
+                d = json.loads(path.read_text())
+                if d.get("schema") == MODEL_SCHEMA and d.get("terms") == list(TERMS):
+                    found = (int(d["sm_count"]), [
+                        Fitted(c["rung"], dict(c["config"]), int(c["slots"]),
+                               tuple(float(x) for x in c["coef"]), int(c["shapes"]),
+                               float(c["error"]), tuple(c["span"]), float(c["rate"]))
+                        for c in d["candidates"]])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                warnings.warn(f"{path}: not a cost model sgemmlab can read ({exc!r}); "
+                              "ignored", stacklevel=2)
         _MODELS[gpu_name] = found
     return _MODELS[gpu_name]
 

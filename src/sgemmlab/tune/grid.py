@@ -62,6 +62,7 @@ MID_TILES = tuple({"BM": bm, "BN": bn, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "T
                    "STAGES": 3, "PAD": 4, "REG_TRANSPOSE": 1}
                   for bm, bn in ((64, 64), (128, 32), (32, 128)))
 MID_MIN_C, MID_MAX_C = 2**12, 2**25  # outputs (M N batch) of a mid-size product
+MID_SHAPES = {(t["BM"], t["BN"], t["TM"]) for t in MID_TILES}  # how `useful` knows them
 
 
 #: The products of the models people run, at the batch sizes of decoding and small batches:
@@ -214,8 +215,6 @@ def useful(rung: Rung, cfg: dict, M: int, N: int, K: int, batch: int = 1) -> boo
         return False
     return table_useful(rung, cfg, M, N, K, batch)
 
-
-MID_SHAPES = {(t["BM"], t["BN"], t["TM"]) for t in MID_TILES}
 
 
 def mid_range(M: int, N: int, K: int, batch: int = 1) -> bool:
