@@ -36,6 +36,8 @@ def _gemm(M=4096, N=3072, K=1024, ta=False, tb=True, batch=1, ldb=None, ldc=None
     ({"M": 4096, "N": 512}, True),
     ({"M": 4095}, False),  # fewer rows than PACK_MIN_M: the copy would cost more
     ({"M": 8192, "N": 252}, False),  # fewer outputs than PACK_MIN_OUTPUTS
+    ({"K": 4}, False),  # K under PACK_MIN_K: C's bytes bound it, the copy adds a launch
+    ({"K": 256}, True),
     ({"tb": False}, False),  # B already row-major
     ({"ta": True}, False),
     ({"batch": 2}, False),
@@ -188,21 +190,30 @@ def _misaligned(M=2470, N=6014, K=1534, ta=False, tb=False, lda=None, ldb=None, 
     ({"ta": True, "K": 1536, "N": 6016, "M": 2471}, "A", True),  # A column-major, M odd
     ({"tb": True, "N": 6016}, "AB", True),  # B column-major along an odd K
 ])
+@pytest.mark.parametrize("keep", [True, False])
 def test_a_misaligned_ffma_bound_product_copies_what_closes_the_float4_paths(
-        change, copies, store4):
+        change, copies, store4, keep, monkeypatch):
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_LAYOUT", keep)
     g = _misaligned(**change)
     assert not plan_mod.aligned(g, True)
     st = plan_mod.staging(g, True, "ieee")
     assert "".join("AB"[cp.slot] for cp in st.copies) == copies
     assert st.store4 == store4
     gp = st.gemm
-    assert plan_mod.aligned(dataclasses.replace(gp, ldc=-(-gp.ldc // 4) * 4, N=-(-gp.N // 4) * 4,
-                                                K=-(-gp.K // 4) * 4), True)
+    r4 = lambda n: -(-n // 4) * 4  # noqa: E731
+    assert plan_mod.aligned(dataclasses.replace(gp, ldc=r4(gp.ldc), M=r4(gp.M), N=r4(gp.N),
+                                                K=r4(gp.K)), True)
     for cp in st.copies:
-        assert cp.ld % 4 == 0 and cp.ld >= cp.cols
-        if cp.slot == 0:
+        assert cp.ld % 4 == 0 and cp.ld >= cp.cols and not (cp.column_major and cp.transposes)
+        if cp.slot == 0 and g.trans_a and keep:  # A's columns, padded: A stays column-major
+            assert (cp.rows, cp.cols, gp.lda, gp.trans_a) == (g.K, g.M, cp.ld, True)
+            assert (cp.row_step, cp.col_step, cp.column_major) == (g.lda, 1, True)
+        elif cp.slot == 0:
             assert (cp.rows, cp.cols, gp.lda, gp.trans_a) == (g.M, g.K, cp.ld, False)
             assert (cp.row_step, cp.col_step) == ((1, g.lda) if g.trans_a else (g.lda, 1))
+        elif g.trans_b and keep:
+            assert (cp.rows, cp.cols, gp.ldb, gp.trans_b) == (g.N, g.K, cp.ld, True)
+            assert (cp.row_step, cp.col_step, cp.column_major) == (g.ldb, 1, True)
         else:
             assert (cp.rows, cp.cols, gp.ldb, gp.trans_b) == (g.K, g.N, cp.ld, False)
             assert (cp.row_step, cp.col_step) == ((1, g.ldb) if g.trans_b else (g.ldb, 1))

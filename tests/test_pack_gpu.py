@@ -166,11 +166,16 @@ MISALIGNED = [
 ]
 
 
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "row-major"])
 @pytest.mark.parametrize("beta", [0.0, -0.5], ids=["beta0", "beta"])
 @pytest.mark.parametrize("M, N, K, layout, how, copies", MISALIGNED,
                          ids=lambda v: str(v))
 def test_a_misaligned_product_runs_on_aligned_copies(M, N, K, layout, how, copies, beta,
-                                                     monkeypatch):
+                                                     keep, monkeypatch):
+    if layout == "NN" and not keep:
+        pytest.skip("row-major operands are copied row-major either way")
+    # column-major operands: kept column-major (padded columns) or transposed row-major
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_LAYOUT", keep)
     if min(M, N, K) < plan_mod.STAGE_MIN_MN:  # small shapes: the gate lowered to them, and
         for name in ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS"):
             monkeypatch.setattr(plan_mod, name, 1)

@@ -4,7 +4,7 @@
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
-#                               matrix large mix worst
+#                               matrix large mix worst stagepair
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -20,6 +20,16 @@ mkdir -p "$OUT" results/nvidia-h200
 [ -n "${SGEMMLAB_GIT_COMMIT:-}" ] || echo "WARNING: SGEMMLAB_GIT_COMMIT is not set; results \
 files will name whatever commit this copy's .git says"
 sg() { python3 -m sgemmlab "$@"; }
+# sg with dispatch's lookup.MODEL_TRANSFER set to $TRANSFER where it is given
+transfer() {
+  if [ -n "${TRANSFER:-}" ]; then
+    python3 -c "import sys; from sgemmlab.dispatch import lookup
+lookup.MODEL_TRANSFER = float(sys.argv.pop(1)); from sgemmlab.cli import main; main()" \
+      "$TRANSFER" "$@"
+  else
+    sg "$@"
+  fi
+}
 # the GPU tests, on this cache and its prebuilt cubins (by default a test session makes a
 # fresh cache of its own: tests/conftest.py)
 gpu_tests() {
@@ -86,11 +96,17 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       sg bench --random "${COUNT:-200}" --seed "${SEED:-2026}" -k auto -k matmul -b none \
         --quiet || status=1 ;;
     mix)  # issue 34: COUNT log-uniform problems of every kind (layouts, misaligned, padded,
-      # batched; --mix) through the API, in MODE (isolated or throughput); CONFIRM=1: 15 rounds
+      # batched; --mix) through the API, in MODE (isolated or throughput); CONFIRM=1: 15 rounds;
+      # TRANSFER=x: dispatch's lookup.MODEL_TRANSFER set to x (the results file records it)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"
-      sg bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix -k matmul \
-        -b none --mode "${MODE:-isolated}" $([ "${CONFIRM:-0}" = 1 ] && echo --confirm) \
-        --quiet || status=1 ;;
+      transfer bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix \
+        -k matmul -b none --mode "${MODE:-isolated}" \
+        $([ "${CONFIRM:-0}" = 1 ] && echo --confirm) --quiet || status=1 ;;
+    stagepair)  # misaligned problems of the mixed sets of STAGE_SEEDS, in place and packed
+      # (tools/stage_pair.py), every STAGE_EVERY'th
+      python3 tools/stage_pair.py $(for s in ${STAGE_SEEDS:?the seeds}; do echo --seed $s; done) \
+        --every "${STAGE_EVERY:-1}" --rounds "${STAGE_ROUNDS:-3}" --calls "${STAGE_CALLS:-10}" \
+        || status=1 ;;
     worst)  # what cuBLAS and sgemmlab launch at the worst problems of the newest random bench
       f=${WORST_FILE:-$(ls -t results/nvidia-h200/bench-random-*.json* | head -1)}
       python3 tools/worst_shapes.py "$f" --worst "${WORST:-12}" || status=1 ;;

@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sgemmlab import registry  # noqa: E402
 from sgemmlab.runtime.compiler import cache_dir, cache_key, compile_kernel  # noqa: E402
@@ -82,6 +83,66 @@ def work() -> list[tuple[str, dict]]:
     return out
 
 
+def plan_work(problems, settings=((True, True),), gates_open: bool = False,
+              transfers=(None,)) -> list[tuple[str, dict]]:
+    """The (source, macros) the plans of `problems` (bench.problems.Problem) load on the
+    H200, one plan per (plan.STAGE, plan.STAGE_KEEP_LAYOUT) in `settings` and
+    lookup.MODEL_TRANSFER in `transfers` (dispatch run here on the shipped table; the
+    packing gate lowered to every size with `gates_open`, as tools/stage_pair.py does),
+    with the pack kernel: a device run that needs nothing else (one experiment, one mixed
+    set) carries these instead of every candidate's."""
+    import types
+
+    from sgemmlab import dispatch
+    from sgemmlab import plan as plan_mod
+    from sgemmlab.bench.runner import operands_aligned
+    from sgemmlab.dispatch import lookup
+    from sgemmlab.runtime.limits import whole_chunks
+
+    plan_mod.gpu_info = lambda dev: types.SimpleNamespace(name=GPU, sm_count=132, arch=ARCH)
+    gates = ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS")
+    saved = {name: getattr(plan_mod, name) for name in gates} | {
+        "MODEL_TRANSFER": lookup.MODEL_TRANSFER}
+    if gates_open:
+        for name in gates:
+            setattr(plan_mod, name, 1)
+    out = [("pack.cu", {})]
+    for transfer in transfers:
+        if transfer is not None:
+            lookup.MODEL_TRANSFER = transfer
+        dispatch.clear_cache()
+        out += _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks)
+    for name in gates:
+        setattr(plan_mod, name, saved[name])
+    lookup.MODEL_TRANSFER = saved["MODEL_TRANSFER"]
+    dispatch.clear_cache()
+    return list({(s, tuple(sorted(m.items()))): (s, m) for s, m in out}.values())
+
+
+def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
+    out = []
+    for p in problems:
+        lda, ldb, ldc = p.lds()
+        sa, sb = lda * (p.K if p.trans_a else p.M), ldb * (p.N if p.trans_b else p.K)
+        g = plan_mod.Gemm(p.M, p.N, p.K, p.batch, p.trans_a, p.trans_b, lda, ldb, ldc,
+                          sa if p.batch > 1 else 0, sb if p.batch > 1 else 0,
+                          ldc * p.M if p.batch > 1 else 0, False, (p.M, p.N))
+        for stage, keep in settings:
+            plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = stage, keep
+            pl = plan_mod.make_plan(g, 0, None, None, False, True)
+            if pl.rung is None or pl.rung.supports("tma"):
+                continue
+            gm, st = pl.gemm, pl.staging
+            vec4 = st is not None or (operands_aligned(p) and whole_chunks(
+                gm.M, gm.N, gm.K, gm.trans_a, gm.trans_b))
+            store4 = st.store4 if st is not None else True
+            for s4 in {store4, True}:  # True: the aligned side of tools/stage_pair.py
+                out.append((pl.rung.source, pl.rung.macros(pl.config) | variant_macros(
+                    pl.rung, vec4, gm.trans_a, gm.trans_b, NO_SOURCE, s4)))
+    plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = True, True
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--since", help="also pack every cubin written since this ISO time")
@@ -90,8 +151,27 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--compile-only", action="store_true",
                     help="fill the compile cache and pack nothing (on the GPU machine)")
+    ap.add_argument("--mix", type=int, action="append", metavar="SEED",
+                    help="only the plans of this seed's mixed set (300 problems)")
+    ap.add_argument("--transfer", type=float, action="append",
+                    help="--mix: with lookup.MODEL_TRANSFER at each of these values")
+    ap.add_argument("--stage-pair", type=int, action="append", metavar="SEED",
+                    help="only the plans tools/stage_pair.py --seed SEED makes")
     args = ap.parse_args()
-    items = work()
+    if args.mix or args.stage_pair:
+        from stage_pair import mix_problems
+
+        from sgemmlab.bench import problems as problems_mod
+        from sgemmlab.bench import suites
+
+        todo = [p for seed in args.mix or () for p in suites.random_mix(300, seed)]
+        items = plan_work(todo, transfers=args.transfer or (None,))
+        if args.stage_pair:
+            todo = [problems_mod.Problem(M, N, K, 1, layout, pad)
+                    for M, N, K, layout, pad in mix_problems(args.stage_pair, 1)]
+            items += plan_work(todo, ((False, True), (True, False), (True, True)), True)
+    else:
+        items = work()
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         problems = [p for p in pool.map(_one, items) if p]

@@ -41,9 +41,13 @@ BOUND_LIMIT = 256  # bound launches kept per plan
 #: at 8192 rows the copy took every product from 0.95-0.98 of cuBLAS to 0.98-1.02, at 4096
 #: rows it won 9 of 10, at 2048 it won 7 (by 0.7-3.6 %) and lost 2-5 % at the three weights
 #: with K = 1024, and at 512 and 1024 rows it lost all ten. PACK_B = False turns it off.
+#: Below PACK_MIN_K the product is bound by C's bytes, not by its FFMAs, and the copy only
+#: adds a launch (a mixed random set ran 14846x276x4 NT at 0.52-0.60 of cuBLAS on a copied
+#: B: bench-random-mix-300-s3403-20261203T140202Z).
 PACK_B = True
 PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
+PACK_MIN_K = 256
 #: Misaligned operands (a row length or leading dimension not a multiple of 4 floats, or a
 #: base off 16 bytes) close the float4 paths. A large product (both sides and K at least
 #: STAGE_MIN_MN and STAGE_MIN_K; K at least STAGE_MIN_K_T where a copy also transposes a
@@ -68,6 +72,10 @@ STAGE_MIN_FLOPS = 2**27
 #: REG_TRANSPOSE=1 (rung 25 at 128x256 tiles: 1232 stall cycles against 1146 at 0, by
 #: inspect/sass.analyse); tools/stage_pair.py measures both before dispatch uses it.
 STAGE_REG_TRANSPOSE: int | None = None
+#: A column-major operand that closes the float4 paths is copied column-major, its columns
+#: padded to whole chunks (a straight copy; the product then runs in the caller's layout,
+#: on the table's aligned entries of that layout), instead of transposed row-major.
+STAGE_KEEP_LAYOUT = True
 
 
 def dims(shape) -> str:
@@ -372,18 +380,20 @@ def aligned(g: Gemm, pointers_aligned: bool) -> bool:
         (g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c))
 
 
-def packs_b(M: int, N: int, trans_a: bool, trans_b: bool, batch: int, precision: str) -> bool:
+def packs_b(M: int, N: int, K: int, trans_a: bool, trans_b: bool, batch: int,
+            precision: str) -> bool:
     """Whether a product of this shape and layout (the kernels' terms) reads a row-major copy
-    of its column-major B (PACK_B): exact FP32, one product, A row-major, at PACK_MIN_M rows
-    and PACK_MIN_OUTPUTS outputs or more (and, `packed_b`, the float4 paths open)."""
+    of its column-major B (PACK_B): exact FP32, one product, A row-major, at PACK_MIN_M rows,
+    PACK_MIN_OUTPUTS outputs and PACK_MIN_K or more (and, `packed_b`, the float4 paths
+    open)."""
     return PACK_B and precision == "ieee" and trans_b and not trans_a and batch == 1 and \
-        M >= PACK_MIN_M and M * N >= PACK_MIN_OUTPUTS
+        M >= PACK_MIN_M and M * N >= PACK_MIN_OUTPUTS and K >= PACK_MIN_K
 
 
 def packed_b(g: Gemm, pointers_aligned: bool, precision: str) -> Gemm | None:
     """The product a plan launches on a row-major copy of g's B (`packs_b`), or None where
     B is read where it is."""
-    if not (packs_b(g.M, g.N, g.trans_a, g.trans_b, g.batch, precision)
+    if not (packs_b(g.M, g.N, g.K, g.trans_a, g.trans_b, g.batch, precision)
             and aligned(g, pointers_aligned)):
         return None
     return dataclasses.replace(g, trans_b=False, ldb=_round4(g.N))
@@ -407,6 +417,10 @@ class Staging:
         out = []
         for cp in self.copies:
             name = "AB"[cp.slot]
+            if cp.column_major:
+                out.append(f"{name} ({cp.cols}x{cp.rows}) copied into a column-major copy, "
+                           f"columns {cp.ld} floats apart")
+                continue
             how = "transposed" if cp.transposes else "copied"
             out.append(f"{name} ({cp.rows}x{cp.cols}) {how} into a row-major copy, rows "
                        f"{cp.ld} floats apart")
@@ -415,11 +429,11 @@ class Staging:
         return out
 
 
-def stages(M: int, N: int, K: int, batch: int, precision: str, transposes: bool) -> bool:
+def stages(M: int, N: int, K: int, batch: int, precision: str, column_major: bool) -> bool:
     """Whether a misaligned product of this size is packed (STAGE): exact FP32, one
-    product, large enough (`transposes`: a copy turns a column-major operand row-major)."""
+    product, large enough (`column_major`: a column-major operand is copied)."""
     return STAGE and precision == "ieee" and batch == 1 and min(M, N) >= STAGE_MIN_MN and \
-        K >= (STAGE_MIN_K_T if transposes else STAGE_MIN_K) and M * N * K >= STAGE_MIN_FLOPS
+        K >= (STAGE_MIN_K_T if column_major else STAGE_MIN_K) and M * N * K >= STAGE_MIN_FLOPS
 
 
 def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
@@ -431,17 +445,27 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         return None if gp is None else Staging(gp, (Copy(1, g.K, g.N, 1, g.ldb, gp.ldb),),
                                                True)
     copies, changes = [], {}
+    keep = STAGE_KEEP_LAYOUT
     if not (pointers_aligned and g.lda % 4 == 0 and (g.M if g.trans_a else g.K) % 4 == 0):
-        ld = _round4(g.K)
-        steps = (1, g.lda) if g.trans_a else (g.lda, 1)
-        copies.append(Copy(0, g.M, g.K, *steps, ld))
-        changes.update(trans_a=False, lda=ld)
+        if g.trans_a and keep:  # A's columns (K of them, M long) padded to whole chunks
+            copies.append(Copy(0, g.K, g.M, g.lda, 1, _round4(g.M), True))
+            changes.update(lda=_round4(g.M))
+        else:
+            ld = _round4(g.K)
+            steps = (1, g.lda) if g.trans_a else (g.lda, 1)
+            copies.append(Copy(0, g.M, g.K, *steps, ld))
+            changes.update(trans_a=False, lda=ld)
     if not (pointers_aligned and g.ldb % 4 == 0 and (g.K if g.trans_b else g.N) % 4 == 0):
-        ld = _round4(g.N)
-        steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
-        copies.append(Copy(1, g.K, g.N, *steps, ld))
-        changes.update(trans_b=False, ldb=ld)
-    if not stages(g.M, g.N, g.K, g.batch, precision, any(cp.transposes for cp in copies)):
+        if g.trans_b and keep:  # B's columns (N of them, K long)
+            copies.append(Copy(1, g.N, g.K, g.ldb, 1, _round4(g.K), True))
+            changes.update(ldb=_round4(g.K))
+        else:
+            ld = _round4(g.N)
+            steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
+            copies.append(Copy(1, g.K, g.N, *steps, ld))
+            changes.update(trans_b=False, ldb=ld)
+    column_major = any(cp.transposes or cp.column_major for cp in copies)
+    if not stages(g.M, g.N, g.K, g.batch, precision, column_major):
         return None
     store4 = pointers_aligned and g.ldc % 4 == 0
     return Staging(dataclasses.replace(g, **changes), tuple(copies), store4)

@@ -7,7 +7,7 @@
       "created": ISO-8601 UTC time,
       "environment": {gpu, compute_capability, sm_count, l2_bytes, driver,
                       sm_clock_mhz_before, sm_clock_mhz_after, versions{...},
-                      git_commit, git_dirty, source_digest},
+                      git_commit, git_dirty, source_digest, dispatch_settings{...}},
       "method": {launches_per_round, rounds, warmup, mode, grouped, l2_flush_bytes},
       "ceilings": {ffma_tflops, copy_tbps, source},
       "notes": [what was skipped and why, ...],
@@ -117,7 +117,26 @@ def environment(gpu) -> dict[str, Any]:
         "sm_count": gpu.sm_count, "l2_bytes": gpu.l2_bytes, "driver": driver,
         "sm_clock_mhz_before": sm_clock_mhz(), "versions": versions(),
         **git_state(), "source_digest": source_digest(), "host": platform.node(),
+        "dispatch_settings": dispatch_settings(),
     }
+
+
+#: the module settings that change what matmul runs without changing a file: an experiment
+#: that sets one (tools/h200.sh's TRANSFER, a tool's packing gate) is told apart by them
+SETTINGS = {"dispatch.lookup": ("MODEL_TRANSFER",),
+            "plan": ("STAGE", "STAGE_KEEP_LAYOUT", "STAGE_MIN_MN", "STAGE_MIN_K",
+                     "STAGE_MIN_K_T", "STAGE_MIN_FLOPS", "PACK_B", "PACK_MIN_M",
+                     "PACK_MIN_OUTPUTS", "PACK_MIN_K")}
+
+
+def dispatch_settings() -> dict[str, Any]:
+    import importlib
+
+    out = {}
+    for name, keys in SETTINGS.items():
+        mod = importlib.import_module(f"sgemmlab.{name}")
+        out.update({f"{name}.{k}": getattr(mod, k) for k in keys if hasattr(mod, k)})
+    return out
 
 
 def command_line() -> str:

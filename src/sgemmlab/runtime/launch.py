@@ -453,7 +453,8 @@ class Copy:
     (kernels/pack.cu): element (r, c) of `rows` x `cols` at `row_step` r + `col_step` c
     floats from the operand's pointer (slot 0: A, 1: B, in the kernels' terms), to r `ld`
     + c in the copy, whose columns from `cols` to `ld` are zeros (`ld` a multiple of 4:
-    rows of whole float4 chunks)."""
+    rows of whole float4 chunks). `column_major`: the rows are the operand's columns (a
+    column-major operand kept column-major, its columns padded: a straight copy)."""
 
     slot: int
     rows: int
@@ -461,6 +462,7 @@ class Copy:
     row_step: int
     col_step: int
     ld: int
+    column_major: bool = False
 
     @property
     def bytes(self) -> int:
