@@ -28,6 +28,7 @@ from sgemmlab.bench.check import check_result
 from sgemmlab.errors import ConfigError
 from sgemmlab.plan import describe
 from sgemmlab.registry import config_key
+from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime.arrays import stream_for
 from sgemmlab.runtime.launch import Launcher
 from sgemmlab.runtime.limits import vec4_ok
@@ -44,7 +45,9 @@ TINY_MN = (1, 2, 3, 7, 8, 13, 16, 17, 31, 64, 127, 1000, 4097, 4099)
 LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
 LAYOUT_IDS = ["NN", "TN", "NT", "TT"]
 #: how an operand lies in its buffer: (extra floats before it, leading dimension for an
-#: inner extent n); "padded" keeps float4 legal, "odd-ld" and "offset" force the scalar path
+#: inner extent n); "padded" keeps float4 legal, "odd-ld" and "offset" force the scalar path;
+#: "odd-ab" (A and B odd-ld, C padded): rung 17's float4 path, which only C's rows decide
+#: (its "vec4_c" feature), with every other rung's scalar one
 MODES = {
     "tight": lambda n: (0, n),
     "padded": lambda n: (0, (n + 3) // 4 * 4 + 4),
@@ -99,6 +102,26 @@ def _launch(rung, cfg, M, N, K, alpha, beta, A, B, C, ta, tb):
     torch.cuda.synchronize()
 
 
+def _variant_vec4(rung, M, N, K, A, B, C, ta, tb) -> bool:
+    """Whether the launcher bound the float4 variant for these operands (it loads it)."""
+    seen = []
+    real = launch_mod.load
+
+    def spy(r, cfg, vec4, *args, **kw):
+        seen.append(vec4)
+        return real(r, cfg, vec4, *args, **kw)
+
+    launch_mod.load = spy
+    try:
+        stream = stream_for(int(_torch().cuda.current_stream().cuda_stream), 0)
+        Launcher(rung, rung.seed).bind(M, N, K, 1.0, A.view.data_ptr(), A.ld,
+                                       B.view.data_ptr(), B.ld, 0.0, C.view.data_ptr(), C.ld,
+                                       stream, trans_a=ta, trans_b=tb)
+    finally:
+        launch_mod.load = real
+    return seen[-1]
+
+
 def _run(rung, cfg, M, N, K, *, alpha=1.0, beta=0.0, ta=False, tb=False, mode="tight",
          api=False, operands=None):
     """One product, checked against float64; nothing around A, B or C may change. api: through
@@ -106,9 +129,10 @@ def _run(rung, cfg, M, N, K, *, alpha=1.0, beta=0.0, ta=False, tb=False, mode="t
     (C, A, B) for repeat runs; `operands` reuses them (C is then reset first)."""
     torch = _torch()
     if operands is None:
-        A = Operand(M, K, ta, mode).fill_random()
-        B = Operand(K, N, tb, mode).fill_random()
-        C = Operand(M, N, False, mode, fill=SENTINEL)
+        ab_mode, c_mode = ("odd-ld", "padded") if mode == "odd-ab" else (mode, mode)
+        A = Operand(M, K, ta, ab_mode).fill_random()
+        B = Operand(K, N, tb, ab_mode).fill_random()
+        C = Operand(M, N, False, c_mode, fill=SENTINEL)
     else:
         C, A, B = operands
     C.view.copy_(torch.full((M, N), NAN, device="cuda") if beta == 0
@@ -184,7 +208,7 @@ LAYOUT_SHAPES = {
 }
 
 
-@pytest.mark.parametrize("mode", ["padded", "odd-ld", "offset"])
+@pytest.mark.parametrize("mode", ["padded", "odd-ld", "offset", "odd-ab"])
 @pytest.mark.parametrize("ta, tb", LAYOUTS, ids=LAYOUT_IDS)
 @pytest.mark.parametrize("rung", [R15, R16, R17], ids=["r15", "r16", "r17"])
 def test_every_layout_aligned_and_not(rung, ta, tb, mode):
@@ -194,6 +218,9 @@ def test_every_layout_aligned_and_not(rung, ta, tb, mode):
                        mode=mode)
         assert vec4_ok((A.view.data_ptr(), B.view.data_ptr(), C.view.data_ptr()),
                        (A.ld, B.ld, C.ld)) == (mode == "padded"), "the mode picks the variant"
+        if rung is R17:  # its float4 variant wherever the pointers and C's rows allow
+            assert _variant_vec4(rung, M, N, K, A, B, C, ta, tb) == (
+                mode in ("padded", "odd-ab"))
 
 
 API_SHAPES = {15: [(2, 4097, 1000), (13, 127, 33), (16, 8191, 4097)],
@@ -350,7 +377,7 @@ DEEP_LAYOUT_SHAPES = [(1, 4099, 17), (17, 1, 64), (127, 4097, 19), (4099, 13, 31
                       (1000, 1000, 33), (31, 64, 47), (2, 2, 32), (1, 1, 64), (4099, 4099, 64)]
 
 
-@pytest.mark.parametrize("mode", ["padded", "odd-ld", "offset"])
+@pytest.mark.parametrize("mode", ["padded", "odd-ld", "offset", "odd-ab"])
 @pytest.mark.parametrize("ta, tb", LAYOUTS, ids=LAYOUT_IDS)
 def test_tiny_k_past_16_every_layout_aligned_and_not(ta, tb, mode):
     for i, (M, N, K) in enumerate(DEEP_LAYOUT_SHAPES):

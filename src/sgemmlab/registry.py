@@ -81,8 +81,12 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:              (kernels/epilogue.cuh's Source);
 #:   "store4"   SGEMM_STORE4=0 (with SGEMM_VEC4) writes C element by element while A and B
 #:              are still read by float4: a packed plan's aligned copies into a C whose rows
-#:              are not 16-byte aligned (plan.staging).
-FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source", "store4"})
+#:              are not 16-byte aligned (plan.staging);
+#:   "vec4_c"   SGEMM_VEC4 governs C's accesses alone (A and B are staged element by
+#:              element whatever their alignment): the float4 variant runs wherever the
+#:              pointers and C's rows allow, whatever A's and B's leading dimensions.
+FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source", "store4",
+                      "vec4_c"})
 
 #: What a rung computes in: "ieee" exact FP32 on the FMA units (every rung but the tensor
 #: ones), "tf32x3" FP32-accurate on the tensor cores (three TF32 products), "tf32" NOT FP32.
@@ -715,7 +719,7 @@ MEMBOUND: tuple[Rung, ...] = (
                            "28 for the sums, pointers and indices; K > 16: 4*8 sums, 4*4 of B "
                            "or C, 4 of A and 28)", _tiny_k_threads),
         ),
-        rows_on_x=True, vectorized=True, features=frozenset({"layouts", "source"}),
+        rows_on_x=True, vectorized=True, features=frozenset({"layouts", "source", "vec4_c"}),
         domain=f"K <= 64 and N <= {_TINY_K_MAX_N} (any M, A and B in either layout)",
         serves=lambda M, N, K: K <= 64 and N <= _TINY_K_MAX_N,
         preferred=lambda M, N, K: K <= 16 and N <= _TINY_K_MAX_N,

@@ -298,6 +298,10 @@ class Launcher:
         if padded:  # a packed plan's copies: rows padded to whole chunks, C as it lies
             vec4 = vec4_ok((a, b), (lda, ldb))
             store4 = store4 and vec4_ok((c, x), (ldc, ldx))
+        elif rung.supports("vec4_c"):  # C's rows alone decide (every pointer still must
+            # be aligned: a plan's key knows the three pointers' alignment as one)
+            vec4 = vec4_ok((a, b, c, x), (ldc, ldx, stride_c))
+            store4 = True
         else:
             vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
                 (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
