@@ -193,7 +193,8 @@ def _misaligned(M=2470, N=6014, K=1534, ta=False, tb=False, lda=None, ldb=None, 
 @pytest.mark.parametrize("keep", [True, False])
 def test_a_misaligned_ffma_bound_product_copies_what_closes_the_float4_paths(
         change, copies, store4, keep, monkeypatch):
-    monkeypatch.setattr(plan_mod, "STAGE_KEEP_LAYOUT", keep)
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_A", keep)
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_B", keep)
     g = _misaligned(**change)
     assert not plan_mod.aligned(g, True)
     st = plan_mod.staging(g, True, "ieee")
@@ -223,19 +224,33 @@ def test_a_misaligned_ffma_bound_product_copies_what_closes_the_float4_paths(
 
 
 @pytest.mark.parametrize("change", [
-    {"M": 16}, {"N": 16}, {"K": 64},  # not FFMA-bound: the copies would cost more
-    {"M": 300, "N": 300, "K": 1000},  # fewer than 2^27 multiply-adds
-    {"M": 1000}, {"N": 1023}, {"K": 1023},  # a side or K under STAGE_MIN_MN, STAGE_MIN_K
-    {"ta": True, "M": 2471, "K": 511},  # a transposing copy: K under STAGE_MIN_K_T
+    {"M": 16}, {"N": 16},  # not FFMA-bound: the copies would cost more
+    {"K": 63},  # under STAGE_MIN_K: C's bytes bound it
+    {"M": 300, "N": 300, "K": 1000},  # 1.8e8 FLOP: about 9 µs against two copies' 25
+    {"M": 61, "N": 3505, "K": 1753},  # a copy of B (25 MB) for a thin product
 ])
 def test_small_or_memory_bound_products_read_in_place(change):
     assert plan_mod.staging(_misaligned(**change), True, "ieee") is None
 
 
-def test_a_copy_that_transposes_pays_from_a_shorter_k():
-    g = _misaligned(ta=True, M=2471, K=600)
-    assert [cp.slot for cp in plan_mod.staging(g, True, "ieee").copies] == [0, 1]
-    assert plan_mod.staging(_misaligned(K=600), True, "ieee") is None
+@pytest.mark.parametrize("change", [{}, {"ta": True, "M": 16221, "N": 368, "K": 2561},
+                                    {"tb": True, "M": 1127, "N": 3886, "K": 1325}])
+def test_a_product_packs_where_the_copies_cost_at_most_a_share_of_it(change, monkeypatch):
+    """The gate is the predicted cost: copies (STAGE_COPY_US each plus STAGE_COPY_US_PER_MB
+    per MB) against STAGE_SHARE of the product at STAGE_RATE: a share just under the
+    ratio reads in place, just over it packs."""
+    g = _misaligned(**change)
+    monkeypatch.setattr(plan_mod, "STAGE_SHARE", 1e30)
+    copies = plan_mod.staging(g, True, "ieee").copies
+    copy_us = sum(plan_mod.STAGE_COPY_US + plan_mod.STAGE_COPY_US_PER_MB * cp.bytes / 1e6
+                  for cp in copies)
+    product_us = 2.0 * g.M * g.N * g.K / plan_mod.STAGE_RATE
+    for share, packs in ((copy_us / product_us * 0.99, False), (copy_us / product_us * 1.01,
+                                                                 True)):
+        monkeypatch.setattr(plan_mod, "STAGE_SHARE", share)
+        assert (plan_mod.staging(g, True, "ieee") is not None) == packs, share
+    monkeypatch.undo()
+    assert plan_mod.staging(g, True, "ieee") is not None  # these pay at the shipped share
 
 
 def test_staging_needs_exact_fp32_one_product_and_can_be_turned_off(monkeypatch):

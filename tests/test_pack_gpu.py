@@ -162,7 +162,7 @@ MISALIGNED = [
     (67, 45, 129, "TN", "contig", "AB"),  # A column-major, M odd
     (67, 45, 129, "NT", "contig", "AB"),  # B column-major, K odd
     (61, 37, 97, "TT", "ld", "AB"),
-    (1031, 1029, 1027, "NN", "contig", "AB"),  # FFMA-bound at the real gate
+    (1531, 1529, 1527, "NN", "contig", "AB"),  # FFMA-bound at the real gate
 ]
 
 
@@ -175,10 +175,10 @@ def test_a_misaligned_product_runs_on_aligned_copies(M, N, K, layout, how, copie
     if layout == "NN" and not keep:
         pytest.skip("row-major operands are copied row-major either way")
     # column-major operands: kept column-major (padded columns) or transposed row-major
-    monkeypatch.setattr(plan_mod, "STAGE_KEEP_LAYOUT", keep)
-    if min(M, N, K) < plan_mod.STAGE_MIN_MN:  # small shapes: the gate lowered to them, and
-        for name in ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS"):
-            monkeypatch.setattr(plan_mod, name, 1)
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_A", keep)
+    monkeypatch.setattr(plan_mod, "STAGE_KEEP_B", keep)
+    if min(M, N, K) < 1024:  # small shapes: the gate lowered to them, and
+        monkeypatch.setattr(plan_mod, "STAGE_SHARE", 1e30)
         # a rung that writes C element by element (what dispatch picks at large shapes;
         # at these, rung 18), Stream-K's atomic fix-up or data-parallel by the shape
         rung = plan_mod.registry.rung(24 if (M + N) % 2 else 25)

@@ -211,8 +211,7 @@ import sgemmlab
 from sgemmlab import plan
 
 plan.PACK_MIN_M, plan.PACK_MIN_OUTPUTS = 1, 1
-for name in ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS"):
-    setattr(plan, name, 1)
+plan.STAGE_SHARE = 1e30
 choose = plan.choose_rung
 for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4), (67, 45, 33)]:
     a = torch.rand(M, K, device="cuda") * 2 - 1
@@ -235,6 +234,14 @@ for M, N, K in [(68, 44, 36), (300, 132, 1000), (4, 260, 4), (67, 45, 33)]:
             lin(torch.rand(M, K + 1, device="cuda"))
             torch.nn.functional.linear(x, w, c[0])
     torch.cuda.synchronize()
+# rung 17 on A and B whose rows are not 16-byte multiples beside an aligned C: its float4
+# variant (the "vec4_c" feature), K <= 16 and past it
+for K in (7, 33):
+    x = torch.rand(300, K + 2, device="cuda")[:, :K]
+    y = torch.rand(K, 261, device="cuda")[:, :260]
+    sgemmlab.matmul(x, y, kernel=17)
+    sgemmlab.matmul(x, y.t().contiguous().t(), kernel=17)
+torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """
 

@@ -83,10 +83,11 @@ def work() -> list[tuple[str, dict]]:
     return out
 
 
-def plan_work(problems, settings=((True, True),), gates_open: bool = False,
+def plan_work(problems, settings=((True, None),), gates_open: bool = False,
               transfers=(None,)) -> list[tuple[str, dict]]:
     """The (source, macros) the plans of `problems` (bench.problems.Problem) load on the
-    H200, one plan per (plan.STAGE, plan.STAGE_KEEP_LAYOUT) in `settings` and
+    H200, one plan per (plan.STAGE, keep) in `settings` (keep: None for the module's
+    STAGE_KEEP_A and _B, else both set to it) and
     lookup.MODEL_TRANSFER in `transfers` (dispatch run here on the shipped table; the
     packing gate lowered to every size with `gates_open`, as tools/stage_pair.py does),
     with the pack kernel: a device run that needs nothing else (one experiment, one mixed
@@ -100,27 +101,25 @@ def plan_work(problems, settings=((True, True),), gates_open: bool = False,
     from sgemmlab.runtime.limits import whole_chunks
 
     plan_mod.gpu_info = lambda dev: types.SimpleNamespace(name=GPU, sm_count=132, arch=ARCH)
-    gates = ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS")
-    saved = {name: getattr(plan_mod, name) for name in gates} | {
-        "MODEL_TRANSFER": lookup.MODEL_TRANSFER}
+    saved = {"STAGE_SHARE": plan_mod.STAGE_SHARE, "MODEL_TRANSFER": lookup.MODEL_TRANSFER,
+             "keep": (plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B)}
     if gates_open:
-        for name in gates:
-            setattr(plan_mod, name, 1)
+        plan_mod.STAGE_SHARE = 1e30
     out = [("pack.cu", {})]
     for transfer in transfers:
         if transfer is not None:
             lookup.MODEL_TRANSFER = transfer
         dispatch.clear_cache()
         out += _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks)
-    for name in gates:
-        setattr(plan_mod, name, saved[name])
+    plan_mod.STAGE_SHARE = saved["STAGE_SHARE"]
+    plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B = saved["keep"]
     lookup.MODEL_TRANSFER = saved["MODEL_TRANSFER"]
     dispatch.clear_cache()
     return list({(s, tuple(sorted(m.items()))): (s, m) for s, m in out}.values())
 
 
 def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
-    out = []
+    out, defaults = [], (plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B)
     for p in problems:
         lda, ldb, ldc = p.lds()
         sa, sb = lda * (p.K if p.trans_a else p.M), ldb * (p.N if p.trans_b else p.K)
@@ -128,7 +127,9 @@ def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
                           sa if p.batch > 1 else 0, sb if p.batch > 1 else 0,
                           ldc * p.M if p.batch > 1 else 0, False, (p.M, p.N))
         for stage, keep in settings:
-            plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = stage, keep
+            plan_mod.STAGE = stage
+            plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B = defaults if keep is None else (
+                keep, keep)
             pl = plan_mod.make_plan(g, 0, None, None, False, True)
             if pl.rung is None or pl.rung.supports("tma"):
                 continue
@@ -139,7 +140,7 @@ def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
             for s4 in {store4, True}:  # True: the aligned side of tools/stage_pair.py
                 out.append((pl.rung.source, pl.rung.macros(pl.config) | variant_macros(
                     pl.rung, vec4, gm.trans_a, gm.trans_b, NO_SOURCE, s4)))
-    plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = True, True
+    plan_mod.STAGE = True
     return out
 
 

@@ -3,13 +3,14 @@
     torch          torch.matmul (cuBLAS, TF32 off) on the misaligned operands
     in_place       sgemmlab reading them where they are (plan.STAGE off: scalar variants)
     transposed     a packed plan whose column-major operands are copied row-major
-    kept           a packed plan whose copies keep the caller's layout (STAGE_KEEP_LAYOUT)
+    kept           a packed plan whose copies keep the caller's layout (plan.STAGE_KEEP_A
+                   and STAGE_KEEP_B both on; by default only A keeps its layout)
     aligned        sgemmlab on the same matrices stored with every leading dimension
                    padded to a multiple of 4 (no copy: the aligned speed a packed plan
                    can reach; kept - aligned is what its copies cost)
     torch_aligned  torch.matmul on those padded operands (does cuBLAS lose to misalignment?)
 
-Every packed side has the gate lowered (plan.STAGE_MIN_*), so every problem packs. Back to
+Every packed side has the gate lowered (plan.STAGE_SHARE), so every problem packs. Back to
 back, in alternating rounds; ratios are torch's median over each side's (torch_aligned's
 over aligned's). Every side is checked against float64 first.
 
@@ -44,7 +45,6 @@ SHAPES = [(2470, 6014, 1534, "NN"), (971, 4102, 377, "NN"), (203, 87, 12790, "NN
           (2047, 2049, 1023, "TN"), (2047, 2049, 1023, "NT"), (1031, 3001, 2003, "TT"),
           (768, 3071, 767, "NN")]
 MIN_FLOPS = 2**25
-GATES = ("STAGE_MIN_MN", "STAGE_MIN_K", "STAGE_MIN_K_T", "STAGE_MIN_FLOPS")
 
 
 def mix_problems(seeds: list[int], every: int) -> list[tuple[int, int, int, str, int]]:
@@ -71,10 +71,11 @@ def _operand(rows: int, cols: int, col_major: bool, pad: int, padded4: bool):
 
 
 def _side(a, b, want, stage: bool, keep: bool, pad: int):
-    """The product's launch on a plan made with STAGE = `stage` (and STAGE_KEEP_LAYOUT =
+    """The product's launch on a plan made with STAGE = `stage` (and STAGE_KEEP_A and _B =
     `keep`; C's rows `pad` floats longer), checked once: (its plan, the launch, C), kept
     alive by the caller."""
-    plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = stage, keep
+    saved = plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B
+    plan_mod.STAGE, plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B = stage, keep, keep
     M, N = a.shape[0], b.shape[1]
     c = torch.full((M, N + pad), float("nan"), device="cuda")[:, :N]
     g = plan_mod.describe((tuple(a.shape), a.stride()), (tuple(b.shape), b.stride()),
@@ -86,7 +87,7 @@ def _side(a, b, want, stage: bool, keep: bool, pad: int):
     torch.cuda.synchronize()
     err = ((c.double() - want).abs().max() / want.abs().max()).item()
     assert err < 1e-4 and not c.isnan().any(), (tuple(a.shape), tuple(b.shape), stage, err)
-    plan_mod.STAGE, plan_mod.STAGE_KEEP_LAYOUT = True, True
+    plan_mod.STAGE, (plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B) = True, saved
     return p, fn, c
 
 
@@ -124,9 +125,8 @@ def main() -> None:
     args, gpu, run = pairing.start("stage-pair", __doc__, [0])
     run["notes"].append(f"problems: {'the fixed list' if fixed else f'seeds {seeds}'}")
     todo = [(*s, 0) for s in SHAPES] if fixed or not seeds else mix_problems(seeds, every)
-    saved = {name: getattr(plan_mod, name) for name in GATES}
-    for name in GATES:
-        setattr(plan_mod, name, 1)
+    saved = plan_mod.STAGE_SHARE
+    plan_mod.STAGE_SHARE = 1e30
     for M, N, K, layout, pad in todo:
         ta, tb = layout[0] == "T", layout[1] == "T"
         a = _operand(M, K, ta, pad, False)
@@ -163,8 +163,7 @@ def main() -> None:
               f"({rec['aligned_vs_torch_aligned']:.3f} of torch aligned "
               f"{med['torch_aligned']:8.1f})", flush=True)
         del keep
-    for name, v in saved.items():
-        setattr(plan_mod, name, v)
+    plan_mod.STAGE_SHARE = saved
     pairing.finish(run, gpu, "stage-pair")
 
 

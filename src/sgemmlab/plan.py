@@ -49,33 +49,42 @@ PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
 PACK_MIN_K = 256
 #: Misaligned operands (a row length or leading dimension not a multiple of 4 floats, or a
-#: base off 16 bytes) close the float4 paths. A large product (both sides and K at least
-#: STAGE_MIN_MN and STAGE_MIN_K; K at least STAGE_MIN_K_T where a copy also transposes a
-#: column-major operand) instead copies each such A or B into the workspace, row-major, rows
-#: padded with zeros to whole chunks (one pass over the operand), and reads the copies by
-#: float4; a C that is not aligned is written element by element by a rung with the
-#: "store4" feature. Measured at 17 misaligned shapes (tools/stage_pair.py,
-#: results/nvidia-h200/stage-pair-20261203T112737Z.json, every shape packed): the copies won
-#: where they transpose (TN 2047x2049x1023 0.50 -> 0.71 of cuBLAS, TT 1031x3001x2003 0.74 ->
-#: 0.90) and at large NN products (2470x6014x1534 0.84 -> 0.92, 4095^3 0.94 -> 0.97), and
-#: lost where a side or K was small (61x3505x1753 0.67 -> 0.39, 7765x3177x385 0.88 -> 0.81):
-#: there the scalar loads cost less than the copies. It lost at 4097^3 too (0.95 -> 0.86):
-#: the aligned entries near it, measured at 4096, choose a data-parallel rung that the
-#: 33rd row and column of tiles hurt. STAGE = False turns it off.
+#: base off 16 bytes) close the float4 paths. A product that pays for it instead copies each
+#: such A or B into the workspace, its rows (or columns) padded with zeros to whole chunks
+#: (one pass over the operand), and reads the copies by float4; a C that is not aligned is
+#: written element by element by a rung with the "store4" feature. It pays where the copies'
+#: predicted time is at most STAGE_SHARE of the product's: each copy STAGE_COPY_US plus
+#: STAGE_COPY_US_PER_MB per MB written, the product 2MNK at STAGE_RATE FLOP/µs. Measured at
+#: the 51 misaligned products of three mixed random sets, every one packed and read in place
+#: (tools/stage_pair.py, results/nvidia-h200/stage-pair-20261203T162925Z.json, back to back):
+#: the copies cost 12.5 µs each plus 1 µs per MB (a fit of packed minus the same product on
+#: aligned storage); packed by this rule the set's geometric mean is 0.907 of cuBLAS with 29
+#: below 0.9 (in place 0.862 and 34; the former gate of sides and K >= 1024, 0.883 and 31;
+#: the best of the two at every problem 0.936 and 27). cuBLAS itself does not slow down on
+#: misaligned operands there (1.00 of its time on aligned storage), and sgemmlab on aligned
+#: storage would be 1.06. Below STAGE_MIN_K the product is bound by C's bytes, which the FLOP
+#: rate does not see (50x14704x32 TT: 2.34 of cuBLAS in place, 0.92 packed). STAGE = False
+#: turns it off.
 STAGE = True
-STAGE_MIN_MN = 1024
-STAGE_MIN_K = 1024
-STAGE_MIN_K_T = 512
-STAGE_MIN_FLOPS = 2**27
+STAGE_MIN_K = 64
+STAGE_COPY_US = 12.5
+STAGE_COPY_US_PER_MB = 1.0
+STAGE_RATE = 20e6
+STAGE_SHARE = 0.3
 #: A REG_TRANSPOSE for packed plans that write C element by element, in place of the
 #: table's (None: the table's). ptxas schedules the element-wise variant's k-loop worse at
 #: REG_TRANSPOSE=1 (rung 25 at 128x256 tiles: 1232 stall cycles against 1146 at 0, by
 #: inspect/sass.analyse); tools/stage_pair.py measures both before dispatch uses it.
 STAGE_REG_TRANSPOSE: int | None = None
-#: A column-major operand that closes the float4 paths is copied column-major, its columns
-#: padded to whole chunks (a straight copy; the product then runs in the caller's layout,
-#: on the table's aligned entries of that layout), instead of transposed row-major.
-STAGE_KEEP_LAYOUT = True
+#: A column-major A that closes the float4 paths is copied column-major (STAGE_KEEP_A), its
+#: columns padded to whole chunks: a straight copy, and the product keeps reading A along M;
+#: a column-major B is transposed row-major (STAGE_KEEP_B False): the product then reads both
+#: as x @ W^T's packed plan does. In the same run, at the misaligned products: TN kept
+#: 143x13260x1528 0.95 of cuBLAS (transposed 0.91), 16221x368x2560 0.82 (0.66),
+#: 343x1576x413 0.91 (0.81); NT transposed 9135x2042x2502 1.05 (kept 0.90),
+#: 1842x7140x6864 1.20 (1.04); TT even.
+STAGE_KEEP_A = True
+STAGE_KEEP_B = False
 
 
 def dims(shape) -> str:
@@ -429,11 +438,14 @@ class Staging:
         return out
 
 
-def stages(M: int, N: int, K: int, batch: int, precision: str, column_major: bool) -> bool:
-    """Whether a misaligned product of this size is packed (STAGE): exact FP32, one
-    product, large enough (`column_major`: a column-major operand is copied)."""
-    return STAGE and precision == "ieee" and batch == 1 and min(M, N) >= STAGE_MIN_MN and \
-        K >= (STAGE_MIN_K_T if column_major else STAGE_MIN_K) and M * N * K >= STAGE_MIN_FLOPS
+def stages(M: int, N: int, K: int, batch: int, precision: str, copies) -> bool:
+    """Whether a misaligned product packs (STAGE): exact FP32, one product, K at least
+    STAGE_MIN_K, and `copies` predicted to cost at most STAGE_SHARE of the product (the
+    comment above STAGE)."""
+    if not (STAGE and precision == "ieee" and batch == 1 and K >= STAGE_MIN_K):
+        return False
+    copy_us = sum(STAGE_COPY_US + STAGE_COPY_US_PER_MB * cp.bytes / 1e6 for cp in copies)
+    return copy_us <= STAGE_SHARE * 2.0 * M * N * K / STAGE_RATE
 
 
 def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
@@ -445,9 +457,8 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         return None if gp is None else Staging(gp, (Copy(1, g.K, g.N, 1, g.ldb, gp.ldb),),
                                                True)
     copies, changes = [], {}
-    keep = STAGE_KEEP_LAYOUT
     if not (pointers_aligned and g.lda % 4 == 0 and (g.M if g.trans_a else g.K) % 4 == 0):
-        if g.trans_a and keep:  # A's columns (K of them, M long) padded to whole chunks
+        if g.trans_a and STAGE_KEEP_A:  # A's columns (K of them, M long) padded to whole chunks
             copies.append(Copy(0, g.K, g.M, g.lda, 1, _round4(g.M), True))
             changes.update(lda=_round4(g.M))
         else:
@@ -456,7 +467,7 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
             copies.append(Copy(0, g.M, g.K, *steps, ld))
             changes.update(trans_a=False, lda=ld)
     if not (pointers_aligned and g.ldb % 4 == 0 and (g.K if g.trans_b else g.N) % 4 == 0):
-        if g.trans_b and keep:  # B's columns (N of them, K long)
+        if g.trans_b and STAGE_KEEP_B:  # B's columns (N of them, K long)
             copies.append(Copy(1, g.N, g.K, g.ldb, 1, _round4(g.K), True))
             changes.update(ldb=_round4(g.K))
         else:
@@ -464,8 +475,7 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
             steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
             copies.append(Copy(1, g.K, g.N, *steps, ld))
             changes.update(trans_b=False, ldb=ld)
-    column_major = any(cp.transposes or cp.column_major for cp in copies)
-    if not stages(g.M, g.N, g.K, g.batch, precision, column_major):
+    if not stages(g.M, g.N, g.K, g.batch, precision, copies):
         return None
     store4 = pointers_aligned and g.ldc % 4 == 0
     return Staging(dataclasses.replace(g, **changes), tuple(copies), store4)

@@ -124,9 +124,9 @@ def environment(gpu) -> dict[str, Any]:
 #: the module settings that change what matmul runs without changing a file: an experiment
 #: that sets one (tools/h200.sh's TRANSFER, a tool's packing gate) is told apart by them
 SETTINGS = {"dispatch.lookup": ("MODEL_TRANSFER",),
-            "plan": ("STAGE", "STAGE_KEEP_LAYOUT", "STAGE_MIN_MN", "STAGE_MIN_K",
-                     "STAGE_MIN_K_T", "STAGE_MIN_FLOPS", "PACK_B", "PACK_MIN_M",
-                     "PACK_MIN_OUTPUTS", "PACK_MIN_K")}
+            "plan": ("STAGE", "STAGE_MIN_K", "STAGE_KEEP_A", "STAGE_KEEP_B", "STAGE_COPY_US",
+                     "STAGE_COPY_US_PER_MB", "STAGE_RATE", "STAGE_SHARE", "PACK_B",
+                     "PACK_MIN_M", "PACK_MIN_OUTPUTS", "PACK_MIN_K")}
 
 
 def dispatch_settings() -> dict[str, Any]:
