@@ -504,6 +504,19 @@ def test_a_shape_a_family_rung_serves_goes_to_it(isolated_dispatch):
     assert registry.rung(c.rung) in registry.RUNGS
 
 
+def test_a_short_batch_of_large_tiny_k_products_runs_rung_17_one_per_launch(isolated_dispatch):
+    """Rung 17 has no batches: a batch of at most PER_ITEM_BATCH products that each write
+    PER_ITEM_OUTPUTS floats or more runs on it one product per launch; a longer batch, or a
+    batch of small products, stays on a rung with batches."""
+    r17 = registry.rung(17)
+    assert "batched" not in r17.features and r17.preferred(815, 11900, 4)
+    c = dispatch.choose(815, 11900, 4, gpu_name=GPU, sm_count=132, trans_a=True, batch=9)
+    assert c.rung == r17.label and "one launch per product" in c.reason
+    for M, N, batch in ((815, 11900, dispatch.PER_ITEM_BATCH + 1), (64, 4096, 9)):
+        c = dispatch.choose(M, N, 4, gpu_name=GPU, sm_count=132, batch=batch)
+        assert "batched" in registry.rung(c.rung).features, (M, N, batch, c.rung)
+
+
 def test_explain_refuses_what_the_api_refuses(no_gpu):
     out = explain(3000000000, 2, 2)
     assert out.exit_code == 2 and "M = 3000000000 does not fit the kernels' 32-bit" in out.output

@@ -422,3 +422,28 @@ def test_tiny_k_past_16_more_than_65535_row_tiles():
     assert R17.is_legal(cfg)
     _run(R17, cfg, 65536 * 32 + 5, 3, 20, beta=0.5, mode="padded")
     _run(R17, cfg, 65536 * 32 + 5, 3, 33, ta=True, mode="odd-ld")
+
+
+@pytest.mark.parametrize("ta", [False, True], ids=["NN", "TN"])
+def test_a_short_batch_of_tiny_k_products_runs_one_per_launch(ta):
+    """dispatch.PER_ITEM_BATCH: rung 17 (no batches) computes each product of a short batch
+    in a launch of its own; every product checked, an output poisoned first."""
+    from sgemmlab import dispatch
+    from sgemmlab.runtime.device import gpu_info
+
+    torch = _torch()
+    batch, M, N, K = 3, 1031, 4099, 5
+    g = gpu_info(0)
+    c = dispatch.choose(M, N, K, gpu_name=g.name, sm_count=g.sm_count, trans_a=ta,
+                        batch=batch, aligned=False, arch=g.arch)
+    assert c.rung == R17.label, c.reason
+    a = torch.rand(batch, K, M, device="cuda").transpose(1, 2) if ta else \
+        torch.rand(batch, M, K, device="cuda")
+    b = torch.rand(batch, K, N, device="cuda") * 2 - 1
+    out = torch.full((batch, M, N), NAN, device="cuda")
+    sgemmlab.matmul(a, b, out=out)
+    torch.cuda.synchronize()
+    for i in range(batch):
+        ab = a[i].double() @ b[i].double()
+        res = check_result(out[i], ab, K, alpha_ab=ab)
+        assert res.ok, f"product {i}: {res.reason}"

@@ -254,10 +254,29 @@ def small_rungs(req: Request) -> list[Rung]:
             and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
 
 
+#: A short batch of products a family rung claims runs on it one product per launch
+#: (plan.Plan's per_item) where the rung has no batches and each product writes at least
+#: PER_ITEM_OUTPUTS floats, so that a launch's cost hides behind its stores: the big-tile
+#: rungs' k-tiles are mostly padding at such K (a mixed random set ran 9 x 815x11900x4 TN at
+#: 0.29-0.33 of cuBLAS and 3 x 1610x6151x21 TN at 0.38-0.48 on 128x256 tiles of BK = 8:
+#: results/nvidia-h200/bench-random-mix-300-s3404-20261203T162552Z and ...162730Z).
+PER_ITEM_BATCH = 16
+PER_ITEM_OUTPUTS = 2**22
+
+
+def per_item(req: Request, r: Rung) -> bool:
+    """Whether `r` serves the batch `req` one product per launch (PER_ITEM_BATCH)."""
+    return req.batch > 1 and "batched" not in r.features and req.batch <= PER_ITEM_BATCH \
+        and req.M * req.N >= PER_ITEM_OUTPUTS
+
+
 def family_rungs(req: Request) -> list[Rung]:
     """Rungs of registry.FAMILY that claim the request (`preferred`: the memory-bound ones)
-    and serve it, in the registry's order (the first is the one chosen)."""
-    return [r for r in registry.FAMILY if req.needs <= r.features
+    and serve it, in the registry's order (the first is the one chosen); a short batch of
+    large products also on one without batches (`per_item`)."""
+    return [r for r in registry.FAMILY
+            if (req.needs <= r.features or per_item(req, r)
+                and req.needs - {"batched"} <= r.features)
             and r.preferred(req.M, req.N, req.K) and r.serves(req.M, req.N, req.K)
             and (not req.deterministic or r.deterministic(r.default(req.gpu_name)))]
 
@@ -267,6 +286,9 @@ def from_family(req: Request, r: Rung, notes: list[str]) -> Choice:
     cfg = r.default(req.gpu_name)
     lines = [*notes, f"{req.M}×{req.N}×{req.K} is a shape {r.label} serves ({r.domain}): "
              "its bill is bytes, which a rung built for FLOPs moves badly here"]
+    if per_item(req, r):
+        lines.append(f"a batch of {req.batch}: one launch per product ({r.label} has no "
+                     "batches)")
     if not req.aligned and r.vectorized:
         lines.append("operands unaligned: the float4 paths fall back to scalar accesses")
     return Choice(r.label, _frozen(cfg), decomposition(r, cfg), "heuristic",
