@@ -12,7 +12,8 @@ Where the answer comes from, in order:
    times a matrix, a few rows against a matrix, K <= 16), at this GPU's default, the first
    that serves it; the table overrules it only where it measured that rung around the
    request (the blend then compares it with the rest) or this very shape. Their bill is
-   bytes, which the big-tile rungs move badly.
+   bytes, which the big-tile rungs move badly. A short batch of large products runs on one
+   without batches, one product per launch (PER_ITEM_BATCH).
 1. **The tuning table of this GPU** (`sgemmlab tune --grid` or `--table` writes it): for
    every measured shape, every candidate (rung, configuration) timed against cuBLAS with
    the harness's paired method. At a measured shape its fastest usable entry runs;
