@@ -74,8 +74,9 @@ def test_the_family_is_numbered_after_the_ladder_and_lives_in_its_folders():
                 assert not r.preferred(*shape)
         assert any(r.preferred(1, 4096, 4096) for r in MEMBOUND)
     for r in MEMBOUND:  # every layout; the skinny ones split K (tests/test_splitk_skinny.py)
+        # rung 17 stages A and B element by element: C alone decides its float4 variant
         want = {"layouts", "splitk", "source"} if r.number in (15, 16) else {"layouts",
-                                                                              "source"}
+                                                                              "source", "vec4_c"}
         assert r.features == frozenset(want) and r.vectorized
 
 
