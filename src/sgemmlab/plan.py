@@ -448,6 +448,18 @@ def stages(M: int, N: int, K: int, batch: int, precision: str, copies) -> bool:
     return copy_us <= STAGE_SHARE * 2.0 * M * N * K / STAGE_RATE
 
 
+def _operand_copy(slot: int, rows: int, cols: int, ld: int, trans: bool, keep: bool):
+    """How a packed plan copies operand `slot` (rows x cols in the kernels' terms, leading
+    dimension ld, column-major where `trans`): (the Copy, the Gemm fields that change). A
+    column-major operand it `keep`s has its columns padded (STAGE_KEEP_A, _B); any other
+    becomes row-major, its rows padded."""
+    lead, layout = ("lda", "trans_a") if slot == 0 else ("ldb", "trans_b")
+    if trans and keep:
+        return Copy(slot, cols, rows, ld, 1, _round4(rows), True), {lead: _round4(rows)}
+    steps = (1, ld) if trans else (ld, 1)
+    return Copy(slot, rows, cols, *steps, _round4(cols)), {layout: False, lead: _round4(cols)}
+
+
 def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
     """How a plan packs g's operands before its product, or None where it reads them where
     they are: B of x @ W^T at many rows (`packed_b`), or every operand that closes the
@@ -457,24 +469,12 @@ def staging(g: Gemm, pointers_aligned: bool, precision: str) -> Staging | None:
         return None if gp is None else Staging(gp, (Copy(1, g.K, g.N, 1, g.ldb, gp.ldb),),
                                                True)
     copies, changes = [], {}
-    if not (pointers_aligned and g.lda % 4 == 0 and (g.M if g.trans_a else g.K) % 4 == 0):
-        if g.trans_a and STAGE_KEEP_A:  # A's columns (K of them, M long) padded to whole chunks
-            copies.append(Copy(0, g.K, g.M, g.lda, 1, _round4(g.M), True))
-            changes.update(lda=_round4(g.M))
-        else:
-            ld = _round4(g.K)
-            steps = (1, g.lda) if g.trans_a else (g.lda, 1)
-            copies.append(Copy(0, g.M, g.K, *steps, ld))
-            changes.update(trans_a=False, lda=ld)
-    if not (pointers_aligned and g.ldb % 4 == 0 and (g.K if g.trans_b else g.N) % 4 == 0):
-        if g.trans_b and STAGE_KEEP_B:  # B's columns (N of them, K long)
-            copies.append(Copy(1, g.N, g.K, g.ldb, 1, _round4(g.K), True))
-            changes.update(ldb=_round4(g.K))
-        else:
-            ld = _round4(g.N)
-            steps = (1, g.ldb) if g.trans_b else (g.ldb, 1)
-            copies.append(Copy(1, g.K, g.N, *steps, ld))
-            changes.update(trans_b=False, ldb=ld)
+    for slot, rows, cols, ld, trans, keep in ((0, g.M, g.K, g.lda, g.trans_a, STAGE_KEEP_A),
+                                              (1, g.K, g.N, g.ldb, g.trans_b, STAGE_KEEP_B)):
+        if not (pointers_aligned and ld % 4 == 0 and (rows if trans else cols) % 4 == 0):
+            cp, changed = _operand_copy(slot, rows, cols, ld, trans, keep)
+            copies.append(cp)
+            changes.update(changed)
     if not stages(g.M, g.N, g.K, g.batch, precision, copies):
         return None
     store4 = pointers_aligned and g.ldc % 4 == 0
