@@ -33,6 +33,7 @@ from sgemmlab.runtime.launch import (  # noqa: E402
     NO_SOURCE,
     SOURCE_BIAS,
     SOURCE_MATRIX,
+    float4_paths,
     variant_macros,
 )
 from sgemmlab.tune import grid  # noqa: E402
@@ -96,9 +97,7 @@ def plan_work(problems, settings=((True, None),), gates_open: bool = False,
 
     from sgemmlab import dispatch
     from sgemmlab import plan as plan_mod
-    from sgemmlab.bench.runner import operands_aligned
     from sgemmlab.dispatch import lookup
-    from sgemmlab.runtime.limits import whole_chunks
 
     plan_mod.gpu_info = lambda dev: types.SimpleNamespace(name=GPU, sm_count=132, arch=ARCH)
     saved = {"STAGE_SHARE": plan_mod.STAGE_SHARE, "MODEL_TRANSFER": lookup.MODEL_TRANSFER,
@@ -110,7 +109,7 @@ def plan_work(problems, settings=((True, None),), gates_open: bool = False,
         if transfer is not None:
             lookup.MODEL_TRANSFER = transfer
         dispatch.clear_cache()
-        out += _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks)
+        out += _plan_items(plan_mod, problems, settings)
     plan_mod.STAGE_SHARE = saved["STAGE_SHARE"]
     plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B = saved["keep"]
     lookup.MODEL_TRANSFER = saved["MODEL_TRANSFER"]
@@ -118,7 +117,7 @@ def plan_work(problems, settings=((True, None),), gates_open: bool = False,
     return list({(s, tuple(sorted(m.items()))): (s, m) for s, m in out}.values())
 
 
-def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
+def _plan_items(plan_mod, problems, settings):
     out, defaults = [], (plan_mod.STAGE_KEEP_A, plan_mod.STAGE_KEEP_B)
     for p in problems:
         lda, ldb, ldc = p.lds()
@@ -133,10 +132,11 @@ def _plan_items(plan_mod, problems, settings, operands_aligned, whole_chunks):
             pl = plan_mod.make_plan(g, 0, None, None, False, True)
             if pl.rung is None or pl.rung.supports("tma"):
                 continue
-            gm, st = pl.gemm, pl.staging
-            vec4 = st is not None or (operands_aligned(p) and whole_chunks(
-                gm.M, gm.N, gm.K, gm.trans_a, gm.trans_b))
-            store4 = st.store4 if st is not None else True
+            gm, st = pl.gemm, pl.staging  # fresh operands: 16-byte aligned pointers
+            vec4, store4 = float4_paths(pl.rung, gm.M, gm.N, gm.K, gm.trans_a, gm.trans_b,
+                                        (0, 0, 0, 0), (gm.lda, gm.ldb, gm.ldc, gm.ldc),
+                                        (gm.stride_a, gm.stride_b, gm.stride_c),
+                                        st is not None, st is None or st.store4)
             for s4 in {store4, True}:  # True: the aligned side of tools/stage_pair.py
                 out.append((pl.rung.source, pl.rung.macros(pl.config) | variant_macros(
                     pl.rung, vec4, gm.trans_a, gm.trans_b, NO_SOURCE, s4)))

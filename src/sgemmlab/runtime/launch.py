@@ -190,6 +190,25 @@ class Packed(Repointable):
             self()
 
 
+def float4_paths(rung: Rung, M: int, N: int, K: int, trans_a: bool, trans_b: bool,
+                 pointers: tuple[int, int, int, int], lds: tuple[int, int, int, int],
+                 strides: tuple[int, int, int] = (0, 0, 0), padded: bool = False,
+                 store4: bool = True) -> tuple[bool, bool]:
+    """(vec4, store4): the variant a launch of `rung` loads for A, B, C and beta's source X
+    at `pointers` with leading dimensions `lds` and batch strides `strides` (A, B, C).
+    `padded`: A and B are a packed plan's copies, rows padded to whole chunks, so float4
+    reads need only their alignment, and C is written by float4 where it allows and the
+    plan's `store4` says so. A "vec4_c" rung's float4 variant touches only C: C's rows
+    decide, and every pointer (a plan's key knows the three pointers' alignment as one)."""
+    a, b, c, x = pointers
+    lda, ldb, ldc, ldx = lds
+    if padded:
+        return vec4_ok((a, b), (lda, ldb)), store4 and vec4_ok((c, x), (ldc, ldx))
+    if rung.supports("vec4_c"):
+        return vec4_ok(pointers, (ldc, ldx, strides[2])), True
+    return whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(pointers, (*lds, *strides)), True
+
+
 def _integers(*handles) -> tuple[int, ...] | None:
     """The driver handles as integers, or None where they are not (the tests' stand-ins)."""
     try:
@@ -295,17 +314,9 @@ class Launcher:
             return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
                                ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b,
                                source=source)
-        if padded:  # a packed plan's copies: rows padded to whole chunks, C as it lies
-            vec4 = vec4_ok((a, b), (lda, ldb))
-            store4 = store4 and vec4_ok((c, x), (ldc, ldx))
-        elif rung.supports("vec4_c"):  # C's rows alone decide (every pointer still must
-            # be aligned: a plan's key knows the three pointers' alignment as one)
-            vec4 = vec4_ok((a, b, c, x), (ldc, ldx, stride_c))
-            store4 = True
-        else:
-            vec4 = whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(
-                (a, b, c, x), (lda, ldb, ldc, ldx, stride_a, stride_b, stride_c))
-            store4 = True
+        vec4, store4 = float4_paths(rung, M, N, K, trans_a, trans_b, (a, b, c, x),
+                                    (lda, ldb, ldc, ldx), (stride_a, stride_b, stride_c),
+                                    padded, store4)
         kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,
                          source_kind(source), store4)
         args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
