@@ -95,3 +95,14 @@ def test_ladder_and_ceilings_files_are_found_gzipped_too(tmp_path, monkeypatch):
     recs, shown = results.ladder_records("NVIDIA H200", (64, 64, 64), root=tmp_path)
     assert recs["13_hoisted"]["median_us"] == 6.0 and shown.endswith(".json.gz")
     assert results.latest_ceilings(tmp_path / "nvidia-h200")["ffma_tflops"] == 60.0
+
+
+def test_a_results_file_records_the_dispatch_settings_an_experiment_may_change(monkeypatch):
+    from sgemmlab import plan
+    from sgemmlab.dispatch import lookup
+
+    got = results.dispatch_settings()
+    assert set(got) == {f"{m}.{k}" for m, keys in results.SETTINGS.items() for k in keys}
+    assert got["plan.STAGE_SHARE"] == plan.STAGE_SHARE
+    monkeypatch.setattr(lookup, "MODEL_TRANSFER", 0.5)
+    assert results.dispatch_settings()["dispatch.lookup.MODEL_TRANSFER"] == 0.5

@@ -135,7 +135,7 @@ def dispatch_settings() -> dict[str, Any]:
     out = {}
     for name, keys in SETTINGS.items():
         mod = importlib.import_module(f"sgemmlab.{name}")
-        out.update({f"{name}.{k}": getattr(mod, k) for k in keys if hasattr(mod, k)})
+        out.update({f"{name}.{k}": getattr(mod, k) for k in keys})
     return out
 
 
