@@ -4,7 +4,8 @@
 #                               bench suites random overhead ladder track hopper tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
-#                               matrix large mix worst stagepair
+#                               matrix large mix worst stagepair packpair sourcepair
+#                               hosttime
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -102,6 +103,13 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       transfer bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix \
         -k matmul -b none --mode "${MODE:-isolated}" \
         $([ "${CONFIRM:-0}" = 1 ] && echo --confirm) --quiet || status=1 ;;
+    packpair)  # x @ W^T on a row-major copy of W^T and in place (tools/pack_pair.py;
+      # PACK_ARGS="--rows 2048 --rows 8192")
+      python3 tools/pack_pair.py ${PACK_ARGS:-} || status=1 ;;
+    sourcepair)  # a bias read in the product's epilogue, against addmm (tools/source_pair.py)
+      python3 tools/source_pair.py ${SOURCE_ARGS:-} || status=1 ;;
+    hosttime)  # where matmul's host time goes (tools/profile_host.py; HOST_ARGS="--cold")
+      python3 tools/profile_host.py ${HOST_ARGS:-} || status=1 ;;
     stagepair)  # misaligned problems of the mixed sets of STAGE_SEEDS, in place and packed
       # (tools/stage_pair.py), every STAGE_EVERY'th
       python3 tools/stage_pair.py $(for s in ${STAGE_SEEDS:?the seeds}; do echo --seed $s; done) \
