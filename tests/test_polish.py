@@ -40,6 +40,7 @@ def test_version_agrees_everywhere():
     (["nosuchcommand"], "No such command"),
     (["run", "-k", "99"], "unknown kernel '99'"),
     (["explain", "3000000000", "2", "2"], "M = 3000000000 does not fit the kernels' 32-bit"),
+    (["explain", "-1", "4", "4"], "-1 is not a size: M, N, K and counts are integers >= 1"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, words):
     done = cli(*args)
@@ -47,6 +48,12 @@ def test_usage_errors_are_one_line_and_exit_2(args, words):
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
     assert len(lines) == 1 and words in lines[0], lines
     assert "╭" not in lines[0] and "Traceback" not in lines[0]
+
+
+def test_no_command_prints_the_help_and_succeeds():
+    done = cli()
+    assert done.returncode == 0, done.stderr
+    assert "Usage" in done.stdout and "explain" in done.stdout and not done.stderr.strip()
 
 
 def test_explain_refuses_what_the_api_refuses_in_the_same_words():

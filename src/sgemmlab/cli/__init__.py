@@ -22,9 +22,8 @@ def main() -> None:
     """The entry point. One error style: a usage mistake (an unknown option, a bad value, a
     missing argument) is one line on stderr and exit 2, like the commands' own refusals
     (common.fail), instead of click's boxed usage block."""
-    if len(sys.argv) <= 1:  # no command: the help, as click prints it
-        app()
-        return
+    if len(sys.argv) <= 1:  # no command: the help, as --help prints it (exit 0: nothing
+        sys.argv.append("--help")  # went wrong)
     try:
         code = app(standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
@@ -35,7 +34,11 @@ def main() -> None:
             raise
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx else "sgemmlab"
-        typer.secho(f"{where}: {exc.format_message()} (see {where} --help)", err=True,
+        message = exc.format_message()
+        option = getattr(exc, "option_name", None) or ""
+        if option[1:].isdigit():  # a negative number, which click reads as an option
+            message = f"{option} is not a size: M, N, K and counts are integers >= 1"
+        typer.secho(f"{where}: {message} (see {where} --help)", err=True,
                     fg=typer.colors.RED)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
