@@ -49,7 +49,9 @@ WEIGHT_POWER = 2  # a neighbour at distance d weighs 1 / (d + 0.05)^WEIGHT_POWER
 #: t the model's time for that candidate (dispatch/model.py, `fit_for`): a 128 x 256 tile
 #: that won at 16384 x 251 then counts less at 6155 x 292, where it leaves SMs idle. In
 #: leave-one-out over the H200 table 0.5 chose a little better than 0 (`sgemmlab tune
-#: --validate` prints both); not yet measured in a bench, so it stays off.
+#: --validate` prints both); on a mixed random set in the bench it did not (isolated: 53
+#: problems under 0.9 of cuBLAS at 0, 72 at 0.5; back to back 70 and 71;
+#: bench-random-mix-300-s3404-20261203T162552Z to ...T162818Z), so it stays off.
 MODEL_TRANSFER = 0.0
 
 

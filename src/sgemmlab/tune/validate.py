@@ -86,7 +86,6 @@ def summary(misses: list[Miss], worst: int = 10) -> dict:
             "worst": [m.as_dict() for m in ranked[:worst]]}
 
 
-
 #: the blend's MODEL_TRANSFER that --validate tries beside the one in force
 TRANSFER_TRIED = 0.5
 #: the model's cross-validation: shapes left out a tenth at a time (drawn by this seed)
