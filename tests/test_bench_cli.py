@@ -36,7 +36,7 @@ def no_gpu(monkeypatch):
 
 
 def test_unknown_kernel():
-    one_line_error(run("bench", "--kernel", "99"), "unknown kernel", "99", "warptiling")
+    one_line_error(run("bench", "--kernel", "99"), "unknown kernel", "99", "sgemmlab info")
 
 
 @pytest.mark.parametrize("shape", ["4096,4096", "4096,4096,0", "big", "32x128x128x128",

@@ -51,7 +51,7 @@ from sgemmlab.runtime import compiler, files
 from sgemmlab.runtime.compiler import compile_kernel
 from test_compile import ARCH, CORRUPTIONS, SMALL, _entry, _sha
 
-RUNG1, RUNG2 = "01_naive.cu", "02_coalesced.cu"  # the two quickest rungs to compile
+RUNG1, RUNG2 = "ladder/01_naive.cu", "ladder/02_coalesced.cu"  # the two quickest rungs to compile
 
 
 def _job(source: str, bs: int, **variant: int) -> tuple[str, dict]:

@@ -120,7 +120,7 @@ def test_a_refused_directory_warns_once_per_process_not_per_compile(tmp_path, mo
         d.mkdir(mode=0o777)
         d.chmod(0o777)
         monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(d))
-        got, said = _compile(SMALL, ("01_naive.cu", {"BS": 16, "THREADS": 256}), SMALL)
+        got, said = _compile(SMALL, ("ladder/01_naive.cu", {"BS": 16, "THREADS": 256}), SMALL)
         assert not any(c.cached for c in got) and got[0].cubin == fresh.cubin
         messages += said
     assert len(messages) == 2, messages

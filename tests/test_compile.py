@@ -345,7 +345,7 @@ def test_parse_ptxas_on_a_real_nvrtc_log(tmp_path, monkeypatch):
 
 # -- (d) the disk cache ---------------------------------------------------------------------
 
-SMALL = ("01_naive.cu", {"BS": 8, "THREADS": 64})  # the quickest kernel to compile
+SMALL = ("ladder/01_naive.cu", {"BS": 8, "THREADS": 64})  # the quickest kernel to compile
 
 
 @pytest.fixture
@@ -378,7 +378,7 @@ def test_cache_key_covers_macros_arch_and_nvrtc(monkeypatch):
     assert cache_key(source, {**macros, "BS": 16}, ARCH) != key
     assert cache_key(source, {**macros, "SGEMM_VEC4": 1}, ARCH) != key
     assert cache_key(source, macros, "sm_80") != key
-    assert cache_key("02_coalesced.cu", macros, ARCH) != key
+    assert cache_key("ladder/02_coalesced.cu", macros, ARCH) != key
     monkeypatch.setattr(compiler, "nvrtc_version", lambda: "99.9")
     assert cache_key(source, macros, ARCH) != key
 
@@ -391,7 +391,7 @@ def test_cache_key_covers_the_source_and_its_includes(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "KERNEL_DIR", copy)
     assert cache_key(source, macros, ARCH) == original  # the text decides, not the path
 
-    with open(copy / "02_coalesced.cu", "a") as f:
+    with open(copy / "ladder/02_coalesced.cu", "a") as f:
         f.write("\n// another rung's edit\n")
     assert cache_key(source, macros, ARCH) == original
 

@@ -1,26 +1,25 @@
 """Rungs 19 and 20 (kernels/hopper/), their pre-pass and runtime/tma.py without a GPU.
 
-(a) every variant tools/hopper_probe.py runs (rung 19's file, or rung 20's where the probe's
-    SPLIT3 key says so), every legal configuration of registry rungs 19 and 20 (a covering
-    sample), and the pre-pass hopper/prep.cu compile with NVRTC for sm_90a with no spills,
+(a) the named variants below (rung 19 at two tiles, rung 20 at every PROMOTE, with and
+    without INFLIGHT and TAIL), every legal configuration of registry rungs 19 and 20 (a
+    covering sample), and the pre-pass hopper/prep.cu compile with NVRTC for sm_90a with no spills,
     no stack frame and no compiler warning (a serialized wgmma or an ignored setmaxnreg
     would be one), within 168 registers at entry;
 (b) their SASS shows the Hopper path: HGMMA of the expected shape, one per k8 and product,
-    UTMALDG for every operand, SYNCS (mbarriers), USETMAXREG, no local memory; WATCHDOG=1
-    adds a clock and a global report, WATCHDOG=0 neither; PROMOTE's FADDs of the run into
+    UTMALDG for every operand, SYNCS (mbarriers), USETMAXREG, no local memory, no clock
+    read; PROMOTE's FADDs of the run into
     the register sum, one restart from zero per k-tile step, a k-tile left in flight with
     INFLIGHT (P > 1), registers past the entry's 168; TAIL's counter and L2 reads; the
     pre-pass's float4 path (needs nvdisasm: skipped without);
-(c) the host agrees with the kernels: the shared-memory formula (SMEM_EXPECT) of the probe
-    and of the registry, the files, the pre-pass and the TAIL split of the probe and of
-    runtime/hopper.py; the kernels' static_asserts refuse what they cannot do, the
-    registry's illegal configurations included; the TAIL split and workspace, the
-    err/SGEMM ratio and the target's verdict by hand;
+(c) the host agrees with the kernels: the registry's shared-memory formula (SMEM_EXPECT)
+    and tiles, and runtime/hopper.py's TAIL split; the kernels' static_asserts refuse what
+    they cannot do, the registry's illegal configurations included; the TAIL split and
+    workspace by hand;
 (d) runtime/tma.py: a tensor map's rules are checked in Python, with reasons; the arguments
     built for the driver pass cuda.bindings' type checks; kernel parameters are packed as
     the driver reads them.
-Skipped cleanly where cuda.core / NVRTC cannot be imported. On the GPU: tools/hopper_probe.py
-and tests/test_tensor_gpu.py.
+Skipped cleanly where cuda.core / NVRTC cannot be imported. On the GPU:
+tests/test_tensor_gpu.py.
 
 Cost: about 70 compiles of one to two seconds each (no disk cache: use_cache=False), a
 minute on two cores; the registry's spaces (132 legal configurations) are sampled.
@@ -29,12 +28,9 @@ minute on two cores; the registry's spaces (132 legal configurations) are sample
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import itertools
 import re
-import sys
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,20 +39,6 @@ from sgemmlab import registry
 from sgemmlab.errors import OperandError
 from sgemmlab.runtime import hopper, tma
 from sgemmlab.runtime.tma import Params, Tiled2D, tiled_2d_problems
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _load_probe():
-    spec = importlib.util.spec_from_file_location("hopper_probe",
-                                                  REPO / "tools" / "hopper_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["hopper_probe"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-probe = _load_probe()
 
 
 def _nvrtc_ok() -> bool:
@@ -71,33 +53,43 @@ def _nvrtc_ok() -> bool:
 
 
 needs_nvrtc = pytest.mark.skipif(not _nvrtc_ok(), reason="NVRTC (cuda.core) not importable")
-VARIANT_NAMES = list(probe.VARIANTS)
 TF32, TF32X3 = registry.rung(19), registry.rung(20)
-PREP_MACROS = {"PREP": 1}  # what runtime/hopper.py and the probe compile the pre-pass with
+ARCH = "sm_90a"  # wgmma and setmaxnreg exist only for the arch-specific target
+PREP_MACROS = {"PREP": 1}  # what runtime/hopper.py compiles the pre-pass with
+
+#: name -> (rung, the constants that differ from its seed): the shapes of code the kernels
+#: can take (rung 19 at both tiles; rung 20 at every PROMOTE, serial, and with the tail split)
+_P = {"BN": 128, "STAGES": 4, "TAIL": 0}
+VARIANTS = {
+    "tf32": (TF32, {"BN": 256, "STAGES": 4}),
+    "tf32_bn128": (TF32, {"BN": 128, "STAGES": 6}),
+    "3xtf32_p1": (TF32X3, {**_P, "PROMOTE": 1}),
+    "3xtf32_p2": (TF32X3, {**_P, "PROMOTE": 2}),
+    "3xtf32_p4": (TF32X3, {**_P, "PROMOTE": 4}),
+    "3xtf32_p1_serial": (TF32X3, {**_P, "PROMOTE": 1, "INFLIGHT": 0}),
+    "3xtf32_p1_tail": (TF32X3, {**_P, "PROMOTE": 1, "TAIL": 1}),
+    "3xtf32_p2_tail": (TF32X3, {**_P, "PROMOTE": 2, "TAIL": 1}),
+}
+VARIANT_NAMES = list(VARIANTS)
 
 
 @cache
-def build(source: str, macros_items: tuple, arch: str = probe.ARCH):
+def build(source: str, macros_items: tuple, arch: str = ARCH):
     from sgemmlab.runtime.compiler import compile_kernel
 
     return compile_kernel(source, dict(macros_items), arch, use_cache=False)
 
 
-def kernel_of(macros: dict) -> tuple[str, tuple]:
-    """(file, kernel macros) of a probe variant's macros: its SPLIT3 key picks the file and
-    no kernel sees it (the probe's compile_variant; test_compile_variant_... checks)."""
-    kernel_macros = dict(macros)
-    split3 = kernel_macros.pop("SPLIT3", 0)
-    return probe.KERNELS[split3], tuple(sorted(kernel_macros.items()))
+def variant(name: str) -> tuple:
+    """(rung, its configuration, the macros runtime/hopper.py compiles it with)."""
+    rung, overrides = VARIANTS[name]
+    cfg = {**rung.seed, **overrides}
+    return rung, cfg, rung_macros(rung, cfg)
 
 
-def compiled(macros: dict):
-    return build(*kernel_of(macros))
-
-
-def build_variant(name: str, watchdog: bool = True):
-    _, macros = probe.variant_macros(name, watchdog)
-    return macros, compiled(macros)
+def build_variant(name: str):
+    rung, _, macros = variant(name)
+    return macros, build(rung.source, tuple(sorted(macros.items())))
 
 
 def rung_macros(rung, cfg: dict) -> dict:
@@ -119,9 +111,10 @@ def _sass(source: str, macros_items: tuple) -> str:
         pytest.skip(str(exc))
 
 
-def sass(macros: dict) -> str:
-    """The SASS of a probe variant's macros."""
-    return _sass(*kernel_of(macros))
+def sass(name: str) -> str:
+    """The SASS of a named variant."""
+    rung, _, macros = variant(name)
+    return _sass(rung.source, tuple(sorted(macros.items())))
 
 
 def opcodes(text: str) -> dict[str, int]:
@@ -169,7 +162,7 @@ SAMPLES = [(TF32, cfg) for cfg in _sample(TF32, ("BN", "STAGES"), 12)] + [
 # -- (a) it compiles, without spills or warnings -------------------------------------------
 @needs_nvrtc
 @pytest.mark.parametrize("name", VARIANT_NAMES)
-def test_every_probe_variant_compiles_for_sm90a_without_spills_or_warnings(name):
+def test_every_variant_compiles_for_sm90a_without_spills_or_warnings(name):
     macros, c = build_variant(name)
     clean(c, f"{name} {macros}")
 
@@ -220,28 +213,9 @@ def test_plain_sm90_refuses_the_kernel(name):
     """wgmma and setmaxnreg exist only for the arch-specific sm_90a."""
     from sgemmlab.runtime.compiler import CompileError
 
-    _, macros = probe.variant_macros(name)
+    rung, _, macros = variant(name)
     with pytest.raises(CompileError):
-        build(*kernel_of(macros), arch="sm_90")
-
-
-def test_compile_variant_picks_the_file_by_split3_and_drops_the_key(monkeypatch):
-    from sgemmlab.runtime import compiler
-
-    calls = []
-    monkeypatch.setattr(compiler, "compile_kernel",
-                        lambda source, macros, arch: calls.append((source, dict(macros), arch)))
-    for name, split3 in (("tf32", 0), ("3xtf32_p2_tail", 1)):
-        calls.clear()
-        _, macros = probe.variant_macros(name)
-        probe.compile_variant(macros)
-        source, kernel_macros = kernel_of(macros)
-        want = [(source, dict(kernel_macros), probe.ARCH)]
-        if split3:
-            want.append((probe.PREP, PREP_MACROS, probe.ARCH))
-        assert calls == want, name
-        assert "SPLIT3" not in calls[0][1]
-    assert probe.KERNELS == {0: TF32.source, 1: TF32X3.source}
+        build(rung.source, tuple(sorted(macros.items())), arch="sm_90")
 
 
 def test_compile_only_compiles_what_this_file_checks(monkeypatch):
@@ -258,8 +232,8 @@ def test_compile_only_compiles_what_this_file_checks(monkeypatch):
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
     macros, _ = build_variant(name)
-    ops = opcodes(sass(macros))
-    split = bool(macros.get("SPLIT3"))
+    ops = opcodes(sass(name))
+    split = VARIANTS[name][0] is TF32X3
     shape = f"HGMMA.64x{macros['BN']}x8.F32.TF32"
     # one HGMMA per k8 of the k-tile (BK = 32), three per k8 with 3xTF32; rung 20's k loop
     # is two k-tile steps (the fragments alternate between them)
@@ -271,23 +245,14 @@ def test_sass_has_hgmma_tma_mbarriers_and_setmaxnreg(name):
     assert any(op.startswith("SYNCS.PHASECHK") for op in ops), "no mbarrier wait"
     assert count(ops, "USETMAXREG") == 2, "one setmaxnreg per role"
     assert count(ops, "LDL") == count(ops, "STL") == 0, "local memory"
-    # 32-bit shared loads (the watchdog's report reads a barrier with one LDS.64)
+    assert "SR_GLOBALTIMER" not in sass(name), "no clock read in a library kernel"
     if split:
         assert ops.get("LDS", 0) == copies * 16, "A's fragments: 4 k8 x 4 values per k-tile"
     else:
         assert ops.get("LDS", 0) == 0, "TF32 reads A and B only through wgmma"
 
 
-PROMOTED = [n for n in VARIANT_NAMES if probe.VARIANTS[n][0].get("PROMOTE")]
-
-
-def test_every_3xtf32_variant_promotes_and_says_its_tail():
-    """Rung 20 always promotes (the un-promoted 3xTF32 is gone), and its TAIL defaults to 1:
-    the probe's variants set it, so a name says what runs."""
-    split = [n for n in VARIANT_NAMES if probe.VARIANTS[n][0].get("SPLIT3")]
-    assert split and split == PROMOTED
-    assert all("TAIL" in probe.VARIANTS[n][0] for n in split)
-    assert all(("_tail" in n) == bool(probe.VARIANTS[n][0]["TAIL"]) for n in split)
+PROMOTED = [n for n in VARIANT_NAMES if VARIANTS[n][0] is TF32X3]
 
 
 def _hgmma_lines(text: str) -> list[str]:
@@ -302,7 +267,7 @@ def test_promotion_adds_the_run_into_registers_with_fadd_and_restarts_it(name):
     start, the step's first HGMMA overwrites (a predicate on scale-d: UPn or !UPn, or !UPT
     with RZ when P = 1 makes every step a start), and every other HGMMA accumulates."""
     macros, _ = build_variant(name)
-    text = sass(macros)
+    text = sass(name)
     ops = opcodes(text)
     fadd = ops.get("FADD", 0)
     tail = 64 if macros.get("TAIL") else 0  # the sum of a tile's parts
@@ -326,7 +291,7 @@ def test_inflight_keeps_a_k_tile_in_flight_and_uses_the_registers_setmaxnreg_gav
     0x1); P = 1 ends a run every k-tile and waits for all; INFLIGHT = 0 always waits for
     all. sum + run + fragments pass the 168 registers of the entry but stay within 232."""
     macros, _ = build_variant(name)
-    text = sass(macros)
+    text = sass(name)
     waits = re.findall(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)", text)
     inflight = macros.get("INFLIGHT", 1) and macros["PROMOTE"] > 1
     assert ("0x1" in waits) == bool(inflight), waits
@@ -338,31 +303,11 @@ def test_inflight_keeps_a_k_tile_in_flight_and_uses_the_registers_setmaxnreg_gav
 
 @needs_nvrtc
 def test_tail_counts_parts_with_an_atomic_and_reads_them_from_l2():
-    macros, _ = build_variant("3xtf32_p2_tail", watchdog=False)
-    ops = opcodes(sass(macros))
+    ops = opcodes(sass("3xtf32_p2_tail"))
     assert count(ops, "ATOMG.E.ADD") == 1, ops
     assert count(ops, "LDG.E.STRONG.GPU") == 2 * 64, "part 0, then the loop over the rest"
-    plain, _ = build_variant("3xtf32_p2", watchdog=False)
-    ops = opcodes(sass(plain))
+    ops = opcodes(sass("3xtf32_p2"))
     assert count(ops, "ATOMG") == 0 and count(ops, "LDG.E.STRONG") == 0, ops
-
-
-def _symbols(cubin: bytes) -> list[bytes]:
-    from sgemmlab.runtime.compiler import _sections
-
-    return _sections(cubin)[".strtab"][0].split(b"\0")
-
-
-@needs_nvrtc
-@pytest.mark.parametrize("name", ["tf32", "3xtf32_p1"])
-def test_the_watchdog_reads_the_clock_and_reports_in_a_global_or_compiles_out(name):
-    with_wd, c_wd = build_variant(name, watchdog=True)
-    without, c = build_variant(name, watchdog=False)
-    assert b"watchdog" in _symbols(c_wd.cubin), "the host finds it by this (unmangled) name"
-    assert b"watchdog" not in _symbols(c.cubin)
-    assert "SR_GLOBALTIMER" in sass(with_wd)
-    text = sass(without)
-    assert "SR_GLOBALTIMER" not in text and "BPT" not in text
 
 
 @needs_nvrtc
@@ -407,11 +352,11 @@ def test_a_bias_in_the_epilogue_leaves_the_k_loop_as_it_was(rung):
 def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel(name):
     from sgemmlab.runtime.compiler import CompileError
 
-    _, macros = probe.variant_macros(name)
-    compiled(macros)  # SMEM_EXPECT = smem_bytes(macros): compiles
+    rung, _, macros = variant(name)
+    build(rung.source, tuple(sorted(macros.items())))  # SMEM_EXPECT: the registry's formula
     wrong = dict(macros, SMEM_EXPECT=macros["SMEM_EXPECT"] + 16)
     with pytest.raises(CompileError, match="the host's shared-memory size matches"):
-        compiled(wrong)
+        build(rung.source, tuple(sorted(wrong.items())))
 
 
 @needs_nvrtc
@@ -426,14 +371,14 @@ def test_the_hosts_shared_memory_formula_is_checked_by_the_kernel(name):
     (20, {"PROMOTE": 0}, "PROMOTE >= 1"),
     (20, {"INFLIGHT": 2}, "INFLIGHT is 0 or 1"),
     (20, {"TAIL": 2}, "TAIL is 0 or 1"),
-    (20, {"PROXY_FENCE": 2}, "PROXY_FENCE is 0 or 1"),
     (20, {"GROUP_M": 0}, "GROUP_M >= 1"),
 ])
 def test_static_asserts_refuse_what_the_kernel_cannot_do(rung, macros, message):
     from sgemmlab.runtime.compiler import CompileError
 
     with pytest.raises(CompileError, match=re.escape(message)):
-        build(registry.rung(rung).source, tuple(sorted(macros.items())))
+        build(registry.rung(rung).source, tuple(sorted({"TILE_M": 128, "TILE_K": 32,
+                                                        **macros}.items())))
 
 
 @needs_nvrtc
@@ -450,18 +395,19 @@ def test_the_registrys_illegal_configurations_are_refused_by_a_static_assert():
 
 def test_smem_formula_by_hand():
     # TF32 128 x 256, 4 stages: (16 + 32) KB per stage, 8 barriers, 1 KB alignment slack
-    assert probe.smem_bytes({"BN": 256, "STAGES": 4}) == 4 * 49152 + 64 + 1024
+    assert TF32.dynamic_smem({"BN": 256, "STAGES": 4}) == 4 * 49152 + 64 + 1024
     # 3xTF32 128 x 128: A, B_big and B_small, 16 KB each
-    assert probe.smem_bytes({"BN": 128, "STAGES": 4, "SPLIT3": 1}) == 4 * 49152 + 64 + 1024
-    assert probe.smem_bytes({"BN": 128, "STAGES": 6}) == 6 * 32768 + 96 + 1024
+    assert TF32X3.dynamic_smem({"BN": 128, "STAGES": 4}) == 4 * 49152 + 64 + 1024
+    assert TF32.dynamic_smem({"BN": 128, "STAGES": 6}) == 6 * 32768 + 96 + 1024
 
 
-def test_the_probe_and_the_runtime_agree_on_the_kernels_terms():
-    assert (hopper.BM, hopper.BK) == (128, 32)
-    assert probe.SPLIT_ENTRY == "prep"
-    assert tuple(probe.SPLIT_BLOCK) == hopper.PREP_BLOCK[:2] and hopper.PREP_BLOCK[2] == 1
-    assert {TF32.arch, TF32X3.arch} == {probe.ARCH}
-    assert TF32.threads(TF32.seed) == TF32X3.threads(TF32X3.seed) == probe.THREADS
+def test_the_registry_and_the_runtime_agree_on_the_kernels_terms():
+    assert (hopper.BM, hopper.BK) == (registry.TILE_M, registry.TILE_K) == (128, 32)
+    assert TF32.tile(TF32.seed) == (128, 256) and TF32X3.tile(TF32X3.seed) == (128, 128)
+    assert hopper.PREP_BLOCK[2] == 1
+    assert {TF32.arch, TF32X3.arch} == {ARCH}
+    assert TF32.threads(TF32.seed) == TF32X3.threads(TF32X3.seed) == 384
+    assert TF32.macros(TF32.seed)["TILE_M"] == 128
 
 
 def test_tail_split_and_workspace_by_hand():
@@ -476,58 +422,6 @@ def test_tail_split_and_workspace_by_hand():
     assert where.tail_splits(4, 3, 8) == 3  # the 3-block check: 1 leftover, 3 parts
     assert where.tail_splits(4, 3, 2) == 2  # at most one k-tile a part
     assert where.tail_splits(1, 132, 1) == 1
-
-
-def _record(err, sgemm, speedup, status="ok"):
-    return {"check": {"error": err, "bound": 1e-5}, "torch_fp32": {"error": sgemm},
-            "vs_fp32": {"speedup": speedup}, "status": status}
-
-
-@pytest.mark.parametrize("err, speedup, status, met, word", [
-    (2e-6, 2.6, "ok", True, "MET"),
-    (4e-6, 2.6, "ok", False, "err"),
-    (2e-6, 2.4, "ok", False, "speed"),
-    (4e-6, 2.4, "ok", False, "both"),
-    (2e-6, 2.6, "wrong: 3 NaN outputs", False, "fail"),
-])
-def test_the_target_is_speed_and_error_against_sgemm(err, speedup, status, met, word):
-    target = probe.against_target(_record(err, 3e-6, speedup, status), split3=True)
-    assert target["err_vs_sgemm"] == pytest.approx(err / 3e-6)
-    assert target["met"] is met and probe._verdict(target) == word
-    tf32 = probe.against_target(_record(6e-4, 3e-6, 7.7), split3=False)
-    assert "met" not in tf32 and probe._verdict(tf32) == "-"  # not FP32: no target
-
-
-def test_the_table_shows_err_over_sgemm_and_the_verdict():
-    rec = {**_record(1.5e-6, 3e-6, 2.6), "variant": "3xtf32_p1", "shape": [4096] * 3}
-    rec["target"] = probe.against_target(rec, split3=True)
-    text = probe.table({"records": [rec]})
-    head, _, row = text.splitlines()[:3]
-    assert "err/SGEMM" in head and "target" in head
-    assert "0.50" in row and row.rstrip().endswith("MET")
-    assert "met by 3xtf32_p1 at 4096x4096x4096" in text
-
-
-def test_default_variants_exist_and_cover_the_promotion():
-    names = probe.DEFAULT_VARIANTS.split(",")
-    assert set(names) <= set(probe.VARIANTS)
-    assert {"tf32", "3xtf32_p1", "3xtf32_p2", "3xtf32_p4", "3xtf32_p1_tail"} <= set(names)
-
-
-def test_variant_specs_and_shapes():
-    label, m = probe.variant_macros("tf32:STAGES=3:group_m=4", watchdog=False)
-    assert label == "tf32:STAGES=3:group_m=4"
-    assert (m["BN"], m["STAGES"], m["GROUP_M"], m["WATCHDOG"]) == (256, 3, 4, 0)
-    assert m["SMEM_EXPECT"] == probe.smem_bytes(m)
-    for gone in ("nope", "3xtf32", "3xtf32_acc2"):
-        with pytest.raises(SystemExit):
-            probe.variant_macros(gone)
-    assert probe.parse_shape("1000") == (1000, 1000, 1000)
-    assert probe.parse_shape("128x256x32") == (128, 256, 32)
-    with pytest.raises(SystemExit):
-        probe.parse_shape("0x4x4")
-    assert probe.tiles(1000, 1000, 256) == 8 * 4
-    assert probe.tiles(128, 128, 128) == 1
 
 
 # -- (d) runtime/tma.py ------------------------------------------------------------------------

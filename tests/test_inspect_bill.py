@@ -210,7 +210,7 @@ def _wavefronts_per_warp(insns, threads):
 
 
 def _brute_pipeline(c, transpose_a):
-    """Rungs 11-12 (11_cp_async.cu), lane by lane: the fragment reads of one tile
+    """Rungs 11-12 (ladder/11_cp_async.cu), lane by lane: the fragment reads of one tile
     (load_fragments) and the shared writes of its copies (copy_tile)."""
     BM, BN, BK, TM, TN, WNITER = c["BM"], c["BN"], c["BK"], c["TM"], c["TN"], c["WNITER"]
     WMITER = c["WM"] * c["WN"] // (32 * TM * TN * WNITER)
@@ -257,7 +257,7 @@ def _brute_pipeline(c, transpose_a):
 
 
 def _brute_patch(c):
-    """Rung 13 (13_hoisted.cu), lane by lane: the fragment reads of one tile (load: TM/4 +
+    """Rung 13 (ladder/13_hoisted.cu), lane by lane: the fragment reads of one tile (load: TM/4 +
     TN/4 float4 per k from the Patch's pieces) and the shared writes of the TileCopy of A
     (4 k of one row -> 4 rows of As[k][m]) and of B (4 floats of one row of Bs[k][n])."""
     BM, BN, BK, WM, WN, TM, TN = (c[x] for x in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))

@@ -105,8 +105,8 @@ def test_a_rung_that_does_not_compile_for_a_gpu_is_skipped_not_fatal(cli, monkey
 
     def compile_for(rung, config, arch):  # rung 14 as a Hopper-only kernel
         if rung.number == 14 and arch != "sm_90":
-            raise CompileError("14_streamk.cu did not compile:\n"
-                               "14_streamk.cu(83): error: no float4 atomicAdd before sm_90")
+            raise CompileError("ladder/14_streamk.cu did not compile:\n"
+                               "ladder/14_streamk.cu(83): error: no float4 atomicAdd before sm_90")
         return real(rung, config, arch)
 
     monkeypatch.setattr(report, "compile_for", compile_for)

@@ -151,7 +151,7 @@ def compiled(key: str) -> Compiled:
 
 
 def build(directory, *keys):
-    return bundle.write_bundle(directory, [(("01_naive.cu", {"BM": i}, "sm_90"), compiled(k))
+    return bundle.write_bundle(directory, [(("ladder/01_naive.cu", {"BM": i}, "sm_90"), compiled(k))
                                            for i, k in enumerate(keys)])
 
 
@@ -177,7 +177,7 @@ def test_a_bundle_from_before_manifests_named_entries_loses_only_its_entries(tmp
     monkeypatch.setattr(compiler, "nvrtc_version", lambda: "13.0")
     where = tmp_path / "bundle"
     where.mkdir()
-    compiler.write_bundle_entry(where, compiled("a" * 16), "01_naive.cu", {"BM": 1}, "sm_90")
+    compiler.write_bundle_entry(where, compiled("a" * 16), "ladder/01_naive.cu", {"BM": 1}, "sm_90")
     assert json.loads((where / compiler.MANIFEST).read_text()) == {"nvrtc": "13.0"}
     (where / "foreign.bin").write_bytes(b"someone else's")
     build(where, "c" * 16)

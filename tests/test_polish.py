@@ -100,7 +100,7 @@ def test_every_series_has_its_own_colour():
 
 
 # -- the bundle of prebuilt cubins -------------------------------------------------------
-SMALL = ("01_naive.cu", {"BS": 8, "THREADS": 64})
+SMALL = ("ladder/01_naive.cu", {"BS": 8, "THREADS": 64})
 
 
 @pytest.fixture

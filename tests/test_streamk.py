@@ -1,7 +1,7 @@
 """Rung 14's launch plan (CPU): the partition of the work and the workspace it needs.
 
 The kernel and runtime/streamk.py must agree on who computes what. These tests replay the
-kernel's arithmetic (kernels/14_streamk.cu: Stream::first, Stream::owner, the slot b + t)
+kernel's arithmetic (kernels/ladder/14_streamk.cu: Stream::first, Stream::owner, the slot b + t)
 on the plan and check what a wrong plan would break: every k-tile of every tile computed
 exactly once, whole tiles in full waves, ranges never shorter than MIN_KTILES unless there
 is nothing to share, distinct workspace slots for every (block, split tile) pair, all

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The steps one lease of the H200 runs, in order, from the source tree (no install there).
 #   tools/h200.sh STAGE...      stages: compile sweep prebuilt conflicts stalls tune rerank table grid
-#                               bench suites random overhead ladder track hopper tests
+#                               bench suites random overhead ladder track tests
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
@@ -146,9 +146,6 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       mkdir -p "$SGEMMLAB_CACHE_DIR"
       [ -f .cache/prebuilt.tar.xz ] && tar xJf .cache/prebuilt.tar.xz -C "$SGEMMLAB_CACHE_DIR"
       echo "$(find "$SGEMMLAB_CACHE_DIR" -name '*.bin' | wc -l) cubins in the cache" ;;
-    hopper)  # the tensor-core prototype (issue 14): its own probe, under a time limit
-      timeout "${HOPPER_LIMIT:-240}" python3 tools/hopper_probe.py ${HOPPER_ARGS:-} \
-        || status=1 ;;
     tests)  # every GPU test but the sanitizer's (TEST_FILES: only these)
       gpu_tests -n "${JOBS:-8}" --dist loadgroup \
         --ignore tests/test_sanitizer_gpu.py ${TEST_FILES:-} \

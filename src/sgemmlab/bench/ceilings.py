@@ -1,6 +1,6 @@
 """`sgemmlab ceilings`: the two roofs of the roofline, measured on the GPU at hand.
 
-    FFMA peak        kernels/ceiling_ffma.cu: independent FMA chains on every lane of every
+    FFMA peak        kernels/micro/ceiling_ffma.cu: independent FMA chains on every lane of every
                      SM; FLOPs / median time. The datasheet figure assumes the boost clock
                      held under full load; this is what the chip actually sustains.
     copy bandwidth   torch's device-to-device copy_ of a 1 GiB buffer; bytes read + written
@@ -26,7 +26,7 @@ from pathlib import Path
 from . import results
 from .measure import Method, median, time_launches
 
-SOURCE, ENTRY = "ceiling_ffma.cu", "ffma_peak"
+SOURCE, ENTRY = "micro/ceiling_ffma.cu", "ffma_peak"
 FFMA = {"CHAINS": 16, "UNROLL": 32}  # FFMA instructions per loop trip: CHAINS x UNROLL
 THREADS = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads, a full Hopper SM: every scheduler has warps

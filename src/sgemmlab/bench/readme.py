@@ -305,7 +305,7 @@ def update_headers(paths: list[Path],
 
     done = []
     for rung in registry.RUNGS + registry.HISTORY + registry.ORDERED:
-        src = KERNEL_DIR / rung.source
+        src = KERNEL_DIR / rung.page
         text = src.read_text()
         lines = measured_lines(rung.label, paths, shapes)
         if H_BEGIN not in text or not lines:

@@ -495,7 +495,7 @@ def trace(rung: Rung, config: Config, shape=(4096, 4096, 4096)) -> Trace:
     if replay is None:
         raise ValueError(f"rung {rung.label} has no per-thread replay yet (inspect covers "
                          f"rungs {_replayed()}); its bill is in its header, "
-                         f"kernels/{rung.source}")
+                         f"kernels/{rung.page}")
     return replay(rung, dict(config), M, N, K)
 
 

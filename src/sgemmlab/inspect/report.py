@@ -35,7 +35,7 @@ def inspect_rung(rung: registry.Rung, config: registry.Config, shape, g: occ_mod
     if rung.supports("tma"):
         raise ValueError(f"rung {rung.label} is a tensor-core rung: inspect replays the FMA "
                          "rungs' index arithmetic, not wgmma's; its bill is in its header, "
-                         f"kernels/{rung.source}, and in docs/worklog.md")
+                         f"kernels/{rung.page}, and in docs/worklog.md")
     if problems := rung.violations(config):
         raise ValueError(f"illegal configuration for {rung.label}: " + "; ".join(problems))
     try:

@@ -100,10 +100,12 @@ def _header(rung: Rung) -> list[str]:
     from ..runtime.compiler import KERNEL_DIR
 
     lines = []
-    for line in (KERNEL_DIR / rung.source).read_text().splitlines():
-        if not line.startswith("//"):
+    page = KERNEL_DIR / rung.page
+    comment = "" if page.suffix == ".md" else "//"  # a page of its own, or the kernel's header
+    for line in page.read_text().splitlines():
+        if not line.startswith(comment):
             break
-        text = line[2:].strip()
+        text = line[len(comment):].strip().lstrip("# ")
         if not text and lines:
             break
         if text:
@@ -209,7 +211,7 @@ def site_data(rungs: list[Rung], measured: dict | None = None, shape=SHAPE,
                                 streamk_shapes) for r in rungs],
             "not_replayed": [{"label": r.label, "title": r.title,
                               "why": "no per-thread replay yet: its bill is in its header, "
-                                     f"kernels/{r.source}"}
+                                     f"kernels/{r.page}"}
                              for r in registry.FAMILY + registry.TENSOR]}
 
 

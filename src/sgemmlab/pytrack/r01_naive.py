@@ -1,6 +1,6 @@
 """Python rung 1 — naive: one thread per element of C, operands straight from global memory.
 
-Mirrors CUDA rung 1 (kernels/01_naive.cu), line for line: thread (x, y) owns C[row][col]
+Mirrors CUDA rung 1 (kernels/ladder/01_naive.cu), line for line: thread (x, y) owns C[row][col]
 with the *row* from x, so the lanes of a warp walk different rows of A and write C a row
 apart — the flaw rung 2 fixes. The first Python rung: nothing came before it.
 

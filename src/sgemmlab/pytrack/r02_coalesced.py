@@ -4,7 +4,7 @@ What changed from Python rung 1: threadIdx.x now picks the *column* (and blockId
 block column: the registry's grid puts columns on x for every rung but 1). One line moved.
 A warp now reads one word of A (a broadcast) and 32 consecutive words of B per step of k.
 
-Mirrors CUDA rung 2 (kernels/02_coalesced.cu); it differs only as Python rung 1 does.
+Mirrors CUDA rung 2 (kernels/ladder/02_coalesced.cu); it differs only as Python rung 1 does.
 
 SIM_CONFIG, BS = 8 (64 threads), for the simulator; the seed is BS = 32.
 """

@@ -7,7 +7,7 @@ from overwriting tiles still in use. Elements past an edge are stored as zeros, 
 k loop needs no guard; no thread returns early, because every thread must reach the
 barriers.
 
-Mirrors CUDA rung 3 (kernels/03_smem_tiling.cu); where CUDA unrolls the k loop with
+Mirrors CUDA rung 3 (kernels/ladder/03_smem_tiling.cu); where CUDA unrolls the k loop with
 #pragma unroll, Numba leaves unrolling to LLVM (BS is a constant, so it may).
 
 SIM_CONFIG, BS = 8 (64 threads, 512 B of shared memory), for the simulator; the seed is

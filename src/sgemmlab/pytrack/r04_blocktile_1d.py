@@ -7,7 +7,7 @@ loop one value of Bs, held in a register, serves TM multiply-adds. The TM accumu
 `cuda.local.array`, zeroed explicitly: a local array starts undefined (the course's kernels
 5 and 6 left this out).
 
-Mirrors CUDA rung 4 (kernels/04_blocktile_1d.cu). CUDA moves the A, B and C pointers to the
+Mirrors CUDA rung 4 (kernels/ladder/04_blocktile_1d.cu). CUDA moves the A, B and C pointers to the
 block's corner once; here the indices stay global (row0 + r, col0 + c), since Numba arrays
 are indexed, not offset.
 

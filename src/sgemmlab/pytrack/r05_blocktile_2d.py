@@ -6,7 +6,7 @@ values of As it needs into regM and the TN values of Bs into regN (local arrays:
 once compiled), then does the TM * TN multiply-adds of their outer product: each value of A
 is reused TN times, each value of B TM times.
 
-Mirrors CUDA rung 5 (kernels/05_blocktile_2d.cu); indices stay global as in Python rung 4,
+Mirrors CUDA rung 5 (kernels/ladder/05_blocktile_2d.cu); indices stay global as in Python rung 4,
 and the accumulators are zeroed by a loop where CUDA writes `= {}`.
 
 SIM_CONFIG, BM = 16, BN = 32, BK = 4, TM = TN = 4 (32 threads), for the simulator; the seed

@@ -4,7 +4,7 @@ What changed from Python rung 5: each step of the copy loops moves four consecut
 (A along k, B along n), and A is stored transposed, As[BK][BM], so a thread's column
 fragment of A is contiguous in shared memory, like its row fragment of B.
 
-Mirrors CUDA rung 6 (kernels/06_vectorized.cu), where it differs most: Numba has no float4
+Mirrors CUDA rung 6 (kernels/ladder/06_vectorized.cu), where it differs most: Numba has no float4
 type and no reinterpreting cast, so a thread reads its four floats in four consecutive,
 edge-guarded statements (what load4_or_zero does at an edge) and stores them in four;
 whether they become one 16-byte instruction is up to LLVM, not promised as in CUDA. The

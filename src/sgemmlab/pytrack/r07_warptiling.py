@@ -10,7 +10,7 @@ tile k+1 right after the barrier that publishes tile k. Like the course's kernel
 module also carries a small autotuning search: CANDIDATES, a handful of legal
 configurations, and `search(shapes, time_fn)`, which times each and keeps the fastest.
 
-Mirrors CUDA rung 10 (kernels/10_warptiling.cu); the registry derives WMITER. Where it
+Mirrors CUDA rung 10 (kernels/ladder/10_warptiling.cu); the registry derives WMITER. Where it
 differs: fetch and stash are device functions built with the kernel (CUDA: lambdas), their
 staging registers are local arrays of four floats per copy (no float4, as in Python rung
 6), and the fragment reads and C stores are scalar loops.

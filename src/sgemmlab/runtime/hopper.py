@@ -31,13 +31,13 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ConfigError
-from ..registry import Config, Rung, config_key
+from ..registry import TILE_K, TILE_M, Config, Rung, config_key
 from .compiler import compile_kernel
 from .device import device, gpu_info
 from .tma import Params, RawKernel, Tiled2D, encode_tiled_2d
 from .variants import source_kind
 
-BM, BK = 128, 32  # the kernels' row tile and k-tile (kernels/hopper/wgmma.cuh)
+BM, BK = TILE_M, TILE_K  # the kernels' row tile and k-tile (the registry states them)
 PREP = "hopper/prep.cu"
 PREP_BLOCK = (32, 8, 1)
 PREP_TILE = 64  # the transpose's tile side (hopper/prep.cu: T)

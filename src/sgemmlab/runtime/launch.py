@@ -299,10 +299,7 @@ class Launcher:
                               "need a rung with batches (13, 14)")
         check_int32(M=M, N=N, K=K, lda=lda, ldb=ldb, ldc=ldc)
         check_depth(K)
-        if rung.supports("tma"):  # rows of 128 (BM), columns of BN
-            check_tiles(128, self.config["BN"], M, N, rung.label)
-        else:
-            check_tiles(*rung.tile(self.config), M, N, rung.label)
+        check_tiles(*rung.tile(self.config), M, N, rung.label)
         x, ldx = source if source is not None else (c, ldc)
         if source is not None and ldx < 0:
             raise ValueError(f"the source's row stride must be >= 0, got {ldx}")

@@ -18,7 +18,7 @@ SPLIT = 0  Stream-K: when T is a whole number of waves (T % G == 0), all tiles w
 Partial tiles meet in a workspace (runtime/workspace.py): one counter per streamed tile and,
 for FIXUP = 1, one accumulation tile per streamed tile, in the region the kernel leaves zeroed;
 for FIXUP = 0 a slot per (block, tile) pair of the stream (block + tile is unique, see
-kernels/14_streamk.cu) in the scratch region; for FIXUP = 2 (partials added into C itself)
+kernels/ladder/14_streamk.cu) in the scratch region; for FIXUP = 2 (partials added into C itself)
 three counters per streamed tile and nothing else.
 """
 

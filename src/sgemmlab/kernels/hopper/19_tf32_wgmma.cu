@@ -72,7 +72,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
             int tm, tn;
             tile_of(t, tiles_m, tiles_n, tm, tn);
             for (int kt = 0; kt < ktiles; ++kt) {
-                if (!mbar_wait(empty(stage), phase ^ 1, STAGES + stage, t, kt)) return;
+                mbar_wait(empty(stage), phase ^ 1);
                 mbar_expect_tx(full(stage), STAGE_BYTES);  // whole boxes, zeros included
                 tma_load(a_tiles + stage * A_BYTES, tma_a, kt * BK, tm * BM, full(stage));
                 tma_load(b_tiles + stage * B_BYTES, tma_b, kt * BK, tn * BN, full(stage));
@@ -92,10 +92,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         int tm, tn;
         tile_of(t, tiles_m, tiles_n, tm, tn);
         for (int kt = 0; kt < ktiles; ++kt) {
-            if (!mbar_wait(full(stage), phase, stage, t, kt)) {
-                wgmma_wait<0>();  // leave nothing in flight
-                return;
-            }
+            mbar_wait(full(stage), phase);
             const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;
             const unsigned b = b_tiles + stage * B_BYTES;
             pin(acc);

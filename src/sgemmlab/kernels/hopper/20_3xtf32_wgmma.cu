@@ -40,9 +40,6 @@
 #define ORDER 0  // the products of a k-tile: 0 the 8 small ones first, 1 the 4 big ones first,
                  // 2 k8 by k8 (its two small ones, then its big one)
 #endif
-#ifndef PROXY_FENCE
-#define PROXY_FENCE 1  // fence this thread's reads of a stage before releasing it
-#endif
 #include "hopper/wgmma.cuh"
 
 constexpr int STAGE_BYTES = A_BYTES + 2 * B_BYTES;  // A, B_big, B_small: what one "full" awaits
@@ -54,7 +51,6 @@ static_assert(PROMOTE >= 1, "PROMOTE >= 1");
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT is 0 or 1");
 static_assert(TAIL == 0 || TAIL == 1, "TAIL is 0 or 1");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER is 0, 1 or 2");
-static_assert(PROXY_FENCE == 0 || PROXY_FENCE == 1, "PROXY_FENCE is 0 or 1");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block <= 227 KB");
 #ifdef SMEM_EXPECT  // the host's formula for the launch's dynamic shared memory
 static_assert(SMEM_BYTES == SMEM_EXPECT, "the host's shared-memory size matches the kernel's");
@@ -107,7 +103,7 @@ __device__ __forceinline__ void pin_u(unsigned (&d)[R][4]) {
 // The release of a stage: this thread's generic reads of it, fenced from the copy engine's
 // rewrite of it (the async proxy), then its arrival on "empty".
 __device__ __forceinline__ void release(unsigned bar) {
-    if (PROXY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     mbar_arrive(bar);
 }
 
@@ -157,7 +153,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
             int tm, tn;
             tile_of(wk.t, tiles_m, tiles_n, tm, tn);
             for (int kt = wk.k0; kt < wk.k1; ++kt) {
-                if (!mbar_wait(empty(stage), phase ^ 1, STAGES + stage, wk.t, kt)) return;
+                mbar_wait(empty(stage), phase ^ 1);
                 mbar_expect_tx(full(stage), STAGE_BYTES);  // whole boxes, zeros included
                 tma_load(a_tiles + stage * A_BYTES, tma_a, kt * BK, tm * BM, full(stage));
                 tma_load(b_tiles + stage * B_BYTES, tma_b, kt * BK, tn * BN, full(stage));
@@ -187,11 +183,10 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) sum[i] = 0.0f;
         int prev = 0;  // INFLIGHT: the stage whose products may still be in flight
-        // One k-tile into fragments (hi, lo); (ohi, olo) are the k-tile before's. False: the
-        // watchdog ended the wait.
+        // One k-tile into fragments (hi, lo); (ohi, olo) are the k-tile before's.
         auto step = [&](unsigned (&hi)[BK / 8][4], unsigned (&lo)[BK / 8][4],
                         unsigned (&ohi)[BK / 8][4], unsigned (&olo)[BK / 8][4], int kt) {
-            if (!mbar_wait(full(stage), phase, stage, wk.t, kt)) return false;
+            mbar_wait(full(stage), phase);
             split_a(hi, lo, a_tiles + stage * A_BYTES + cw * 64 * 128, warp, lane);
             const bool fresh = kt == wk.k0 || (kt - wk.k0 + stagger) % PROMOTE == 0;
             if (fresh && kt > wk.k0) {  // the run is complete: promote it
@@ -252,20 +247,15 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
             }
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
-            return true;
         };
         for (int kt = wk.k0; kt < wk.k1; kt += 2) {
 #if INFLIGHT
-            const bool ok = step(hi0, lo0, hi1, lo1, kt) &&
-                            (kt + 1 >= wk.k1 || step(hi1, lo1, hi0, lo0, kt + 1));
+            step(hi0, lo0, hi1, lo1, kt);
+            if (kt + 1 < wk.k1) step(hi1, lo1, hi0, lo0, kt + 1);
 #else
-            const bool ok = step(hi0, lo0, hi0, lo0, kt) &&
-                            (kt + 1 >= wk.k1 || step(hi0, lo0, hi0, lo0, kt + 1));
+            step(hi0, lo0, hi0, lo0, kt);
+            if (kt + 1 < wk.k1) step(hi0, lo0, hi0, lo0, kt + 1);
 #endif
-            if (!ok) {
-                wgmma_wait<0>();  // leave nothing in flight
-                return;
-            }
         }
         if (INFLIGHT) {
             wgmma_wait<0>();

@@ -1,6 +1,6 @@
 // The Hopper pipeline of rungs 19 and 20: tensor maps, mbarriers, the copy engine, wgmma, the
-// persistent tile order and the epilogue. A rung defines BN (128 or 256), GROUP_M and
-// WATCHDOG, then includes this; what each piece is, the PTX ISA section it comes from:
+// persistent tile order and the epilogue. A rung defines BN (128 or 256) and GROUP_M,
+// then includes this; what each piece is, the PTX ISA section it comes from:
 //   mbarrier          "Parallel synchronization: mbarrier" (expect-tx arrive, phase parity)
 //   cp.async.bulk.tensor, prefetch.tensormap   "Data movement: tensor copy" (TMA)
 //   wgmma.mma_async   "Asynchronous warpgroup level matrix multiply-accumulate"
@@ -14,12 +14,13 @@
 #ifndef GROUP_M
 #define GROUP_M 8  // row-tiles walked together by consecutive tile numbers (L2 reuse)
 #endif
-#ifndef WATCHDOG
-#define WATCHDOG 0  // 1: a barrier wait that lasts a second ends the launch (see watchdog)
-#endif
 
-constexpr int BM = 128;  // two consumer warpgroups of 64 rows
-constexpr int BK = 32;   // floats per k-tile: 128 bytes, one row of the 128-byte swizzle
+#if !defined(TILE_M) || !defined(TILE_K)
+#error "the registry sets TILE_M and TILE_K (sgemmlab/registry/tensor.py)"
+#endif
+constexpr int BM = TILE_M;  // two consumer warpgroups of 64 rows
+constexpr int BK = TILE_K;  // floats per k-tile: 128 bytes, one row of the 128-byte swizzle
+static_assert(BM == 128 && BK == 32, "the warpgroups' rows and the swizzle's row, as written");
 constexpr int CONSUMERS = 2;  // consumer warpgroups; warpgroup 0 produces
 constexpr int THREADS_PER_BLOCK = 128 * (1 + CONSUMERS);
 constexpr int A_BYTES = BM * BK * 4, B_BYTES = BN * BK * 4;
@@ -63,57 +64,10 @@ __device__ __forceinline__ bool mbar_test(unsigned bar, unsigned parity) {
     return done != 0;
 }
 
-#if WATCHDOG
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    return t;
-}
-
-// The first barrier wait of a launch that gave up (WATCHDOG_NS without the phase completing):
-// [0] 1 once written, [1] block, [2] thread, [3] barrier (s: full[s], STAGES + s: empty[s]),
-// [4] the parity awaited, [5] tile, [6] k-tile, [7] the barrier's 64 bits (opaque state).
-// The waiting thread then leaves the kernel, and so, one wait later, does every thread
-// waiting on it: the launch ends (wrong) instead of hanging, and the host reads this
-// (cuModuleGetGlobal "watchdog") and zeroes it for the next launch.
-extern "C" {
-__device__ unsigned long long watchdog[8];
-}
-#ifndef WATCHDOG_NS
-#define WATCHDOG_NS 1000000000ull  // one second: a healthy wait takes microseconds
-#endif
-#endif
-
-// Wait for the phase of parity `parity` of barrier `bar` (which is barrier number `which`,
-// working on tile t, k-tile kt: what the watchdog reports). False: the watchdog gave up.
-__device__ __forceinline__ bool mbar_wait(unsigned bar, unsigned parity, int which, int t,
-                                          int kt) {
-#if WATCHDOG
-    if (mbar_test(bar, parity)) return true;
-    const unsigned long long start = global_ns();
-    while (!mbar_test(bar, parity)) {
-        if (global_ns() - start > WATCHDOG_NS) {
-            if (atomicCAS(&watchdog[0], 0ull, 1ull) == 0ull) {
-                unsigned long long state;
-                asm volatile("ld.shared.b64 %0, [%1];\n" : "=l"(state) : "r"(bar));
-                watchdog[1] = blockIdx.x;
-                watchdog[2] = threadIdx.x;
-                watchdog[3] = which;
-                watchdog[4] = parity;
-                watchdog[5] = t;
-                watchdog[6] = kt;
-                watchdog[7] = state;
-                __threadfence_system();
-            }
-            return false;
-        }
-    }
-#else
-    (void)which, (void)t, (void)kt;
+// Wait for the phase of parity `parity` of barrier `bar`.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     while (!mbar_test(bar, parity)) {
     }
-#endif
-    return true;
 }
 
 // -- the copy engine -------------------------------------------------------------------------

@@ -39,7 +39,7 @@
 #ifndef REG_TRANSPOSE
 #define REG_TRANSPOSE 0
 #endif
-#ifndef STEADY  // 1: rung 24's split of the k-loop (kernels/24_steady.cu)
+#ifndef STEADY  // 1: rung 24's walk of the k-tiles (postcompile/24_streamk_steady.cuh)
 #define STEADY 0
 #endif
 
@@ -212,6 +212,17 @@ struct Patch {
 };
 constexpr int PIECE_ROWS = WM / (TM / 4), PIECE_COLS = WN / (TN / 4);
 
+#if STEADY
+#include "postcompile/24_streamk_steady.cuh"
+#else
+// How tile_product walks its k-tiles: step(t, steady, fetched) once for each, in order.
+// (Rung 24 brings its own walk: postcompile/24_streamk_steady.cuh.)
+template <bool REGS, class Step, class Fetch>
+__device__ __forceinline__ void walk_k_tiles(Step& step, Fetch&&, int tiles, bool) {
+    for (int t = 0; t < tiles; ++t) step(t, false, false);
+}
+#endif
+
 // acc = A[row0 .., k-tiles kt_begin .. kt_end) @ B[.., col0 ..]: the pipelined main loop.
 // A and B are the (batch's) matrices at their origin.
 __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, const float* A,
@@ -322,24 +333,11 @@ __device__ __forceinline__ void tile_product(float (&acc)[TM][TN], float* smem, 
         }
         write = write + 1 == STAGES ? 0 : write + 1;
     };
-    int t = 0;
-    bool fetched = false;
-#if STEADY
-    // rung 24: first the steps whose copy is a whole k-tile and (through registers) whose
-    // next step's is too, in a loop of their own with no branch in its body; then the
-    // rest in the loop below. The register fetch sits at the end of the step before: in
-    // the step that stores it, ptxas sinks the load next to its STS (rung 24's first
-    // build: the STS then waited on the load, ncu's long-scoreboard stalls 0.05 -> 0.13)
-    const int partial = kt_end == ceil_div(K, BK) && K % BK != 0;
-    const int steady = tiles - (STAGES - 1) - partial - REGS;
-    if (REGS && steady > 0) {
+    // the k-tiles one step each; rung 24 walks the whole ones first, in a branch-free loop
+    walk_k_tiles<REGS>(step, [&] {
         if (A_REGS) ca.fetch<false>(BK);
         if (B_REGS) cb.fetch<false>(BK);
-    }
-    for (; t < steady; ++t) step(t, true, true);
-    fetched = REGS && steady > 0;
-#endif
-    for (; t < tiles; ++t, fetched = false) step(t, false, fetched);
+    }, tiles, kt_end == ceil_div(K, BK) && K % BK != 0);
     cp_async_wait<0>();
 }
 

@@ -1,34 +1,33 @@
-// Rung 11 — cp.async multistage pipeline.
+// Rung 12 — register prefetch, with A transposed in shared memory.
 //
-// What changed from rung 10: the copy. Rung 10 moved each tile global -> registers -> shared
-// into one buffer. Here every thread issues cp.async copies straight from global into shared
-// memory, into a ring of STAGES buffers: while the block computes on tile t in stage
-// t % STAGES, the copies of tiles t+1 .. t+STAGES-1 are in flight. cp.async.wait_group waits
-// for the thread's own copies of a tile, and one __syncthreads() publishes everybody's and
-// frees the stage read in the step before: one barrier per tile instead of two. A 16-byte
-// cp.async cannot transpose, so A keeps its row-major layout (As[m][k], rows padded by PAD)
-// and a lane reads its TM values of A at one k as TM scalar loads. A copy past the edge is
-// zero-filled (async_copy.cuh). Rung 12's switches (TRANSPOSE_A, REGPF) live here, at 0.
+// What changed from rung 11: two switches, both in the search space so all four combinations
+// are measured. The file is rung 11's with the switches added: `diff ladder/11_cp_async.cu
+// ladder/12_regprefetch.cu` shows exactly what they take.
+// TRANSPOSE_A = 1: A is scattered into As[k][m] (rows of BM + PAD) by 4-byte cp.async copies
+// (a 16-byte copy cannot transpose); a lane's TM values of A at one k are then TM/4 LDS.128,
+// conflict-free, for 4x the copy instructions of A.
+// REGPF = 1: two sets of fragment registers; while the FFMAs of step k use one, the shared
+// loads of step k+1 fill the other. The first step of a tile still loads after the barrier.
 //
-// The bill (`sgemmlab inspect 11 --gpu h200`; H200 default = seed BM=128 BN=64 BK=16 WM=64
-// WN=32 WNITER=1 TM=8 TN=4 STAGES=3, 128 threads): A+B global 3072 B for 65536 FLOPs per warp
-// per tile (21.33 FLOP/B); per tile per thread 4 cp.async.16 of A and 2 of B, nothing through
-// registers; 0.3125 shared words in 0.2656 loads per FFMA: per k 16 LDS.32 of A, 4-way
-// (lanes TM rows = 160 words apart), and 1 LDS.128 of B; 43008 B of shared memory; 193
-// registers, 2 blocks (8 warps) per SM. The SASS has 80 LDS.128 + 3 LDS.32 per tile, not the
-// source's 272 loads: ptxas fuses the A reads along k.
+// The bill (`sgemmlab inspect 12 --gpu h200 [--seed]`, BM=128 BN=64 BK=16 WM=64 WN=32 WNITER=1
+// TM=8 TN=4 STAGES=3, 128 threads, per warp per tile):
+//   seed (TRANSPOSE_A = REGPF = 1): 0.3125 shared words in 0.078 LDS.128 per FFMA (rung 11:
+//   0.2656 loads), As reads 1-way; A copied by 16 cp.async.4 per thread (rung 11: 4
+//   cp.async.16), 8192 B of sectors moved for 2048 B requested; 167 registers, 3 blocks/SM.
+//   H200 default (TRANSPOSE_A = 0, REGPF = 1): rung 11's bill; 189 registers, 2 blocks/SM.
+// REGPF changes no count: the same loads, issued a step earlier.
 //
-// Prediction: the copy wait disappears with STAGES >= 3, but the scalar, conflicting A reads
-// cost more issue slots than rung 10's float4 reads: 80-90 % of cuBLAS at 4096^3, no better
-// than rung 10, the winner at TM = 4 (fewer A conflicts).
+// Prediction: TRANSPOSE_A alone (17 shared loads per k -> 5 at this tile) +5-10 %; REGPF alone
+// barely moves a kernel whose loads are scalar and conflicting: +-3 %; both: the loads few and
+// early, +10-15 % over rung 11, near rung 10 or above it at 4096^3.
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
-// NVIDIA H200 4096x4096x4096: 3587.2 us, 38313 GFLOP/s, 77.4 % of cuBLAS, 193 registers
-//   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
+// NVIDIA H200 4096x4096x4096: 3583.7 us, 38351 GFLOP/s, 77.9 % of cuBLAS, 189 registers
+//   BK=16,BM=128,BN=64,PAD=4,REGPF=1,STAGES=3,TM=8,TN=4,TRANSPOSE_A=0,WM=64,WN=32,WNITER=1
 //   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
-// NVIDIA H200 4092x4092x4092: 3609.3 us, 37968 GFLOP/s, 82.8 % of cuBLAS, 193 registers
-//   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
+// NVIDIA H200 4092x4092x4092: 3603.2 us, 38032 GFLOP/s, 82.9 % of cuBLAS, 189 registers
+//   BK=16,BM=128,BN=64,PAD=4,REGPF=1,STAGES=3,TM=8,TN=4,TRANSPOSE_A=0,WM=64,WN=32,WNITER=1
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "async_copy.cuh"

@@ -32,7 +32,7 @@
 //   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #define SGEMM_NO_ENTRY
-#include "13_hoisted.cu"
+#include "ladder/13_hoisted.cu"
 
 static_assert(FIXUP >= 0 && FIXUP <= 2, "FIXUP is 0 (fixed order), 1 (atomic) or 2 (into C)");
 
