@@ -416,9 +416,13 @@ def run_cli(*args):
 def one_line_error(result, *words):
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    # one message: one line, or one folded to 100 columns (continued under two spaces)
+    assert max(map(len, lines)) <= 100, result.output
+    assert all(line.startswith("  ") for line in lines[1:]), result.output
+    assert "Traceback" not in result.output
+    text = " ".join(line.strip() for line in lines)
     for w in words:
-        assert w in lines[0]
+        assert w in text
 
 
 @pytest.fixture

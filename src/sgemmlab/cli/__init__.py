@@ -15,7 +15,7 @@ import sys
 import typer
 
 from . import accuracy, look, measure, tune  # noqa: F401  (each registers its commands on the app)
-from .common import app, fail, parse_shape, require_torch, rungs_from  # noqa: F401
+from .common import app, fail, fold, parse_shape, require_torch, rungs_from  # noqa: F401
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
         option = getattr(exc, "option_name", None) or ""
         if option[1:].isdigit():  # a negative number, which click reads as an option
             message = f"{option} is not a size: M, N, K and counts are integers >= 1"
-        typer.secho(f"{where}: {message} (see {where} --help)", err=True,
+        typer.secho(fold(f"{where}: {message} (see {where} --help)"), err=True,
                     fg=typer.colors.RED)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -11,7 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+#: The terminal width every command's output is made to fit.
+WIDTH = 100
+
+# Plain help (click's formatter, not typer's rich panels): it rewraps each docstring paragraph
+# to the terminal, at most WIDTH columns, where the panels kept the docstring's own line breaks
+# inside narrower boxes and broke sentences in two.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"max_content_width": WIDTH},
                   help="sgemmlab: FP32 GEMM on NVIDIA GPUs, and the ladder that explains it.")
 
 
@@ -36,14 +43,9 @@ KernelOpt = Annotated[Optional[list[str]], typer.Option(
     "--kernel", "-k", help="rung number or name; repeatable (default: all)")]
 
 
-#: The terminal width every command's output is made to fit (issue 17).
-WIDTH = 100
-
-
-def echo(text: str = "") -> None:
-    """typer.echo for prose lines, folded to WIDTH columns: a longer line breaks at spaces,
-    continued under its own indent plus two (a configuration key, which has none, stays
-    whole). Tables are laid out to fit by their own code, not here."""
+def fold(text: str) -> str:
+    """Prose folded to WIDTH columns: a longer line breaks at spaces, continued under its own
+    indent plus two (a configuration key, which has none, stays whole)."""
     import textwrap
 
     out = []
@@ -55,12 +57,19 @@ def echo(text: str = "") -> None:
         out.append(textwrap.fill(line.strip(), WIDTH, initial_indent=indent,
                                  subsequent_indent=indent + "  ", break_on_hyphens=False,
                                  break_long_words=False))
-    typer.echo("\n".join(out))
+    return "\n".join(out)
+
+
+def echo(text: str = "") -> None:
+    """typer.echo for prose lines, folded to WIDTH columns. Tables are laid out to fit by
+    their own code, not here."""
+    typer.echo(fold(text))
 
 
 def fail(message: str, code: int = 1) -> None:
-    """One plain sentence on stderr and a non-zero exit: no traceback."""
-    typer.secho(message, err=True, fg=typer.colors.RED)
+    """One plain sentence on stderr (folded to WIDTH columns) and a non-zero exit: no
+    traceback."""
+    typer.secho(fold(message), err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
 
 

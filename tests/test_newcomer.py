@@ -1,0 +1,108 @@
+"""What a newcomer meets first, on a machine without a GPU: help that reads at 80 and 100
+columns, errors that fit 100 columns, an `info` that lists every rung the library runs, a
+Python simulation that warns before it takes long, and examples that say what they need."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from sgemmlab.cli import app
+from sgemmlab.cli.common import WIDTH
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = sorted(typer.main.get_command(app).commands)
+
+
+ROOT_COMMAND = typer.main.get_command(app)
+
+
+def _help(command: str | None, columns: int, monkeypatch) -> str:
+    """`sgemmlab [COMMAND] --help` as a terminal of `columns` columns shows it (click reads
+    the width from COLUMNS, as in a shell; typer's CliRunner would force one instead)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with ROOT_COMMAND.make_context("sgemmlab", [], resilient_parsing=True) as ctx:
+        if command is None:
+            return ctx.get_help()
+        sub = ROOT_COMMAND.get_command(ctx, command)
+        with sub.make_context(command, [], parent=ctx, resilient_parsing=True) as inner:
+            return inner.get_help()
+
+
+def _hard_breaks(text: str, width: int) -> list[str]:
+    """Lines broken before the line was full: the next line's first word would have fitted.
+    A formatter that wraps paragraphs fills each line first; a docstring's own line breaks
+    kept inside a narrower box break sentences where the box does not end."""
+    lines = text.splitlines()
+    bad, listing = [], False  # listing: inside "Options:" or "Commands:", a row per entry
+    for a, b in zip(lines, lines[1:]):
+        if a and not a[0].isspace():
+            listing = a.rstrip().endswith(":") and not a.startswith("Usage")
+        if not a.strip() or not b.strip() or a.rstrip().endswith(":"):
+            continue  # a paragraph's end, or a heading
+        indent_a = len(a) - len(a.lstrip())
+        indent_b = len(b) - len(b.lstrip())
+        if indent_b < indent_a or (listing and 2 in (indent_a, indent_b)):
+            continue  # the next row of a listing, or its text under a long option's name
+        if len(a.rstrip()) + 1 + len(b.split()[0]) <= width:
+            bad.append(f"{a!r} / {b!r}")
+    return bad
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_fits_and_wraps_where_lines_are_full(command, columns, monkeypatch):
+    text = _help(command, columns, monkeypatch)
+    width = min(columns, WIDTH) - 2  # click's formatter keeps two columns free
+    assert max(map(len, text.splitlines())) <= WIDTH
+    assert _hard_breaks(text, width) == [], command
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_runs_through_the_cli(command):
+    """Through typer's runner, as a user types it: exit 0, nothing wider than 100 columns,
+    and the command list shows each command's first line whole or shortened with '...',
+    never a docstring line cut where the source file happened to break it."""
+    done = CliRunner().invoke(app, [command, "--help"] if command else ["--help"])
+    assert done.exit_code == 0, done.output
+    assert max(map(len, done.output.splitlines())) <= WIDTH
+    assert "uniform, positive\n" not in done.output
+
+
+@pytest.mark.parametrize("args", [["inspect", "99"], ["ladder", "-k", "nonsense"],
+                                  ["run", "-k", "a-rung-that-does-not-exist"],
+                                  ["explain", "-1", "4", "4"]])
+def test_usage_errors_fit_100_columns(args):
+    done = subprocess.run([sys.executable, "-m", "sgemmlab", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert max(map(len, done.stderr.splitlines())) <= WIDTH, done.stderr
+
+
+def test_fail_folds_a_long_message():
+    from sgemmlab.cli.common import fail
+
+    words = "a long list of rungs that goes on " * 12
+    one = typer.Typer()
+
+    @one.command()
+    def go():
+        fail(words.strip())
+
+    done = CliRunner().invoke(one, [])
+    assert done.exit_code == 1
+    lines = done.output.splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= WIDTH
+    assert " ".join(line.strip() for line in lines) == words.strip()
+
+
+def sgemmlab(*args: str, env: dict | None = None, timeout: int = 300):
+    return subprocess.run([sys.executable, "-m", "sgemmlab", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
