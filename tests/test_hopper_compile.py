@@ -37,8 +37,8 @@ import pytest
 
 from sgemmlab import registry
 from sgemmlab.errors import OperandError
-from sgemmlab.runtime import hopper, tma
-from sgemmlab.runtime.tma import Params, Tiled2D, tiled_2d_problems
+from sgemmlab.runtime import decompose, hopper, tma
+from sgemmlab.runtime.tma import Tiled2D, tiled_2d_problems
 
 
 def _nvrtc_ok() -> bool:
@@ -411,7 +411,7 @@ def test_the_registry_and_the_runtime_agree_on_the_kernels_terms():
 
 
 def test_tail_split_and_workspace_by_hand():
-    where = hopper
+    where = decompose
     # 8192^3, 128 x 128 tiles: 4096 = 31 x 132 + 4 leftover tiles, 8 parts of 32 k-tiles each
     assert where.tail_splits(4096, 132, 256) == 8
     assert where.tail_workspace(4096, 132, 256) == (4 * 8 * 128 * 128, 4 * 256)
@@ -478,32 +478,34 @@ def test_encode_arguments_pass_the_bindings_type_checks():
         assert isinstance(err, driver.CUresult)
 
 
-def test_launch_arguments_pass_the_bindings_type_checks():
-    driver = _driver_or_none()
-    k = object.__new__(tma.RawKernel)  # no module: only the launch's argument handling
-    k.function, k.dynamic_smem, k.name = driver.CUfunction(), 1024, "sgemm"
-    p = Params([np.int32(1), 1 << 20])
-    with pytest.raises(RuntimeError):  # no libcuda here, or an invalid handle with one
-        k.launch((2,), (384,), p, stream=0)
+def _packed(args, smem=0):
+    from types import SimpleNamespace
+
+    from sgemmlab.runtime.launch import Packed
+
+    stand_in = SimpleNamespace(handle=0)  # no kernel, no stream: the packing alone
+    return Packed(stand_in, stand_in, (2,), (384,), tuple(args), smem=smem)
 
 
-def test_params_hold_what_the_driver_copies():
+def test_the_one_packer_holds_what_the_driver_copies_tensor_maps_included():
     tmap = bytes(range(128))
-    p = Params([tmap, np.int32(-7), np.float32(0.75), 0x7F0012345600, np.int64(1 << 40)])
-    assert p.count == 5 and p.address != 0
-    assert ctypes.string_at(p.pointer(0), 128) == tmap
-    assert p.pointer(0) % 64 == 0, "tensor maps are 64-byte aligned"
-    assert ctypes.c_int32.from_address(p.pointer(1)).value == -7
-    assert ctypes.c_float.from_address(p.pointer(2)).value == 0.75
-    assert ctypes.c_uint64.from_address(p.pointer(3)).value == 0x7F0012345600
-    assert ctypes.c_int64.from_address(p.pointer(4)).value == 1 << 40
-    # the void** array itself
-    arr = (ctypes.c_void_p * 5).from_address(p.address)
-    assert [arr[i] for i in range(5)] == [p.pointer(i) for i in range(5)]
-    assert Params([]).address == 0
+    p = _packed([tmap, np.int32(-7), np.float32(0.75), 0x7F0012345600, np.int64(1 << 40)],
+                smem=200 * 1024)
+    arr = (ctypes.c_void_p * 5).from_address(ctypes.addressof(p._params))
+    at = [arr[i] for i in range(5)]
+    assert ctypes.string_at(at[0], 128) == tmap
+    assert at[0] % 64 == 0, "tensor maps are 64-byte aligned"
+    assert ctypes.c_int32.from_address(at[1]).value == -7
+    assert ctypes.c_float.from_address(at[2]).value == 0.75
+    assert ctypes.c_uint64.from_address(at[3]).value == 0x7F0012345600
+    assert ctypes.c_int64.from_address(at[4]).value == 1 << 40
+    assert p._call[7] == 200 * 1024, "the dynamic shared memory reaches cuLaunchKernel"
+    assert p.grid == (2, 1, 1) and p.block == (384, 1, 1)
+    with pytest.raises(TypeError):  # the native switch takes no tensor maps
+        p.export({})
 
 
 @pytest.mark.parametrize("bad", [1.5, True, b"x" * 64, "s", None])
-def test_params_refuse_arguments_of_unknown_width(bad):
+def test_the_packer_refuses_arguments_of_unknown_width(bad):
     with pytest.raises(TypeError):
-        Params([np.int32(1), bad])
+        _packed([np.int32(1), bad])

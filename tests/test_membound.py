@@ -119,7 +119,7 @@ def test_serves_is_what_the_domain_says():
     for big in (17, 18, 4096, INT32_MAX):
         assert not m.serves(big, 1, 1) and not n.serves(1, big, 1)
         assert not k.serves(1, 1, max(big, 65))  # rung 17 serves K up to 64
-    limit = registry._TINY_K_MAX_N
+    limit = registry.TINY_K_MAX_N
     assert str(limit) in k.domain and limit == GRID_Y_MAX * 128
     assert k.serves(1, limit, 16) and not k.serves(1, limit + 1, 16)
 
@@ -143,8 +143,8 @@ def test_the_grid_covers_every_served_shape_exactly(r):
     configs = [r.seed] + list(r.configs())[::5]
     for cfg in configs:
         for M, N in itertools.product(RAGGED + SMALL_SIDES, repeat=2):
-            if r.number == 17 and N > registry._TINY_K_MAX_N:
-                N = registry._TINY_K_MAX_N
+            if r.number == 17 and N > registry.TINY_K_MAX_N:
+                N = registry.TINY_K_MAX_N
             if r.serves(M, N, 1):
                 _covers(r, cfg, M, N)
 
@@ -157,7 +157,7 @@ def test_long_sides_go_where_the_grid_has_room():
     r16, r17 = _by_number(16), _by_number(17)
     assert r16.grid({**r16.seed, "BM": 16, "RN": 1}, 65535 * 16 + 1, 3) == (65536, 3, 1)
     assert r17.grid({**r17.seed, "BM": 32}, 65535 * 32 + 1, 129) == (65536, 2, 1)
-    assert r17.grid(r17.seed, 1, registry._TINY_K_MAX_N)[1] == GRID_Y_MAX
+    assert r17.grid(r17.seed, 1, registry.TINY_K_MAX_N)[1] == GRID_Y_MAX
 
 
 # -- (b) builds ----------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_tiny_k_serves_k_up_to_64_and_claims_only_k_up_to_16():
     """Rung 17 computes every K up to 64; dispatch takes it without a table only for K <= 16
     (`preferred`): for K 17..64 the table decides."""
     k = _by_number(17)
-    limit = registry._TINY_K_MAX_N
+    limit = registry.TINY_K_MAX_N
     for K in range(1, 65):
         for M, N in ((1, 1), (4099, 4097), (INT32_MAX, 129), (1, limit)):
             assert k.serves(M, N, K), (M, N, K)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from sgemmlab import dispatch, plan, registry
-from sgemmlab.runtime import limits, streamk
+from sgemmlab.runtime import decompose, limits
 from sgemmlab.runtime.limits import INT32_MAX, K_MAX
 
 
@@ -72,10 +72,10 @@ def test_the_last_tile_of_m_or_n_must_fit_the_kernels_int():
 ], ids=["dp", "streamk", "fixup2-counters", "fixup2-fits", "owner", "owner-fits"])
 def test_stream_k_refuses_what_its_arithmetic_cannot_index(args, ok):
     if ok:
-        streamk.plan(*args)
+        decompose.streamk(*args)
     else:
         with pytest.raises(OverflowError, match="rung 14 cannot index"):
-            streamk.plan(*args)
+            decompose.streamk(*args)
 
 
 def test_a_vector_with_a_free_leading_dimension_keeps_it_within_int32():

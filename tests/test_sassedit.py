@@ -32,11 +32,13 @@ needs_nvdisasm = pytest.mark.skipif(sass.find_nvdisasm() is None,
 
 
 def _cubin(label: int, vec4: bool = True, base: bool = False):
-    """The twin's cubin, or (base) its own source compiled without the pass: rung 24's
-    source before the pass is not rung 14's (it splits the k-loop)."""
+    """The twin's cubin, or (base) the same build without the pass: rung 24's code before
+    the pass is not rung 14's (its defines take the steady walk of the k-tiles)."""
     rung = registry.rung(label)
     cfg = rung.default("NVIDIA H200")
-    macros = (registry.rung(rung.base) if base else rung).macros(cfg)
+    macros = rung.macros(cfg)
+    if base:
+        macros.pop(registry.POST_MACROS[rung.post])
     return compile_kernel(rung.source, macros | variant_macros(rung, vec4, False, False),
                           "sm_90")
 

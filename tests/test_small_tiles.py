@@ -1,4 +1,4 @@
-"""Rung 18's launch plan (runtime/splitk.py) and its place in dispatch, without a GPU.
+"""Rung 18's launch plan (runtime/decompose.py) and its place in dispatch, without a GPU.
 
 The plan: the grid covers every tile of every product once per part; parts never outnumber
 k-tiles, never go below MIN_KTILES k-tiles when chosen (SPLIT = 0), stop once the blocks
@@ -15,8 +15,8 @@ import itertools
 import pytest
 
 from sgemmlab import dispatch, registry
-from sgemmlab.runtime import splitk
-from sgemmlab.runtime.splitk import plan
+from sgemmlab.runtime import decompose
+from sgemmlab.runtime.decompose import splitk as plan
 
 R18 = registry.rung(18)
 SLOTS = 264  # 132 SMs x 2 blocks
@@ -42,11 +42,11 @@ def test_the_plan_covers_every_tile_and_k_tile_once(M, N, K, batch, split):
     covered = [t for a, b in _ranges(kt, p.parts) for t in range(a, b)]
     assert covered == list(range(kt))
     if split >= 1:
-        fit = splitk.MAX_PARTIAL_BYTES // (p.tiles * bm * bn * 4)
+        fit = decompose.MAX_PARTIAL_BYTES // (p.tiles * bm * bn * 4)
         assert p.parts == max(1, min(split, kt, fit))
     else:
-        assert p.parts == 1 or kt // p.parts >= splitk.MIN_KTILES
-        assert p.parts <= splitk.MAX_PARTS
+        assert p.parts == 1 or kt // p.parts >= decompose.MIN_KTILES
+        assert p.parts <= decompose.MAX_PARTS
         if p.tiles >= SLOTS:
             assert p.parts == 1
     if p.parts > 1:
@@ -58,16 +58,16 @@ def test_the_plan_covers_every_tile_and_k_tile_once(M, N, K, batch, split):
 
 def test_auto_parts_fill_the_gpu_and_no_more():
     # one 32 x 32 tile of 228 k-tiles: two waves want 528 parts; parts of 4 k-tiles allow 57
-    assert plan(0, 32, 32, 16, 29, 32, 3635, 1, SLOTS).parts == 228 // splitk.MIN_KTILES
+    assert plan(0, 32, 32, 16, 29, 32, 3635, 1, SLOTS).parts == 228 // decompose.MIN_KTILES
     # ... and a deeper K stops at MAX_PARTS
-    assert plan(0, 32, 32, 16, 29, 32, 10**5, 1, SLOTS).parts == splitk.MAX_PARTS
+    assert plan(0, 32, 32, 16, 29, 32, 10**5, 1, SLOTS).parts == decompose.MAX_PARTS
     # 20 tiles: 2 x 264 / 20 -> 27 wanted, but 131 / 16 = 9 k-tiles allow 2 parts of 4
     assert plan(0, 32, 32, 16, 127, 129, 131, 1, SLOTS).parts == 2
     # a full wave of tiles: no split
     assert plan(0, 32, 32, 16, 32 * 16, 32 * 17, 10**5, 1, SLOTS).parts == 1
     # the workspace cap
     p = plan(0, 64, 64, 8, 64 * 8, 64 * 8, 10**6, 1, SLOTS)
-    assert p.scratch_bytes <= splitk.MAX_PARTIAL_BYTES
+    assert p.scratch_bytes <= decompose.MAX_PARTIAL_BYTES
 
 
 def test_a_grid_that_cannot_launch_is_refused():

@@ -22,8 +22,8 @@ from sgemmlab import registry
 from sgemmlab.bench.check import check_result
 from sgemmlab.runtime import workspace
 from sgemmlab.runtime.arrays import stream_for
+from sgemmlab.runtime.decompose import splitk as plan
 from sgemmlab.runtime.launch import Launcher
-from sgemmlab.runtime.splitk import plan
 from test_membound_gpu import LAYOUT_IDS, LAYOUTS, NAN, _bits, _run
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""Split-K in the skinny rungs 15 and 16 (runtime/splitk.py's plan as they use it), without
+"""Split-K in the skinny rungs 15 and 16 (runtime/decompose.py's plan as they use it), without
 a GPU.
 
 Their tile is the rung's block tile (RM x BN for 15, BM x RN for 16), their unit of K the
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.runtime import splitk
-from sgemmlab.runtime.splitk import plan
+from sgemmlab.runtime import decompose
+from sgemmlab.runtime.decompose import splitk as plan
 
 R15, R16 = registry.rung(15), registry.rung(16)
 SLOTS = 132
@@ -67,7 +67,7 @@ def test_the_grid_is_the_kernels_and_parts_cover_k_in_quanta(rung, split, long_,
     if p.parts > 1:
         assert p.scratch_bytes == p.tiles * p.parts * rows * cols * 4
     if split == 0 and p.parts > 1:
-        assert p.tiles < SLOTS and units // p.parts >= splitk.MIN_KTILES
+        assert p.tiles < SLOTS and units // p.parts >= decompose.MIN_KTILES
 
 
 def test_a_short_output_with_a_long_k_is_split_to_fill_the_gpu():
@@ -76,7 +76,7 @@ def test_a_short_output_with_a_long_k_is_split_to_fill_the_gpu():
     assert p.tiles == 67 and p.parts == -(-2 * SLOTS // 67)
     # 592 x 1 x 13251 on rung 16 (rows on x): 19 row tiles, 104 quanta -> 26 parts of 4
     p = _plan(R16, R16.seed, 592, 1, 13251)
-    assert p.grid[0] == 19 and p.parts == min(-(-2 * SLOTS // 19), 104 // splitk.MIN_KTILES)
+    assert p.grid[0] == 19 and p.parts == min(-(-2 * SLOTS // 19), 104 // decompose.MIN_KTILES)
     # enough tiles already: no split
     assert _plan(R15, R15.seed, 16, 32 * SLOTS, 16384).parts == 1
 

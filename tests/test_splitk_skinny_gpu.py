@@ -15,7 +15,7 @@ import itertools
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.runtime.splitk import plan
+from sgemmlab.runtime.decompose import splitk as plan
 from test_membound_gpu import LAYOUT_IDS, LAYOUTS, _bits, _run
 
 pytestmark = pytest.mark.gpu

@@ -1,6 +1,6 @@
 """Rung 14's launch plan (CPU): the partition of the work and the workspace it needs.
 
-The kernel and runtime/streamk.py must agree on who computes what. These tests replay the
+The kernel and runtime/decompose.py must agree on who computes what. These tests replay the
 kernel's arithmetic (kernels/ladder/14_streamk.cu: Stream::first, Stream::owner, the slot b + t)
 on the plan and check what a wrong plan would break: every k-tile of every tile computed
 exactly once, whole tiles in full waves, ranges never shorter than MIN_KTILES unless there
@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sgemmlab.runtime.streamk import MIN_KTILES, Plan, ceil_div, plan
+from sgemmlab.runtime.decompose import MIN_KTILES, ceil_div
+from sgemmlab.runtime.decompose import StreamKPlan as Plan
+from sgemmlab.runtime.decompose import streamk as plan
 
 
 def first(total: int, blocks: int, b: int) -> int:  # Stream::first

@@ -23,7 +23,7 @@ import sgemmlab
 from sgemmlab import api, dispatch, plan, product, registry
 from sgemmlab.dispatch import tensor
 from sgemmlab.errors import ConfigError
-from sgemmlab.runtime import hopper
+from sgemmlab.runtime import decompose, hopper
 from sgemmlab.runtime.arrays import Operand
 from sgemmlab.runtime.device import GPUInfo
 
@@ -113,17 +113,17 @@ def test_an_unaligned_k_copies_a_row_major_a_whose_lda_is_k():
 
 def test_tail_split_and_workspace_by_hand():
     # 140 tiles on 132 blocks: 8 leftover tiles, 132 // 8 = 16 parts would fit, 8 at most
-    assert hopper.tail_splits(140, 132, 128) == 8
-    assert hopper.tail_workspace(140, 132, 128) == (8 * 8 * 128 * 128, 8 * 2 * 128)
+    assert decompose.tail_splits(140, 132, 128) == 8
+    assert decompose.tail_workspace(140, 132, 128) == (8 * 8 * 128 * 128, 8 * 2 * 128)
     # 133 tiles: 1 leftover, as many parts as k-tiles when fewer than 8
-    assert hopper.tail_splits(133, 132, 5) == 5
-    assert hopper.tail_workspace(133, 132, 5) == (5 * 128 * 128, 256)
+    assert decompose.tail_splits(133, 132, 5) == 5
+    assert decompose.tail_workspace(133, 132, 5) == (5 * 128 * 128, 256)
     # 200 tiles: 68 leftover, 132 // 68 = 1 part each: nothing split, nothing needed
-    assert hopper.tail_splits(200, 132, 128) == 1
-    assert hopper.tail_workspace(200, 132, 128) == (0, 0)
-    assert hopper.tail_splits(264, 132, 128) == 1  # two whole waves
-    assert hopper.tail_workspace(264, 132, 128) == (0, 0)
-    assert hopper.tail_splits(7, 2, 1) == 1  # a single k-tile cannot be split
+    assert decompose.tail_splits(200, 132, 128) == 1
+    assert decompose.tail_workspace(200, 132, 128) == (0, 0)
+    assert decompose.tail_splits(264, 132, 128) == 1  # two whole waves
+    assert decompose.tail_workspace(264, 132, 128) == (0, 0)
+    assert decompose.tail_splits(7, 2, 1) == 1  # a single k-tile cannot be split
 
 
 # -- (b) dispatch ----------------------------------------------------------------------------
@@ -348,9 +348,9 @@ def test_matmul_dispatches_by_precision(host_device):
     (4096, 256, 132, 8),   # 4096 % 132 = 4 left over: the tail split
 ])
 def test_split_plan_splits_few_tiles_and_the_last_wave(tiles, ktiles, grid, splits):
-    assert hopper.split_plan(tiles, ktiles, 132, True) == (grid, splits)
-    assert hopper.split_plan(tiles, ktiles, 132, False) == (min(tiles, 132), 1)
-    work, counters = hopper.split_workspace(tiles, grid, splits)
+    assert decompose.split_plan(tiles, ktiles, 132, True) == (grid, splits)
+    assert decompose.split_plan(tiles, ktiles, 132, False) == (min(tiles, 132), 1)
+    work, counters = decompose.split_workspace(tiles, grid, splits)
     split_tiles = 0 if splits == 1 else (tiles if grid > tiles else tiles % grid)
     assert work == split_tiles * splits * 128 * 128
     assert counters == split_tiles * 256

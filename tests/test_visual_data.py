@@ -86,7 +86,7 @@ def test_lanes_are_elements_or_words_and_inactive_lanes_are_minus_one(data):
 
 
 def test_rung_14_shows_the_launchers_stream_k_plan(data):
-    from sgemmlab.runtime.streamk import plan
+    from sgemmlab.runtime.decompose import streamk as plan
 
     r = by_label(data, "14_streamk")
     cfg = r["config"]

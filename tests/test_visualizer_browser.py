@@ -375,7 +375,7 @@ def test_a_block_is_the_replayed_one_shifted_to_its_tile(page, site):
                                    (4097, 1023, 515), (8192, 8192, 512), (129, 131, 100003),
                                    (33000, 257, 64)])
 def test_a_typed_shape_is_planned_as_the_launcher_plans_it(page, site, shape):
-    from sgemmlab.runtime.streamk import plan
+    from sgemmlab.runtime.decompose import streamk as plan
 
     data = site[1]
     i = rung_index(data, 14)

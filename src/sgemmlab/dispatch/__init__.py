@@ -51,7 +51,7 @@ Where the answer comes from, in order:
    * under half a wave, and C small (M N <= 2^16) or the product tiny (under 2^26 FLOP,
      about a microsecond of an H200: less than a launch costs) -> the small-tile rung
      (registry.SMALL, rung 18), K split to fill the GPU where its tiles are fewer than the
-     slots (runtime/splitk.py);
+     slots (runtime/decompose.py);
    * the waves are at least 85 % full on average -> data-parallel tiles on the highest
      eligible rung that is not persistent (one block per tile, no workspace); from 8 waves
      on this always holds (8/9 > 85 %): an idle tail costs little;

@@ -58,7 +58,7 @@ import numpy as np
 
 from .. import registry
 from ..registry import Config, Rung, config_key
-from ..runtime import splitk, streamk
+from ..runtime import decompose
 from ..runtime.device import slug
 from . import cache
 from .request import Request
@@ -94,11 +94,11 @@ def _cover(rung: Rung, cfg: Config, M: int, N: int, K: int, batch: int, slots: i
         return (-(-tiles * parts // slots) * -(-kt // parts), tiles * parts * rows * cols,
                 tiles * parts)
     if "streamk" in rung.features and split == 0:
-        p = streamk.plan(0, cfg.get("FIXUP", 0), rows, cols, cfg["BK"], M, N, K, batch, slots)
+        p = decompose.streamk(0, cfg.get("FIXUP", 0), rows, cols, cfg["BK"], M, N, K, batch, slots)
         x = p.dp_tiles // slots * kt + (-(-p.sk_tiles * kt // p.sk_blocks) if p.sk_tiles else 0)
         return x, 2 * p.sk_tiles * rows * cols, max(p.grid, 1)
     if "splitk" in rung.features:
-        p = splitk.plan(split, rows, cols, _k_step(rung, cfg, K), M, N, K, batch, slots,
+        p = decompose.splitk(split, rows, cols, _k_step(rung, cfg, K), M, N, K, batch, slots,
                         rows_on_x=rung.rows_on_x)
         return (-(-tiles * p.parts // slots) * -(-kt // p.parts),
                 tiles * p.parts * rows * cols if p.parts > 1 else 0, tiles * p.parts)

@@ -27,7 +27,7 @@ copies go through registers (LDG + STS) and which do not (LDGSTS).
 
 Everything above is per K step. The one cost that is not is rung 14's Stream-K fix-up: it is
 paid per split tile (a partial BM x BN tile out to the workspace and back), so `count` adds
-it to the per-product DRAM figure only, from the launch plan (runtime/streamk.py), which
+it to the per-product DRAM figure only, from the launch plan (runtime/decompose.py), which
 needs the GPU's block slots.
 
 The figures are source-level, like the articles' counts: where the compiler fuses loads (it
@@ -303,15 +303,14 @@ def _warptiling(rung, c, M, N, K):
 
 
 def _cp_async(rung, c, M, N, K):
-    """Rungs 11-12 (rung 12 is rung 11's file with its two switches): rung 10's warp tiles
+    """Rungs 11-12 (rung 12 is rung 11's code with its two switches): rung 10's warp tiles
     fed by cp.async. One K step is one tile of the ring; STAGES changes when a copy lands,
     not what it moves, and REGPF changes when a fragment is loaded (one k ahead), not how
     many: BK fragment loads per tile either way. So neither appears in the bill; they show
     in the registers, the shared memory and the SASS."""
-    m = rung.macros(c)  # rung 11 derives TRANSPOSE_A = REGPF = 0
     BM, BN, BK, PAD = c["BM"], c["BN"], c["BK"], c["PAD"]
     TM, TN, WNITER = c["TM"], c["TN"], c["WNITER"]
-    transpose_a = m["TRANSPOSE_A"]
+    transpose_a = c.get("TRANSPOSE_A", 0)  # rung 11 has no such switch: A as it lies
     a_ld = BM + PAD if transpose_a else BK + PAD  # As[k][m] or As[m][k]
 
     def a_at(r, k):
@@ -667,7 +666,7 @@ class Fixup:
     """Rung 14's fix-up for one product: what the split tiles' partial sums move."""
 
     slots: int  # the GPU's resident blocks the plan was made for (SMs x blocks per SM)
-    plan: str  # runtime/streamk.py's description of the launch
+    plan: str  # runtime/decompose.py's description of the launch
     split_tiles: int  # tiles whose k-tiles more than one block computes
     contributions: int  # (block, split tile) pairs: partial tiles written
     written: int  # bytes
@@ -689,7 +688,7 @@ def stream_k_fixup(config: Config, shape, slots: int) -> Fixup:
       FIXUP = 2  the first to finish stores C as for a whole tile, the c - 1 others add into
                  C with vector atomics: (c - 1) S written beyond C's own store, none read.
     A block whose range covers a whole tile stores it directly and moves nothing here."""
-    from ..runtime.streamk import plan
+    from ..runtime.decompose import streamk as plan
 
     M, N, K = shape
     p = plan(config["SPLIT"], config["FIXUP"], config["BM"], config["BN"], config["BK"],

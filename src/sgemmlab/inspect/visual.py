@@ -15,7 +15,7 @@ wavefront count from `bill.wavefronts`. This module turns one trace into JSON:
                   wavefronts and phases (more wavefronts than phases: bank conflicts)
     bill          the headline figures of inspect's bill
     pipeline      the ring's stages (rungs 11+), and rung 14's Stream-K plan for a few
-                  shapes (runtime/streamk.py's own arithmetic)
+                  shapes (runtime/decompose.py's own arithmetic)
     measured      the H200 time and % of cuBLAS from the newest committed ladder file at
                   4096^3 (the caller reads it: bench.results.newest_ladder), or None ("not
                   measured")
@@ -116,8 +116,8 @@ def _header(rung: Rung) -> list[str]:
 def streamk_plans(cfg: dict, shapes) -> list[dict]:
     """Rung 14's Stream-K plan (SPLIT = 0, the configuration's tiles) per shape: the whole
     tiles first, in waves over the persistent blocks, then each streaming block's range of
-    the remaining tiles' k-tiles, from runtime/streamk.py (the launcher's own arithmetic)."""
-    from ..runtime.streamk import plan
+    the remaining tiles' k-tiles, from runtime/decompose.py (the launcher's own arithmetic)."""
+    from ..runtime.decompose import streamk as plan
 
     out = []
     for M, N, K in shapes:
@@ -161,11 +161,11 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
                                   rung.smem_bytes(cfg)).to_dict()
     pipeline = {"stages": cfg.get("STAGES")}
     if rung.supports("streamk"):
-        from ..runtime.streamk import MIN_KTILES
+        from ..runtime.decompose import MIN_KTILES
 
         pipeline["streamk"] = streamk_plans(cfg, streamk_shapes)
         # what the page needs to plan a shape the reader types (app.js: planStreamK, the
-        # same arithmetic as runtime/streamk.plan; a browser test holds the two equal)
+        # same arithmetic as runtime/decompose.streamk; a browser test holds the two equal)
         pipeline["streamk_rule"] = {"slots": H200_SLOTS, "min_ktiles": MIN_KTILES}
     return {"number": rung.number, "label": rung.label, "name": rung.name,
             "title": rung.title, "source": rung.source, "header": _header(rung),

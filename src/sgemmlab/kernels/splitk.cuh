@@ -2,7 +2,7 @@
 // takes, how the parts of one output tile learn which of them arrived last, and how that
 // last one adds the parts up.
 //
-// The workspace (runtime/splitk.py sizes it, runtime/workspace.py owns it): one counter per
+// The workspace (runtime/decompose.py sizes it, runtime/workspace.py owns it): one counter per
 // output tile in a region that is zero before the launch and zero after it, and one slot
 // per (tile, part) for the raw partial sums. Every part stores its slot, then counts itself
 // in; the block that brings the count to `split` adds the slots in the order p = 0, 1, ...

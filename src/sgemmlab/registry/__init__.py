@@ -26,7 +26,7 @@ Glossary (used the same way in every kernel and every docstring):
     SPLIT, FIXUP  rung 14: the decomposition (0 Stream-K, 1 data-parallel, s >= 2 split-K in
                 s parts) and how partial sums meet (0 fixed order, 1 atomic into a
                 workspace tile, 2 atomic into C itself). Rungs 15, 16, 18: K in SPLIT
-                parts, 0 meaning "as many as fill the GPU" (runtime/splitk.py),
+                parts, 0 meaning "as many as fill the GPU" (runtime/decompose.py),
                 fixed-order fix-up.
     RM, RN, WARPS, UNROLL  rungs 15-16: rows (columns) of C per block, warps per block,
                 float4 per lane in flight.

@@ -30,9 +30,9 @@ MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SP
 #:   "batched"  one launch computes a batch of products (batch strides, blockIdx.z or the
 #:              tile stream), so the kernel takes three more arguments;
 #:   "streamk"  a persistent grid walks a stream of (tile, k-range) work and needs a
-#:              workspace for partial sums (runtime/streamk.py plans the launch);
+#:              workspace for partial sums (runtime/decompose.py plans the launch);
 #:   "splitk"   blockIdx.z carries the batch and a part of K; parts meet in a workspace
-#:              (rungs 15, 16 and 18; runtime/splitk.py plans the launch), so the kernel
+#:              (rungs 15, 16 and 18; runtime/decompose.py plans the launch), so the kernel
 #:              takes three more arguments (parts, partial sums, counters).
 #:   "tma"      a Hopper rung (kernels/hopper/): tensor maps passed by value, operands
 #:              brought K-major by a pre-pass where needed (runtime/hopper.py launches it);

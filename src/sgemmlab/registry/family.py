@@ -23,7 +23,7 @@ def _skinny(c: Config, small: str, long_: str) -> dict[str, int]:
             "live": max(5 * r + 4 * unroll + 24, r * nc + 4 * nc * du + 2 * nc + 28)}
 
 
-#: Rungs 15, 16 and 18 cut K into SPLIT parts (runtime/splitk.py plans them).
+#: Rungs 15, 16 and 18 cut K into SPLIT parts (runtime/decompose.py plans them).
 _SPLIT_RULE = Rule("SPLIT is 0 (parts to fill the GPU) or 1-64 parts of K",
                    lambda c: 0 <= c["SPLIT"] <= 64, host=True)
 #: Rungs 15-16 split K in whole quanta of 128 (kernels: KQ), so every part starts on a

@@ -15,83 +15,38 @@ K-major copy into the stream's workspace, rows padded to a multiple of 4 floats:
 `operand_plan` decides this (pure Python, no GPU); `bind` returns the launch: the pre-passes,
 then the GEMM on a persistent grid of min(tiles, SMs) blocks, one per SM. Rung 20 with TAIL
 splits the tiles of the last, partial wave along K, and every tile along K when there are
-fewer tiles than SMs (`split_plan`); the parts' sums and counters live in the workspace too
+fewer tiles than SMs (runtime/decompose.py); the parts' sums and counters live in the workspace too
 (the counters are left zero, as the workspace wants), and the last part to arrive adds them
 in a fixed order (bit-reproducible).
 Tensor maps carry pointers, so a launch whose workspace a bigger call replaced re-encodes
-them (workspace.generation).
+them (launch.WorkspaceLaunch, the one workspace binding, packs again).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..registry import TILE_K, TILE_M, Config, Rung, config_key
+from . import decompose
 from .compiler import compile_kernel
 from .device import device, gpu_info
-from .tma import Params, RawKernel, Tiled2D, encode_tiled_2d
+from .launch import Packed, WorkspaceLaunch
+from .tma import RawKernel, Tiled2D, encode_tiled_2d
 from .variants import source_kind
 
 BM, BK = TILE_M, TILE_K  # the kernels' row tile and k-tile (the registry states them)
 PREP = "hopper/prep.cu"
 PREP_BLOCK = (32, 8, 1)
 PREP_TILE = 64  # the transpose's tile side (hopper/prep.cu: T)
-TAIL_MAX = 8  # TAIL: parts per leftover tile at most
-SPLIT_MAX = 16  # TAIL, fewer tiles than SMs: parts per tile at most
-PART_MIN_KTILES = 4  # ... and k-tiles per part at least (the fix-up costs a tile's traffic)
 ALIGN = 256  # bytes between the buffers of the workspace
 
 
 def _up(n: int, to: int) -> int:
     return -(-n // to) * to
-
-
-def tail_splits(tiles: int, grid: int, ktiles: int) -> int:
-    """TAIL: the parts along K each tile of the last, partial wave becomes (1: none). The
-    tiles % grid leftover tiles become parts that fill the grid once, at most TAIL_MAX and
-    at most one k-tile each. The kernel reads this as `splits`."""
-    rest = tiles % grid
-    if rest == 0:
-        return 1
-    return max(1, min(TAIL_MAX, grid // rest, ktiles))
-
-
-def tail_workspace(tiles: int, grid: int, ktiles: int) -> tuple[int, int]:
-    """(floats of partial sums, counters) the kernel's TAIL needs on `grid` blocks: per part
-    a 128 x 128 tile, per leftover tile a counter for each of the 256 consumer threads."""
-    splits = tail_splits(tiles, grid, ktiles)
-    if splits == 1:
-        return 0, 0
-    rest = tiles % grid
-    return rest * splits * BM * 128, rest * 2 * 128
-
-
-def split_plan(tiles: int, ktiles: int, sms: int, tail: bool) -> tuple[int, int]:
-    """(grid, splits) of rung 20's persistent launch. Without TAIL: min(tiles, SMs) blocks,
-    nothing split. With it: at least a wave of tiles, the last partial wave's tiles split
-    along K (`tail_splits`); fewer tiles than SMs, every tile split into up to SPLIT_MAX
-    parts of PART_MIN_KTILES k-tiles or more, on tiles x parts blocks (the kernel then has
-    no whole tiles: gridDim.x > tiles)."""
-    if not tail:
-        return min(tiles, sms), 1
-    if tiles >= sms:
-        return sms, tail_splits(tiles, sms, ktiles)
-    splits = max(1, min(SPLIT_MAX, sms // tiles, ktiles // PART_MIN_KTILES))
-    return tiles * splits, splits
-
-
-def split_workspace(tiles: int, grid: int, splits: int) -> tuple[int, int]:
-    """(floats of partial sums, counters) for `split_plan`'s (grid, splits): per part a
-    128 x 128 tile, per split tile a counter for each of the 256 consumer threads."""
-    if splits == 1:
-        return 0, 0
-    rest = tiles % grid  # the split tiles: the last partial wave, or all when grid > tiles
-    return rest * splits * BM * 128, rest * 2 * 128
 
 
 @dataclass(frozen=True)
@@ -194,13 +149,11 @@ def compile_only(rung: Rung, cfg: Config, source: int = 0):
 def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha: float,
          a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream, *,
          trans_a: bool = False, trans_b: bool = False,
-         source: tuple[int, int] | None = None) -> Callable[[], None]:
+         source: tuple[int, int] | None = None) -> WorkspaceLaunch:
     """The launch of C = alpha A B + beta C (row-major C; A, B in either layout; pointers as
     ints, leading dimensions in floats) on rung 19 or 20: pre-passes, then the GEMM.
     source = (x, ldx): beta's term from X instead (X(r, c) at x + 4 (r ldx + c) bytes;
     ldx 0: a bias row), in the GEMM's own epilogue."""
-    from . import workspace as ws
-
     gemm, prep = load(rung, cfg, device_id, source_kind(source))
     op = operand_plan(rung, M, N, K, a, lda, b, ldb, trans_a, trans_b)
     info = gpu_info(device_id)
@@ -208,8 +161,8 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     tiles = -(-M // BM) * -(-N // bn)
     ktiles = -(-K // BK)
     tail = rung.precision == "tf32x3" and cfg.get("TAIL", 0) == 1
-    grid, splits = split_plan(tiles, ktiles, info.sm_count, tail)
-    work_floats, counters = split_workspace(tiles, grid, splits)
+    plan = decompose.tensor(tiles, ktiles, info.sm_count, tail)
+    grid, splits, work_floats, counters = plan.grid, plan.splits, plan.work_floats, plan.counters
     b_arrays = 2 if op.split_b else 1
     offsets = {"a": 0}
     offsets["b"] = _up(op.a_bytes, ALIGN)
@@ -217,9 +170,7 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
     offsets["work"] = offsets["b2"] + (_up(op.b_bytes, ALIGN) if b_arrays == 2 else 0)
     scratch_bytes = offsets["work"] + 4 * work_floats
     zeroed_bytes = 4 * counters
-    handle = int(stream.handle)
     i32, f32 = np.int32, np.float32
-    state: list = [None, None]  # [workspace generation, the launches' parameters]
 
     def steps_at(zeroed: int, scratch: int) -> list:
         steps = []
@@ -227,11 +178,11 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         a_ptr, a_ld = (scratch + offsets["a"], kpad) if op.copy_a else (a, lda)
         if op.copy_a:
             steps.append(_prep_step(prep, info.sm_count, a, lda, M, K, op.trans_a, a_ptr, 0,
-                                    kpad, False, handle))
+                                    kpad, False, stream))
         if op.copy_b:
             b_ptr, b2_ptr, b_ld = scratch + offsets["b"], scratch + offsets["b2"], kpad
             steps.append(_prep_step(prep, info.sm_count, b, ldb, N, K, op.trans_b_read, b_ptr,
-                                    b2_ptr if op.split_b else 0, kpad, op.split_b, handle))
+                                    b2_ptr if op.split_b else 0, kpad, op.split_b, stream))
         else:
             b_ptr, b_ld = b, ldb
         maps = [encode_tiled_2d(Tiled2D(a_ptr, M, K, a_ld, BM, BK)),
@@ -245,38 +196,28 @@ def bind(rung: Rung, cfg: Config, device_id: int, M: int, N: int, K: int, alpha:
         if rung.precision == "tf32x3":
             args += [scratch + offsets["work"] if work_floats else 0,
                      zeroed if counters else 0, i32(splits)]
-        steps.append(gemm.bind((grid, 1, 1), rung.block(cfg), Params(args), handle))
+        steps.append(Packed(gemm, stream, (grid, 1, 1), rung.block(cfg), tuple(args),
+                            smem=gemm.dynamic_smem))
         return steps
 
-    def refresh() -> None:
-        state[:] = [ws.generation,
-                    steps_at(*ws.workspace(device_id, stream, zeroed_bytes, scratch_bytes))]
+    return WorkspaceLaunch(device_id, stream, Workspace(zeroed_bytes, scratch_bytes),
+                           lambda zeroed, scratch: tuple(steps_at(zeroed, scratch)))
 
-    if not ws.capturing(stream):  # bound during a capture: nothing may be allocated now;
-        refresh()  # the captured launch uses a workspace of its own, an eager one refreshes
 
-    def go() -> None:
-        if ws.capturing(stream):  # a graph's own workspace (runtime/workspace.py)
-            zeroed, scratch, owner = ws.for_capture(device_id, stream, zeroed_bytes,
-                                                    scratch_bytes)
-            for step in steps_at(zeroed, scratch):
-                step()
-            del owner
-            return
-        if state[0] != ws.generation:
-            refresh()
-        for step in state[1]:
-            step()
+@dataclass(frozen=True)
+class Workspace:
+    """What a tensor rung's launch needs of the stream's workspace: the counters of split
+    tiles (zeroed), the operand copies and partial tiles (scratch)."""
 
-    return go
+    zeroed_bytes: int
+    scratch_bytes: int
 
 
 def _prep_step(prep: RawKernel, sms: int, src: int, ld: int, rows: int, cols: int,
-               trans: bool, dst: int, dst2: int, ld_dst: int, split: bool,
-               stream: int) -> Callable[[], None]:
+               trans: bool, dst: int, dst2: int, ld_dst: int, split: bool, stream) -> Packed:
     """One launch of hopper/prep.cu: dst (rows x cols, ld_dst) from src as the kernel's
     comment says; a grid of at most 32 blocks per SM (it loops over the rest)."""
     work = -(-rows // PREP_TILE) * -(-cols // PREP_TILE) if trans else rows
-    params = Params([src, np.int64(ld), np.int32(rows), np.int32(cols), np.int32(int(trans)),
-                     dst, dst2, np.int64(ld_dst), np.int32(int(split))])
-    return prep.bind((max(1, min(work, 32 * sms)), 1, 1), PREP_BLOCK, params, stream)
+    args = (src, np.int64(ld), np.int32(rows), np.int32(cols), np.int32(int(trans)), dst, dst2,
+            np.int64(ld_dst), np.int32(int(split)))
+    return Packed(prep, stream, (max(1, min(work, 32 * sms)), 1, 1), PREP_BLOCK, args)

@@ -38,6 +38,7 @@ from .limits import (
     vec4_ok,
     whole_chunks,
 )
+from .tma import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
 from .variants import (  # noqa: F401 (SOURCE_*: the launchers' callers name them here)
     NO_SOURCE,
     SOURCE_BIAS,
@@ -117,10 +118,42 @@ class Repointable:
         return lambda: launch_at(*new)
 
 
+class _TensorMap:
+    """A tensor map's 128 bytes in storage aligned as the driver reads them."""
+
+    __slots__ = ("_buf", "address")
+
+    def __init__(self, data: bytes):
+        if len(data) != TENSOR_MAP_BYTES:
+            raise TypeError(f"{len(data)} bytes: a tensor map is {TENSOR_MAP_BYTES}")
+        self._buf = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
+        base = ctypes.addressof(self._buf)
+        self.address = base + (-base % TENSOR_MAP_ALIGN)
+        ctypes.memmove(self.address, bytes(data), TENSOR_MAP_BYTES)
+
+
+def _cell(a):
+    """One kernel argument in the bytes the driver copies: a numpy scalar of a known width
+    (np.int32, np.int64, np.float32), 128 tensor-map bytes, or a device pointer (a Python
+    int). A Python float or bool is refused: its width in the kernel is not knowable."""
+    if type(a) in _C_TYPES:
+        return _C_TYPES[type(a)](a)
+    if isinstance(a, (bytes, bytearray)):
+        return _TensorMap(a)
+    return ctypes.c_uint64(_pointer(a))
+
+
+def _address(cell) -> int:
+    return cell.address if isinstance(cell, _TensorMap) else ctypes.addressof(cell)
+
+
 class Packed(Repointable):
     """One kernel launch on `stream`, its arguments packed once (the module docstring):
     calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.int64,
-    np.float32) or Python ints (device pointers). The kernel launches into the current
+    np.float32), tensor maps (128 bytes, passed by value) or Python ints (device pointers);
+    `smem` bytes of dynamic shared memory. Every launch of the library goes through it: the
+    rungs' (kernels loaded by cuda.core) and the tensor rungs' and their pre-pass (modules
+    loaded by the driver, runtime/tma.py's Module). The kernel launches into the current
     context, which must be the kernel's device's (the API makes it so before a launch)."""
 
     __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
@@ -128,31 +161,31 @@ class Packed(Repointable):
 
     def __init__(self, kernel, stream, grid: tuple[int, int, int],
                  block: tuple[int, int, int], args: tuple,
-                 pointer_slots: tuple[int, ...] = ()):
-        grid, block = tuple(map(int, grid)), tuple(map(int, block))
+                 pointer_slots: tuple[int, ...] = (), smem: int = 0):
+        grid = tuple(map(int, (tuple(grid) + (1, 1))[:3]))
+        block = tuple(map(int, (tuple(block) + (1, 1))[:3]))
         self.kernel, self.stream, self.grid, self.block, self.args = (
             kernel, stream, grid, block, args)
-        self._values = [_C_TYPES[type(a)](a) if type(a) in _C_TYPES else
-                        ctypes.c_uint64(_pointer(a)) for a in args]
+        self._values = [_cell(a) for a in args]
         # the arguments `repointed` may change (A, B and C of a rung's launch)
         self.pointer_slots = pointer_slots
         self._lock = threading.Lock()
         self._params = (ctypes.c_void_p * max(1, len(args)))(
-            *[ctypes.addressof(v) for v in self._values])
-        # cuLaunchKernel's arguments, resolved once: the CUkernel, grid, block, no dynamic
-        # shared memory, the CUstream, the address of the argument pointers, no extra;
-        # through ctypes on integer handles where it can (runtime/fastcall.py)
+            *[_address(v) for v in self._values])
+        # cuLaunchKernel's arguments, resolved once: the kernel, grid, block, dynamic shared
+        # memory, the CUstream, the address of the argument pointers, no extra; through
+        # ctypes on integer handles where it can (runtime/fastcall.py)
         handles = _integers(kernel.handle, stream.handle)
         fast = fastcall.launch_kernel() if handles is not None else None
         if fast is not None:
             self._fn = fast
-            self._call = (handles[0], *grid, *block, 0, handles[1],
+            self._call = (handles[0], *grid, *block, int(smem), handles[1],
                           ctypes.addressof(self._params), None)
         else:
             from cuda.bindings import driver
 
             self._fn = driver.cuLaunchKernel
-            self._call = (kernel.handle, *grid, *block, 0, stream.handle,
+            self._call = (kernel.handle, *grid, *block, int(smem), stream.handle,
                           ctypes.addressof(self._params), 0)
 
     def __call__(self) -> None:
@@ -171,6 +204,9 @@ class Packed(Repointable):
         handles = _integers(self.kernel.handle)
         if handles is None:
             raise TypeError("a launch on a stand-in kernel has no handle to export")
+        if any(isinstance(v, _TensorMap) for v in self._values) or self._call[7]:
+            raise TypeError("the native switch launches rungs without tensor maps or dynamic "
+                            "shared memory")
         cells = [int.from_bytes(bytes(v), "little") for v in self._values]
         slots = [(i, operands[i]) for i in self.pointer_slots]
         return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)
@@ -337,7 +373,7 @@ class Launcher:
     def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
                       pointers: tuple[int, ...] = POINTERS):
         """Rung 14: the plan's grid and arguments, and the stream's workspace."""
-        from .streamk import plan
+        from .decompose import streamk as plan
 
         cfg = self.config
         slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
@@ -354,9 +390,9 @@ class Launcher:
 
     def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
                      pointers: tuple[int, ...] = POINTERS):
-        """Rungs 15, 16, 18: the grid and parts of K (runtime/splitk.py) and, with more
+        """Rungs 15, 16, 18: the grid and parts of K (runtime/decompose.py) and, with more
         than one part, the stream's workspace (re-read when a bigger call replaces it)."""
-        from .splitk import plan
+        from .decompose import splitk as plan
 
         cfg = self.config
         slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
@@ -372,8 +408,15 @@ class Launcher:
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
                         tail: list, pointers: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
-        return WorkspaceLaunch(self.device_id, kernel, stream, grid, self.block, head, p, tail,
-                               pointers)
+        """One launch of `kernel`: `head`'s arguments, then `tail`'s into the workspace."""
+        block, tail = self.block, tuple(tail)
+
+        def build(zeroed: int, scratch: int) -> tuple:
+            return (Packed(kernel, stream, grid, block,
+                           tuple(head + _tail_at(tail, zeroed, scratch)), pointers),)
+
+        return WorkspaceLaunch(self.device_id, stream, p, build, pointers,
+                               tuple(head[i] for i in pointers), len(head), tail)
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""
@@ -385,29 +428,33 @@ ZEROED, SCRATCH = 0, 1
 
 
 class WorkspaceLaunch(Repointable):
-    """A launch whose last arguments, `tail` ((region, byte offset) pairs: ZEROED or
-    SCRATCH), point into the stream's workspace (sized by the plan `p`). The launch keeps
-    working when a later, bigger call replaces that workspace: it notices
-    (workspace.generation) and asks for the pointers again. A launch captured into a torch
-    CUDA graph gets a workspace of its own (workspace.for_capture), so the graph may replay
-    on any stream. Like a packed launch it can be repointed at other A, B and C (and X:
-    `head`'s `pointer_slots`), for the plan's calls on new operands."""
+    """Launches whose arguments point into the stream's workspace (runtime/workspace.py):
+    `build(zeroed, scratch)` packs them (Packed, in order) for a workspace whose two regions
+    start there, and the plan `p` says how large the regions are (zeroed_bytes,
+    scratch_bytes). The one workspace binding of every family: rung 14's fix-up, the
+    split-K rungs' partial tiles, the tensor rungs' operand copies and split tiles. It keeps
+    working when a later, bigger call replaces the workspace: it notices
+    (workspace.generation) and packs again. A launch captured into a torch CUDA graph gets a
+    workspace of its own (workspace.for_capture), so the graph may replay on any stream.
+    With one launch whose `pointer_slots` hold A, B and C (and X), it can be repointed at
+    other operands, for the plan's calls on new ones; the native switch stores it (export)
+    when `head` and `tail` say which arguments are which."""
 
-    def __init__(self, device_id: int, kernel, stream, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], head: list, p, tail: list,
-                 pointer_slots: tuple[int, ...] = POINTERS):
+    def __init__(self, device_id: int, stream, p, build: Callable[[int, int], tuple],
+                 pointer_slots: tuple[int, ...] = (), bound_pointers: tuple = (),
+                 head: int = 0, tail: tuple = ()):
         from . import workspace as ws
 
-        self._ws, self._device_id, self._kernel, self._stream = ws, device_id, kernel, stream
-        self._grid, self._block, self._head, self._p, self._tail = grid, block, head, p, tail
-        self.pointer_slots = pointer_slots
-        self.bound_pointers = tuple(head[i] for i in pointer_slots)
+        self._ws, self._device_id, self._stream, self._p, self._build = (
+            ws, device_id, stream, p, build)
+        self.pointer_slots, self.bound_pointers = pointer_slots, bound_pointers
+        self._head, self._tail = head, tail
         self._capturing = ws.capture_probe(stream)
         self._lock = threading.Lock()
         # bound while its stream is being captured (a graph's first call on a stream of its
         # own): no workspace now, since nothing may be allocated on a capturing stream; a
         # captured launch uses one of its own, and a later eager one makes the stream's
-        self._generation, self._packed = None, None
+        self._generation, self._steps = None, None
         if self._capturing is None or not self._capturing():
             self._refresh()
 
@@ -415,25 +462,19 @@ class WorkspaceLaunch(Repointable):
         zeroed, scratch = self._ws.workspace(self._device_id, self._stream,
                                              self._p.zeroed_bytes, self._p.scratch_bytes)
         self._generation = self._ws.generation
-        self._packed = Packed(self._kernel, self._stream, self._grid, self._block,
-                              tuple(self._head + self._at(zeroed, scratch)),
-                              self.pointer_slots)
-
-    def _at(self, zeroed: int, scratch: int) -> list[int]:
-        """The tail's pointers into a workspace at these two regions."""
-        return [(zeroed, scratch)[region] + offset for region, offset in self._tail]
+        self._steps = self._build(zeroed, scratch)
 
     def export(self, operands: dict[int, int]) -> tuple:
-        """The launch as the native switch stores it (Packed.export), its tail and the
-        workspace it needs added. (TypeError for one bound while its stream was captured,
-        which has no packed launch yet: the switch then asks Python.)"""
-        if self._packed is None:
-            raise TypeError("a launch bound during a capture has no packed arguments yet")
-        kernel, grid, block, cells, slots, _, _, _ = self._packed.export(operands)
-        cells = cells[:len(self._head)]
-        tail = [(len(self._head) + i, region, offset)
+        """The launch as the native switch stores it (Packed.export), its workspace tail and
+        the workspace it needs added. (TypeError for one bound while its stream was
+        captured, which has no packed launch yet, or for more than one launch or no tail:
+        the switch then asks Python.)"""
+        if self._steps is None or len(self._steps) != 1 or not self._head:
+            raise TypeError("only a single launch with a workspace tail is exported")
+        kernel, grid, block, cells, slots, _, _, _ = self._steps[0].export(operands)
+        tail = [(self._head + i, region, offset)
                 for i, (region, offset) in enumerate(self._tail)]
-        return (kernel, grid, block, cells, slots, tail, self._p.zeroed_bytes,
+        return (kernel, grid, block, cells[:self._head], slots, tail, self._p.zeroed_bytes,
                 self._p.scratch_bytes)
 
     def launch_at(self, *pointers: int) -> None:
@@ -443,20 +484,28 @@ class WorkspaceLaunch(Repointable):
             zeroed, scratch, owner = ws.for_capture(self._device_id, self._stream,
                                                     self._p.zeroed_bytes,
                                                     self._p.scratch_bytes)
-            args = list(self._head)
-            for i, ptr in zip(self.pointer_slots, pointers):
-                args[i] = ptr
-            Packed(self._kernel, self._stream, self._grid, self._block,
-                   tuple(args + self._at(zeroed, scratch)))()
+            self._run(self._build(zeroed, scratch), pointers)
             del owner  # enqueued: the graph's pool keeps the memory
             return
         with self._lock:
             if self._generation != ws.generation:
                 self._refresh()
-            self._packed.launch_at(*pointers)
+            self._run(self._steps, pointers)
+
+    def _run(self, steps: tuple, pointers: tuple) -> None:
+        *first, last = steps
+        for step in first:
+            step()
+        last.launch_at(*pointers)
 
     def __call__(self) -> None:
         self.launch_at(*self.bound_pointers)
+
+
+def _tail_at(tail: tuple, zeroed: int, scratch: int) -> list[int]:
+    """A launch's tail ((region, byte offset) pairs: ZEROED or SCRATCH) as pointers into a
+    workspace whose regions start at `zeroed` and `scratch`."""
+    return [(zeroed, scratch)[region] + offset for region, offset in tail]
 
 
 @dataclass(frozen=True)

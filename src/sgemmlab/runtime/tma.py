@@ -1,4 +1,4 @@
-"""Tensor maps for the copy engine (TMA), and a launch that passes them by value.
+"""Tensor maps for the copy engine (TMA), and the driver-loaded module their kernels live in.
 
 A Hopper kernel that loads tiles with `cp.async.bulk.tensor` reads a *tensor map*: the
 driver's CUtensorMap, 128 opaque bytes made on the host by `cuTensorMapEncodeTiled` and
@@ -8,13 +8,12 @@ Launching with one. cuda.core's `launch` (1.2) packs Python ints (as pointers), 
 numpy and ctypes scalars, its Buffers and its own TensorMapDescriptor (built from a
 StridedMemoryView), and refuses every other struct or byte string ("the argument is of
 unsupported type"; its source notes struct support as a TODO). The maps here come from
-cuda.bindings as bytes, so these kernels are launched through cuda.bindings'
-`cuLaunchKernel`, whose `kernelParams` is an array of pointers, one per parameter, each to
-the bytes the driver copies in (the parameter's size and alignment come from the cubin):
-`Params` builds that array.
+cuda.bindings as bytes, so these kernels are launched by the library's one packer,
+runtime/launch.Packed, which hands `cuLaunchKernel` an array of pointers, one per
+parameter, each to the bytes the driver copies in (the parameter's size and alignment
+come from the cubin; a map's 128 bytes sit 64-byte aligned).
 
-The pure-Python parts (`tiled_2d_problems`, `Params`) need no GPU; encoding and launching
-need the driver.
+`tiled_2d_problems` needs no GPU; encoding and loading need the driver.
 """
 
 from __future__ import annotations
@@ -130,58 +129,11 @@ def _check(err, what: str) -> None:
         raise RuntimeError(f"{what} failed: {name.decode() if name else err}")
 
 
-# -- by-value parameters and the launch ------------------------------------------------------
-class Params:
-    """The `kernelParams` array of cuLaunchKernel for `args`, kept alive with their storage.
-
-    Each argument: 128 bytes (a tensor map, copied into 64-byte aligned storage); a numpy
-    scalar (np.int32, np.float32, np.int64, ...: its own size); a Python int (a device
-    pointer, 8 bytes, as cuda.core has it). Python floats and bools are refused: their width
-    in the kernel is not knowable here."""
-
-    def __init__(self, args) -> None:
-        self._keep: list = []
-        addresses = []
-        for i, a in enumerate(args):
-            if isinstance(a, (bytes, bytearray)):
-                if len(a) != TENSOR_MAP_BYTES:
-                    raise TypeError(f"argument {i}: {len(a)} bytes; a tensor map is "
-                                    f"{TENSOR_MAP_BYTES}")
-                raw = np.zeros(TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN, np.uint8)
-                at = -raw.ctypes.data % TENSOR_MAP_ALIGN
-                buf = raw[at:at + TENSOR_MAP_BYTES]
-                buf[:] = np.frombuffer(bytes(a), np.uint8)
-                self._keep.append(raw)
-                addresses.append(buf.ctypes.data)
-            elif isinstance(a, np.generic):
-                buf = np.array([a], dtype=a.dtype)
-                self._keep.append(buf)
-                addresses.append(buf.ctypes.data)
-            elif isinstance(a, (bool, float)) or not isinstance(a, int):
-                raise TypeError(f"argument {i}: {type(a).__name__} has no width; pass a numpy "
-                                "scalar (np.float32, np.int32, ...), a pointer as int, or "
-                                "128 tensor-map bytes")
-            else:
-                buf = np.array([a], dtype=np.uint64)
-                self._keep.append(buf)
-                addresses.append(buf.ctypes.data)
-        self._array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
-        self.count = len(addresses)
-
-    @property
-    def address(self) -> int:
-        """The void** cuLaunchKernel takes (0 when there are no parameters)."""
-        return ctypes.addressof(self._array) if self.count else 0
-
-    def pointer(self, i: int) -> int:
-        """Where parameter i's bytes are (tests read them back)."""
-        return int(self._array[i])
-
-
+# -- a module the driver loads ----------------------------------------------------------------
 class RawKernel:
     """One extern "C" kernel of a cubin, loaded with the driver API into the current context
-    (torch's and cuda.core's primary context, made current if none is), launched on a raw
-    stream handle with `Params`."""
+    (torch's and cuda.core's primary context, made current if none is), with the dynamic
+    shared memory it opts in to; runtime/launch.Packed launches it like any kernel."""
 
     def __init__(self, cubin: bytes, name: str, dynamic_smem: int = 0) -> None:
         from cuda.bindings import driver
@@ -228,24 +180,7 @@ class RawKernel:
         _check(err, f"cuFuncGetAttribute({which})")
         return int(v)
 
-    def launch(self, grid, block, params: Params, stream: int = 0) -> None:
-        """Enqueue one launch on the stream whose raw handle is `stream` (0: the default)."""
-        self.bind(grid, block, params, stream)()
-
-    def bind(self, grid, block, params: Params, stream: int = 0):
-        """The launch as a callable, its driver arguments made once (a repeated call costs
-        the driver call only). `params` must outlive it (the callable keeps it)."""
-        from cuda.bindings import driver
-
-        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-        bx, by, bz = (tuple(block) + (1, 1))[:3]
-        args = (self.function, gx, gy, gz, bx, by, bz, self.dynamic_smem,
-                driver.CUstream(stream), params.address, 0)
-        call, ok = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
-
-        def go(keep=params) -> None:
-            (err,) = call(*args)
-            if err != ok:
-                _check(err, f"cuLaunchKernel({self.name}, grid {grid}, block {block})")
-
-        return go
+    @property
+    def handle(self):
+        """The CUfunction: what runtime/launch.Packed launches."""
+        return self.function

@@ -9,7 +9,7 @@
 // adds them in block order (bit-reproducible); 1, vector atomics into one workspace tile,
 // which the last reads and zeroes; 2, the first to finish stores into C and the others wait
 // for it, then add with vector atomics (1 and 2 are not bit-reproducible). The counters reset
-// themselves. SPLIT = s is split-K, SPLIT = 1 data-parallel; runtime/streamk.py plans.
+// themselves. SPLIT = s is split-K, SPLIT = 1 data-parallel; runtime/decompose.py plans.
 //
 // The bill (`sgemmlab inspect 14 --gpu h200 [--shape 1024,1024,1024]`, H200 default BM=128
 // BN=256 BK=8 TM=16 TN=8 FIXUP=2 SPLIT=0, 256 threads): rung 13's FFMAs and shared traffic

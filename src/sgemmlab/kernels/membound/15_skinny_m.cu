@@ -9,7 +9,7 @@
 // runs along k, so each output is a dot product (membound/dot.cuh). A (row- or column-major,
 // SGEMM_TA) is the small operand T, staged in shared memory. One launch, no atomics: the
 // partial sums meet in a fixed order (bit-identical run to run).
-// Split-K (SPLIT, host-only; runtime/splitk.py plans it): when C's tiles are fewer than the
+// Split-K (SPLIT, host-only; runtime/decompose.py plans it): when C's tiles are fewer than the
 // GPU's block slots (1 x 2125 x 9240: 67 tiles of 32 columns for 132 SMs), K is cut into
 // parts of whole quanta of KQ = 128 k (every part starts 16-byte aligned), one per
 // blockIdx.z; each part runs the same structure on its range and stores raw sums in its own

@@ -17,7 +17,7 @@
 // Global loads are scalar, along each operand's contiguous dimension (SGEMM_TA / SGEMM_TB
 // pick it): coalesced in every layout, and no alignment needed (tiny products come in any).
 //
-// Split-K (SPLIT parts, host-chosen: runtime/splitk.py). Part p takes k-tiles
+// Split-K (SPLIT parts, host-chosen: runtime/decompose.py). Part p takes k-tiles
 // [KT p / SPLIT, KT (p+1) / SPLIT). With SPLIT > 1 every part stores its raw partial tile in
 // its own workspace slot, then counts itself in on the tile's counter; the last to arrive
 // sums the slots in the order p = 0, 1, ..., SPLIT-1 (whichever block is last, the same
@@ -171,7 +171,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
 
     if (split > 1) {
         // the partial tile into this part's slot, then count in; the last part sums all
-        // (a split launch has fewer than 2^31 tiles: its workspace is capped, splitk.py)
+        // (a split launch has fewer than 2^31 tiles: its workspace is capped, runtime/decompose.py)
         const int tile = (static_cast<int>(z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         float* slots = partials + static_cast<long long>(tile) * split * (BM * BN);
         float* mine = slots + static_cast<long long>(part) * (BM * BN);
