@@ -106,3 +106,38 @@ def test_fail_folds_a_long_message():
 def sgemmlab(*args: str, env: dict | None = None, timeout: int = 300):
     return subprocess.run([sys.executable, "-m", "sgemmlab", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+# -- info lists what explain can pick ----------------------------------------------------
+def _info_numbers(output: str) -> set[int]:
+    return {int(line.split()[0]) for line in output.splitlines()
+            if line.startswith("  ") and line.split()[0].isdigit()}
+
+
+def test_info_lists_every_rung_the_library_runs():
+    from sgemmlab import registry
+
+    done = CliRunner().invoke(app, ["info"])
+    assert done.exit_code == 0, done.output
+    every = registry.ALL + registry.TENSOR + registry.HISTORY + registry.ORDERED
+    assert _info_numbers(done.output) == {r.number for r in every}
+    for r in every:
+        assert registry.rung(r.number) is r  # the lookup -k and explain go through
+    assert max(map(len, done.output.splitlines())) <= WIDTH
+    for words in ("tensor cores", "history", "post-compile", "Python track"):
+        assert words in done.output
+
+
+@pytest.mark.parametrize("shape, precision", [((4096, 4096, 4096), "ieee"),
+                                              ((8, 4096, 4096), "ieee"),
+                                              ((4096, 4096, 4096), "tf32x3")])
+def test_what_explain_picks_info_lists(shape, precision):
+    import json
+
+    from sgemmlab import registry
+
+    chose = CliRunner().invoke(app, ["explain", *map(str, shape), "--gpu", "h200", "--json",
+                                     "--precision", precision])
+    assert chose.exit_code == 0, chose.output
+    picked = registry.rung(json.loads(chose.output)["rung"]).number
+    assert picked in _info_numbers(CliRunner().invoke(app, ["info"]).output)

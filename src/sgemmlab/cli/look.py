@@ -355,6 +355,26 @@ def visualize(
         webbrowser.open(page.resolve().as_uri())
 
 
+def rung_tracks():
+    """Every rung the library runs, by track, with what picks it: (heading, rungs). The
+    same lookup `rung()` serves (a test holds the two equal), so what `explain` chooses and
+    `-k` accepts is listed here."""
+    from .. import registry
+
+    post = ", ".join(registry.POST_ARCHS)
+    stand_in = ", ".join(str(n) for n in registry.STAND_INS)
+    return [
+        ("the ladder (FP32; dispatch picks among these and the family)", registry.RUNGS),
+        ("the family: memory-bound and small products (FP32)", registry.FAMILY),
+        ("the tensor cores (Hopper; --precision tf32x3 or tf32 only, TF32 is not FP32)",
+         registry.TENSOR),
+        ("history (run by name with -k; dispatch never picks it)", registry.HISTORY),
+        (f"post-compile: 14 and 13 after a pass over the cubin (FP32, {post} only; dispatch "
+         f"runs {stand_in} for 14 and 13, the others where its table names them)",
+         registry.ORDERED),
+    ]
+
+
 @app.command()
 def info():
     """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
@@ -378,14 +398,12 @@ def info():
     unused = f" (not used: {refused[0]} {refused[1]})" if refused else ""
     typer.echo(f"NVRTC {nvrtc_version()}; cubin cache: {cache_dir()}{unused}; prebuilt cubins "
                f"in the package: {shipped}")
-    for title, rungs in (("the ladder", registry.RUNGS), ("the family", registry.FAMILY),
-                         ("the tensor cores (Hopper)", registry.TENSOR),
-                         ("history", registry.HISTORY)):
-        typer.echo(f"{title}:")
+    for title, rungs in rung_tracks():
+        echo(f"{title}:")
         for r in rungs:
             n = sum(1 for _ in r.configs())
-            typer.echo(f"  {r.number:2d} {r.name:12s} {n:5d} configs  "
-                       f"{textwrap.shorten(r.title, 72, placeholder='...')}")
-    typer.echo("the Python track (Numba, extra [numba]):")
+            typer.echo(f"  {r.number:2d} {r.name:16s}{n:5d} configs  "
+                       f"{textwrap.shorten(r.title, 64, placeholder='...')}")
+    typer.echo("the Python track (Numba, extra [numba]; run with --track numba):")
     for p in registry.PYTHON:
         typer.echo(f"  py{p.number} {p.label:18s} mirrors {p.rung.label}")
