@@ -101,8 +101,8 @@ def test_results_of_an_installed_package_go_under_the_current_directory(tmp_path
 
 def fuzz_that_fails(monkeypatch, tmp_path, failure):
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path / "results"))
-    monkeypatch.setattr("sgemmlab.cli.measure.require_gpu", lambda: GPU)
-    monkeypatch.setattr("sgemmlab.cli.measure.require_torch", lambda: None)
+    monkeypatch.setattr("sgemmlab.cli.probes.require_gpu", lambda: GPU)
+    monkeypatch.setattr("sgemmlab.cli.probes.require_torch", lambda: None)
     monkeypatch.setattr(results, "new_run", lambda kind, gpu, method: {
         "schema": results.SCHEMA, "kind": kind, "environment": {}, "method": method})
     monkeypatch.setattr(results, "sm_clock_mhz", lambda: None)

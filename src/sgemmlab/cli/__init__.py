@@ -2,7 +2,8 @@
 of the lab or the library, and prints what came back.
 
     common    the app, the one error style, option parsing
-    measure   ladder, run, bench, ceilings, overhead   (need a GPU)
+    measure   ladder, bench: rungs timed against cuBLAS   (need a GPU; ladder predicts without)
+    probes    run, profile, ceilings, operands, overhead, firstcall, fuzz   (mostly a GPU)
     tune      tune (a configuration search, or this GPU's dispatch table)
     look      explain, build, inspect, report, readme, info   (no GPU needed)
     accuracy  accuracy (error against float64 over a fuzz set, beside cuBLAS; needs a GPU)
@@ -14,7 +15,7 @@ import sys
 
 import typer
 
-from . import accuracy, look, measure, tune  # noqa: F401  (each registers its commands on the app)
+from . import accuracy, look, measure, probes, tune  # noqa: F401  (each registers its commands on the app)
 from .common import app, fail, fold, parse_shape, require_torch, rungs_from  # noqa: F401
 
 
