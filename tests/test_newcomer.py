@@ -4,6 +4,7 @@ Python simulation that warns before it takes long, and examples that say what th
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -141,3 +142,66 @@ def test_what_explain_picks_info_lists(shape, precision):
     assert chose.exit_code == 0, chose.output
     picked = registry.rung(json.loads(chose.output)["rung"]).number
     assert picked in _info_numbers(CliRunner().invoke(app, ["info"]).output)
+
+
+# -- the Python simulator: an estimate first, progress on the way --------------------------
+needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
+                                 reason="the Python track needs numba-cuda")
+
+
+@needs_numba
+def test_a_simulation_of_4096_cubed_is_refused_at_once_with_the_estimate():
+    done = sgemmlab("run", "--track", "numba", "--simulate", "-k", "7", "--size", "4096",
+                    timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = " ".join(done.stderr.split())
+    assert "68.7 billion multiply-adds" in text and "about 38 h" in text
+    assert "--size 240" in text and "--long" in text and "Traceback" not in done.stderr
+    assert max(map(len, done.stderr.splitlines())) <= WIDTH
+    assert "on the simulator" not in done.stdout  # nothing ran
+
+
+@needs_numba
+def test_a_tiny_simulation_runs_without_a_word_about_time():
+    done = sgemmlab("run", "--track", "numba", "--simulate", "-k", "1", "--size", "16")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("ok") and "note:" not in done.stdout
+
+
+SLOW = r"""
+import sys
+from sgemmlab.pytrack import simulator
+simulator.WARN_S = simulator.EVERY_S = 0.0  # every launch is 'long', every block reported
+from sgemmlab.cli import main
+sys.argv = ["sgemmlab", "run", "--track", "numba", "--simulate", "-k", "1", "--size", "24"]
+main()
+"""
+
+
+@needs_numba
+def test_a_long_simulation_warns_and_shows_its_blocks():
+    """The thresholds lowered in a child process, so a 24^3 launch (9 blocks of rung 1's
+    SIM_CONFIG) takes the path 4096^3 --long would."""
+    done = subprocess.run([sys.executable, "-c", SLOW], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("note: 24x24x24 in Numba's simulator: 13,824 multiply-adds")
+    assert "--size" in lines[0] + lines[1]
+    assert any("1 of 9 blocks" in line for line in lines)
+    assert any("8 of 9 blocks" in line for line in lines)
+    assert lines[-1].endswith("ok")
+
+
+@needs_numba
+def test_the_estimate_grows_with_the_product_and_names_a_quick_size():
+    from sgemmlab import registry
+    from sgemmlab.pytrack import simulator
+
+    py = registry.python_rung("3")
+    small = simulator.estimate(3, py.rung, {"BS": 8}, (32, 32, 32))
+    big = simulator.estimate(3, py.rung, {"BS": 8}, (1024, 1024, 1024))
+    assert not small.warns() and big.refused() and big.blocks == 128 * 128
+    quick = simulator.quick_size(3)
+    assert simulator.seconds(3, quick ** 3) <= simulator.WARN_S
+    assert simulator.seconds(3, (quick + 8) ** 3) > simulator.WARN_S

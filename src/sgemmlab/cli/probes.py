@@ -6,6 +6,7 @@ profile (Nsight Compute), ceilings, operands, overhead, firstcall and fuzz. All 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,6 +16,7 @@ from .common import (
     ShapeOpt,
     SizeOpt,
     app,
+    echo,
     fail,
     require_gpu,
     require_torch,
@@ -36,7 +38,10 @@ def run(kernel: Annotated[str, typer.Option(
                  "1-7)")] = "cuda",
         simulate: Annotated[bool, typer.Option(
             help="numba track: run in Numba's CUDA simulator, on the CPU (small shapes: "
-                 "every thread is a Python thread)")] = False):
+                 "every thread is a Python thread)")] = False,
+        long: Annotated[bool, typer.Option(
+            "--long", help="with --simulate: run even where the estimate is over "
+                           "15 minutes")] = False):
     """Run one rung once and check it against float64: the thing to put under ncu or
     compute-sanitizer (e.g. `ncu -k sgemm sgemmlab run -k 6 --size 4096`), or, with
     `--track numba --simulate`, to step through in a debugger on a machine without a GPU."""
@@ -46,7 +51,7 @@ def run(kernel: Annotated[str, typer.Option(
     if track not in ("cuda", "numba"):
         fail(f"--track must be cuda or numba, not {track!r}", 2)
     if track == "numba":
-        _run_numba(kernel, size, shape, config, alpha, beta, simulate)
+        _run_numba(kernel, size, shape, config, alpha, beta, simulate, long)
         return
     if simulate:
         fail("--simulate runs the Python track: add --track numba", 2)
@@ -68,10 +73,12 @@ def run(kernel: Annotated[str, typer.Option(
 
 
 def _run_numba(kernel: str, size, shape, config, alpha: float, beta: float,
-               simulate: bool) -> None:
+               simulate: bool, long: bool = False) -> None:
     """`sgemmlab run --track numba`: one Python rung on fresh inputs, checked against
     float64 (numpy), on the GPU or in Numba's simulator (which must be switched on before
-    numba.cuda is first imported: this sets NUMBA_ENABLE_CUDASIM first)."""
+    numba.cuda is first imported: this sets NUMBA_ENABLE_CUDASIM first). In the simulator
+    a launch is estimated first: one that takes long is announced and watched, one over
+    the limit refused unless `long`."""
     import os
 
     import numpy as np
@@ -98,13 +105,17 @@ def _run_numba(kernel: str, size, shape, config, alpha: float, beta: float,
         fail(f"--config: {exc}", 2)
     rng = np.random.default_rng(0)
     default = (31, 33, 37) if simulate else (1024, 1024, 1024)
+    watch = contextlib.nullcontext
     for M, N, K in shapes_from(size, shape, [default]):
+        if simulate:
+            watch = _simulation(int(kernel), mod, cfg, (M, N, K), long)
         A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
         B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
         C0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
         C = C0.copy() if beta != 0 else np.full((M, N), np.nan, np.float32)
         try:
-            mod.launch(A, B, C, alpha, beta, cfg)
+            with watch():
+                mod.launch(A, B, C, alpha, beta, cfg)
         except ValueError as exc:
             fail(str(exc), 2)
         ab = alpha * (A.astype(np.float64) @ B.astype(np.float64))
@@ -116,6 +127,26 @@ def _run_numba(kernel: str, size, shape, config, alpha: float, beta: float,
                    f"error {err:.2e} (bound {error_bound(K):.1e}) {'ok' if ok else 'FAILED'}")
         if not ok:
             raise typer.Exit(3)
+
+
+def _simulation(number: int, mod, cfg, shape, long: bool):
+    """The simulator's estimate for one launch: refused over the limit (unless `long`),
+    announced over the warning threshold; what to run the launch under (its progress
+    lines, or nothing for a quick one)."""
+    from ..pytrack import simulator
+    from ..pytrack.common import checked
+
+    try:
+        est = simulator.estimate(number, mod.RUNG, checked(mod.RUNG, cfg), shape)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if est.refused() and not long:
+        fail(f"{est.text()}: refused above {simulator.LIMIT_S / 60:.0f} min; pass --long to "
+             "run it anyway", 2)
+    if not est.warns():
+        return contextlib.nullcontext
+    echo(f"note: {est.text()}; progress every {simulator.EVERY_S:.0f} s (Ctrl-C stops it)")
+    return lambda: simulator.progress(est.blocks, echo)
 
 
 @app.command()

@@ -15,7 +15,8 @@ launch(A, B, C, alpha=1.0, beta=0.0, cfg=None).
 
 On a machine without a GPU, set NUMBA_ENABLE_CUDASIM=1 before numba is first imported: Numba's
 CUDA simulator then runs every thread of a block as a Python thread (slow; keep shapes and
-blocks small, e.g. each module's SIM_CONFIG).
+blocks small, e.g. each module's SIM_CONFIG; simulator.py estimates a launch's time and
+shows its progress).
 
 Importing this package needs numba-cuda: pip install -e ".[numba]".
 """
