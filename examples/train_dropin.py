@@ -7,6 +7,9 @@ The model is an MLP on random regression data (nn.Linear, GELU, AdamW), big enou
 products dominate a step. Losses agree to FP32 rounding: both runs are exact FP32 (TF32 is
 switched off for torch's, as sgemmlab never uses it unasked). `--json` writes what it
 printed, for a results file.
+
+Needs: an NVIDIA GPU and torch built for CUDA (pip install -e ".[torch]"); on a machine
+without them it says so in one line and exits with status 1.
 """
 
 from __future__ import annotations
@@ -14,11 +17,30 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
 import time
 
-import torch
-
 import sgemmlab
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def require_gpu() -> None:
+    """What this example needs, or one line that says what is missing and exit status 1."""
+    if torch is None:
+        sys.exit('train_dropin.py needs torch built for CUDA: pip install -e ".[torch]"')
+    from sgemmlab.runtime.device import gpu_info
+
+    try:
+        gpu_info()  # sgemmlab's own check: a driver and a device it can use
+    except sgemmlab.NoGPUError as exc:
+        sys.exit(str(exc))
+    if not torch.cuda.is_available():
+        sys.exit(f"train_dropin.py: torch {torch.__version__} cannot use the GPU (a CPU-only "
+                 "build, or one for a newer CUDA than the driver's)")
 
 
 def make(width: int, seed: int = 0) -> torch.nn.Module:
@@ -59,6 +81,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
+    require_gpu()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     gen = torch.Generator(device="cuda").manual_seed(1)

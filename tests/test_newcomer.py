@@ -205,3 +205,53 @@ def test_the_estimate_grows_with_the_product_and_names_a_quick_size():
     quick = simulator.quick_size(3)
     assert simulator.seconds(3, quick ** 3) <= simulator.WARN_S
     assert simulator.seconds(3, (quick + 8) ** 3) > simulator.WARN_S
+
+
+# -- examples say what they need -----------------------------------------------------------
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def _no_gpu_here() -> bool:
+    from sgemmlab.errors import NoGPUError
+    from sgemmlab.runtime.device import gpu_info
+
+    try:
+        gpu_info()
+    except NoGPUError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_each_example_states_what_it_needs(example):
+    import ast
+
+    doc = ast.get_docstring(ast.parse(example.read_text()))
+    assert doc and "Needs:" in doc, example.name
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_without_a_gpu_an_example_says_so_in_one_line(example):
+    if not _no_gpu_here():
+        pytest.skip("this machine has a GPU")
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "NVIDIA GPU" in lines[0] and not done.stdout
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_without_torch_an_example_says_so_in_one_line(example, tmp_path):
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs torch" in lines[0] and "Traceback" not in done.stderr
+    assert max(map(len, lines)) <= WIDTH
