@@ -255,3 +255,43 @@ def test_without_torch_an_example_says_so_in_one_line(example, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs torch" in lines[0] and "Traceback" not in done.stderr
     assert max(map(len, lines)) <= WIDTH
+
+
+# -- the predicted ladder says what it rests on --------------------------------------------
+def _predicted(monkeypatch, numbers, disassembler: bool):
+    from sgemmlab import registry
+    from sgemmlab.bench import results
+    from sgemmlab.inspect import report, sass
+    from sgemmlab.runtime import occupancy
+
+    if not disassembler:
+        monkeypatch.setattr(sass, "find_nvdisasm", lambda: None)
+    elif sass.find_nvdisasm() is None:
+        pytest.skip("no nvdisasm here")
+    g, shape = occupancy.gpu("h200"), (4096, 4096, 4096)
+    meas = results.ladder_records(g.name, shape)
+    assert meas, "the committed H200 ladder at 4096^3 is the measurement beside the prediction"
+    items = report.ladder(g, shape, measured=meas, rungs=[registry.rung(n) for n in numbers])
+    cublas = meas[0]["cublas"]["median_us"]
+    return items, report.brief_text(items, "H200", cublas, meas[1])
+
+
+@pytest.mark.parametrize("disassembler", [True, False])
+def test_the_predicted_ladder_says_what_it_rests_on(monkeypatch, disassembler):
+    items, text = _predicted(monkeypatch, [11, 13], disassembler)
+    assert "the slowest of five throughputs" in text
+    assert max(map(len, text.splitlines())) <= WIDTH
+    if disassembler:
+        assert "read with nvdisasm" in text and items[1]["prediction"]["limit"] == "issue"
+    else:  # one line says the tool is missing and what changes; rung 13 loses its issue limit
+        assert "nvdisasm is not installed" in text and "issue limit is left out" in text
+        assert items[1]["prediction"]["limit"] == "FFMA"
+
+
+def test_predictions_beyond_the_model_and_far_from_the_measurement_are_marked(monkeypatch):
+    items, text = _predicted(monkeypatch, [6, 11, 13], True)
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:2].isdigit()}
+    assert "†" not in rows["06_vectorized"] and "‡" not in rows["06_vectorized"]
+    assert "‡" in rows["11_cp_async"]  # predicted 31 % of cuBLAS, measured 77 %
+    assert "†" in rows["13_hoisted"]  # predicted faster than cuBLAS
+    assert "† faster than cuBLAS as measured" in text and "‡ the measurement is more" in text

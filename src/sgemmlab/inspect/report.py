@@ -154,9 +154,65 @@ def _skipped(items: list[dict]) -> list[str]:
     return [f"{i['skipped']}: not inspected" for i in items if "skipped" in i]
 
 
+#: Prediction and measurement further apart than this factor, either way, are marked.
+DISAGREE = 1.5
+
+
+def basis_lines(items: list[dict]) -> list[str]:
+    """What the predictions rest on, in a line or two: the model, and whether the SASS was
+    read (without nvdisasm the issue limit is left out, and issue-bound rungs come out
+    faster: at 4096^3 on the H200, rungs 13-14 as FFMA-bound)."""
+    done = [i for i in items if "skipped" not in i]
+    if not done:
+        return []
+    out = ["predicted: the slowest of five throughputs (DRAM, L1, shared memory, instruction "
+           "issue, FFMA lanes: inspect/predict.py), counted from the registry and an NVRTC "
+           "compile; latency, occupancy and waves left out"]
+    if next((i for i in done if "nvdisasm" in i["sass"].get("skipped", "")), None):
+        out.append("SASS: nvdisasm is not installed, so the issue limit is left out and "
+                   "issue-bound rungs come out too fast (pip install nvidia-cuda-nvdisasm)")
+    else:
+        out.append("SASS: read with nvdisasm (the issue limit counts the hot loop's "
+                   "instructions)")
+    return [_fold(line) for line in out]
+
+
+def _flags(it: dict, cublas_us: float | None) -> str:
+    """† a prediction faster than cuBLAS as measured; ‡ one that the committed measurement
+    contradicts by more than DISAGREE."""
+    p, m = it["prediction"]["time_us"], it["measured"]
+    flag = "†" if cublas_us and p < cublas_us else ""
+    if m and not max(p / m["median_us"], m["median_us"] / p) < DISAGREE:
+        flag += "‡"
+    return flag
+
+
+def flag_notes(items: list[dict], cublas_us: float | None) -> list[str]:
+    """The footnotes of the flags that appear."""
+    flags = "".join(_flags(i, cublas_us) for i in items if "skipped" not in i)
+    out = []
+    if "†" in flags:
+        out.append("† faster than cuBLAS as measured: the model counts throughput only, so "
+                   "read it as a floor on the time, not a forecast of beating cuBLAS")
+    if "‡" in flags:
+        out.append(f"‡ the measurement is more than {DISAGREE}x away: slower than measured is "
+                   "work counted that the compiled kernel does not do (rungs 11-12: ptxas fuses "
+                   "A's scalar shared loads into LDS.128); faster, time the model leaves out")
+    return [_fold(line) for line in out]
+
+
+def _fold(line: str, width: int = 100) -> str:
+    """A note folded to `width` columns, continued under two spaces."""
+    import textwrap
+
+    return textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def brief_rows(items: list[dict], cublas_us: float | None) -> tuple[list[str], list[list[str]]]:
     """The narrow ladder (100 columns): the predicted time and limit, and beside them what
-    the committed results measured, each as % of cuBLAS where cuBLAS's time is known."""
+    the committed results measured, each as % of cuBLAS where cuBLAS's time is known; the
+    predicted % carries flag_notes' marks."""
     head = ["rung", "predicted", "% of cuBLAS", "limited by", "measured", "% of cuBLAS"]
     rows = []
 
@@ -169,8 +225,8 @@ def brief_rows(items: list[dict], cublas_us: float | None) -> tuple[list[str], l
             continue
         p, m = it["prediction"], it["measured"]
         meas = m["median_us"] if m else None
-        rows.append([it["rung"], _us(p["time_us"]), pct(p["time_us"]), p["limit"],
-                     _us(meas), pct(meas)])
+        rows.append([it["rung"], _us(p["time_us"]), pct(p["time_us"]) + _flags(it, cublas_us),
+                     p["limit"], _us(meas), pct(meas)])
     return head, rows
 
 
@@ -179,7 +235,8 @@ def brief_text(items: list[dict], title: str, cublas_us: float | None, source: s
     head, rows = brief_rows(items, cublas_us)
     note = (f"measured: {source} (cuBLAS {_us(cublas_us)})" if source else
             "no committed measurement for this GPU and shape")
-    return "\n".join([title, "", _table_text(head, rows), "", note, *_skipped(items),
+    return "\n".join([title, "", _table_text(head, rows), "", *flag_notes(items, cublas_us),
+                      *basis_lines(items), note, *_skipped(items),
                       "(sgemmlab inspect --all --wide for the bill behind each prediction)"])
 
 
@@ -191,9 +248,8 @@ def ladder_text(items: list[dict], title: str) -> str:
         "no measured times for this GPU and shape"]
     if any(i["measured"] and not i["measured"]["same_config"] for i in done):
         notes.append("* measured at a different configuration")
-    if no_sass := [i for i in done if "ffma" not in i["sass"]]:
-        notes.append(f"SASS: {no_sass[0]['sass'].get('skipped', 'skipped')}")
-    return "\n".join([title, "", _table_text(head, rows), "", *notes, *_skipped(items)])
+    return "\n".join([title, "", _table_text(head, rows), "", *basis_lines(items), *notes,
+                      *_skipped(items)])
 
 
 def rung_text(it: dict) -> str:
