@@ -2,7 +2,7 @@
 
 The visualizer (a static site: `sgemmlab/data/visualizer/`, written out by `write_site`)
 draws nothing of its own invention: every lane's address, every sector, every bank and
-every owned element of C comes from `bill.trace`, the same per-thread replay of the
+every owned element of C comes from `replay.trace`, the same per-thread replay of the
 kernel's index expressions that `sgemmlab inspect` counts the bill from, and every
 wavefront count from `bill.wavefronts`. This module turns one trace into JSON:
 
@@ -37,6 +37,7 @@ import numpy as np
 from .. import registry
 from ..registry import Rung
 from . import bill as bill_mod
+from . import replay
 
 SCHEMA = "sgemmlab.visual/1"
 SHAPE = (4096, 4096, 4096)  # the shape every rung is replayed at (as inspect's bill)
@@ -47,24 +48,24 @@ H200_SLOTS = 132  # rung 14's default holds one block per SM on the H200 (its oc
 SITE_FILES = ("index.html", "app.js", "style.css")
 
 
-def _lanes(a: bill_mod.Access, shape) -> tuple[list[int], int]:
+def _lanes(a: replay.Access, shape) -> tuple[list[int], int]:
     """(per lane the first element a global access touches, or the shared word; -1 where
     the lane is inactive) and the leading dimension that turns an element into (row, col):
     A is M x K with lda = K, B is K x N and C is M x N with ld = N, as the trace lays them
     out (1 for shared words: the page lays those out 32 banks to a row itself)."""
     M, N, K = shape
-    idx = a.addr // bill_mod.F
+    idx = a.addr // replay.F
     ld = 1 if a.shared else K if a.operand == "A" else N
     return np.where(a.active, idx, -1).tolist(), ld
 
 
-def _per_warp(a: bill_mod.Access, warps: int) -> list[dict]:
+def _per_warp(a: replay.Access, warps: int) -> list[dict]:
     """Per warp: lanes active, bytes requested, sectors touched (global) or wavefronts and
     phases (shared: bill.wavefronts, the count inspect's bill sums)."""
     lanes = a.active.reshape(warps, 32)
     out = []
     if a.shared:
-        words = (a.addr // bill_mod.F).reshape(warps, 32)
+        words = (a.addr // replay.F).reshape(warps, 32)
         for w in range(warps):
             wf, ph = bill_mod.wavefronts(words[w], lanes[w], a.width) if lanes[w].any() else (0, 0)
             out.append({"active": int(lanes[w].sum()), "wavefronts": wf, "phases": ph,
@@ -81,17 +82,17 @@ def _per_warp(a: bill_mod.Access, warps: int) -> list[dict]:
     return out
 
 
-def _owned(t: bill_mod.Trace, shape) -> list[list[list[int]]]:
+def _owned(t: replay.Trace, shape) -> list[list[list[int]]]:
     """Per thread, the [row, col] of every element of C its epilogue stores write."""
     N = shape[1]
     owned: list[list[list[int]]] = [[] for _ in range(t.threads)]
     for a in t.accesses:
         if a.operand != "C" or not a.store:
             continue
-        elem = a.addr // bill_mod.F
+        elem = a.addr // replay.F
         for tid in np.flatnonzero(a.active).tolist():
             e = int(elem[tid])
-            owned[tid] += [[e // N, e % N + i] for i in range(a.width // bill_mod.F)]
+            owned[tid] += [[e // N, e % N + i] for i in range(a.width // replay.F)]
     return owned
 
 
@@ -133,7 +134,7 @@ def rung_data(rung: Rung, cfg: dict | None = None, shape=SHAPE,
               measured: dict | None = None, streamk_shapes=STREAMK_SHAPES) -> dict:
     """Everything the visualizer draws for one rung (see the module docstring)."""
     cfg = dict(cfg) if cfg is not None else rung.default("NVIDIA H200")
-    t = bill_mod.trace(rung, cfg, shape)
+    t = replay.trace(rung, cfg, shape)
     warps = t.threads // 32
     b = bill_mod.count(rung, cfg, shape)
     instructions = []
