@@ -200,7 +200,7 @@ def test_a_workspace_launch_is_repointed_and_follows_its_workspace(monkeypatch):
     head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
             np.int32(8), np.float32(0), 0x300, np.int32(8)]
     p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
-    w = launch_mod.WorkspaceLaunch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
+    w = launch_mod.one_launch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
                                    [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
     w()
     w.repointed(0x400, 0x500, 0x600)()
@@ -219,7 +219,7 @@ def _small_workspace_launch():
     head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
             np.int32(8), np.float32(0), 0x300, np.int32(8)]
     p = types.SimpleNamespace(zeroed_bytes=256, scratch_bytes=256)
-    return launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=0x10),
+    return launch_mod.one_launch(0, types.SimpleNamespace(handle=0x10),
                                       types.SimpleNamespace(handle=0x20), (1, 1, 1),
                                       (32, 1, 1), head, p,
                                       [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])
@@ -275,7 +275,7 @@ def test_a_launch_exports_its_arguments_bytes_and_pointer_slots_for_the_native_s
                                                                  "little")
     assert cells[4] == 0x100 and slots == [(4, 1), (6, 0), (9, 2)]
     p = types.SimpleNamespace(zeroed_bytes=512, scratch_bytes=1024, counters_bytes=64)
-    w = launch_mod.WorkspaceLaunch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
+    w = launch_mod.one_launch(0, kernel, stream, (1, 1, 1), (32, 1, 1), head, p,
                                    [(launch_mod.ZEROED, 64), (launch_mod.ZEROED, 0)])
     _, _, _, cells, slots, tail, zeroed, scratch = w.export({4: 0, 6: 1, 9: 2})
     assert len(cells) == len(head) and slots == [(4, 0), (6, 1), (9, 2)]
@@ -400,6 +400,6 @@ def test_launches_with_a_workspace_take_the_source_too(n, change, monkeypatch):
                       source=source)
         want = launch_mod.POINTERS if source is None else launch_mod.SOURCE_POINTERS
         assert fn.pointer_slots == want, (n, change, source)
-        packed = getattr(fn, "_packed", fn)  # a WorkspaceLaunch's current Packed
+        packed = fn._steps[-1] if hasattr(fn, "_steps") else fn  # its current Packed
         if source is not None:
             assert packed.args[11] == 0x4000 and int(packed.args[12]) == 0

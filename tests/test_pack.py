@@ -95,7 +95,7 @@ def _recorder(monkeypatch):
 def _product(p):
     head = [np.int32(8), np.int32(8), np.int32(8), np.float32(1), 0x100, np.int32(8), 0x200,
             np.int32(8), np.float32(0), 0x300, np.int32(8)]
-    return launch_mod.WorkspaceLaunch(0, types.SimpleNamespace(handle=PRODUCT_KERNEL),
+    return launch_mod.one_launch(0, types.SimpleNamespace(handle=PRODUCT_KERNEL),
                                       types.SimpleNamespace(handle=0x20), (1, 1, 1),
                                       (32, 1, 1), head, p,
                                       [(launch_mod.SCRATCH, 0), (launch_mod.ZEROED, 0)])

@@ -320,3 +320,11 @@ def test_the_h200_defaults_of_rungs_6_to_9_show_their_ideas():
     assert d[6] == d[7] and d[6]["TN"] >= 8
     assert {k: v for k, v in d[8].items() if k != "PAD"} == d[7] and d[8]["PAD"] > 0
     assert d[9] != d[8]
+
+
+def test_every_rung_names_a_binder_the_launcher_has():
+    from sgemmlab.runtime.launch import BINDERS
+
+    for r in _LOOKED_UP:
+        assert r.binder in BINDERS, (r.label, r.binder)
+    assert {r.binder for r in _LOOKED_UP} == set(BINDERS), "no binder is left unused"

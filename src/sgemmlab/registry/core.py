@@ -176,6 +176,17 @@ class Rung:
     def supports(self, feature: str) -> bool:
         return feature in self.features
 
+    @property
+    def binder(self) -> str:
+        """How the rung launches (runtime/launch.BINDERS): "tensor" (tensor maps and
+        pre-passes, the "tma" rungs), "streamk" (a persistent grid and a fix-up workspace),
+        "splitk" (parts of K along gridDim.z) or "grid" (one block per tile of C)."""
+        for feature, binder in (("tma", "tensor"), ("streamk", "streamk"),
+                                ("splitk", "splitk")):
+            if feature in self.features:
+                return binder
+        return "grid"
+
     def deterministic(self, cfg: Config) -> bool:
         """Bit-identical results run to run: every rung but rung 14 with atomic fix-up of
         split tiles (atomics add in whatever order they arrive)."""

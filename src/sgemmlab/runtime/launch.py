@@ -277,6 +277,32 @@ SOURCE_POINTERS = (4, 6, 9, 11)
 
 
 @dataclass(frozen=True)
+class Call:
+    """One bound call's operands, as `Launcher.bind` checked them (pointers in bytes,
+    leading dimensions and strides in elements)."""
+
+    M: int
+    N: int
+    K: int
+    alpha: float
+    a: int
+    lda: int
+    b: int
+    ldb: int
+    beta: float
+    c: int
+    ldc: int
+    stream: object
+    trans_a: bool
+    trans_b: bool
+    batch: int
+    strides: tuple[int, int, int]
+    source: tuple[int, int] | None
+    padded: bool
+    store4: bool
+
+
+@dataclass(frozen=True)
 class Launcher:
     """One rung at one configuration, ready to launch on pointers."""
 
@@ -341,44 +367,62 @@ class Launcher:
             raise ValueError(f"the source's row stride must be >= 0, got {ldx}")
         if source is not None and not rung.supports("source"):
             raise ConfigError(_NO_SOURCE.format(rung.label))
-        if rung.supports("tma"):  # tensor maps by value: runtime/hopper.py launches it
-            from . import hopper
+        call = Call(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, stream, trans_a, trans_b,
+                    batch, (stride_a, stride_b, stride_c), source, padded, store4)
+        return BINDERS[rung.binder](self, call)
 
-            return hopper.bind(rung, self.config, self.device_id, M, N, K, alpha, a, lda, b,
-                               ldb, beta, c, ldc, stream, trans_a=trans_a, trans_b=trans_b,
-                               source=source)
-        vec4, store4 = float4_paths(rung, M, N, K, trans_a, trans_b, (a, b, c, x),
-                                    (lda, ldb, ldc, ldx), (stride_a, stride_b, stride_c),
-                                    padded, store4)
-        kernel, _ = load(rung, self.config, vec4, self.device_id, trans_a, trans_b,
-                         source_kind(source), store4)
-        args = [np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda),
-                b, np.int32(ldb), np.float32(beta), c, np.int32(ldc)]
+    def _packed_args(self, call: Call) -> tuple:
+        """(kernel, arguments, pointer slots) of a rung's launch: the variant the operands
+        allow (float4 paths, layouts, source), loaded, and the arguments every rung takes."""
+        rung, cl = self.rung, call
+        x, ldx = cl.source if cl.source is not None else (cl.c, cl.ldc)
+        vec4, store4 = float4_paths(rung, cl.M, cl.N, cl.K, cl.trans_a, cl.trans_b,
+                                    (cl.a, cl.b, cl.c, x), (cl.lda, cl.ldb, cl.ldc, ldx),
+                                    cl.strides, cl.padded, cl.store4)
+        kernel, _ = load(rung, self.config, vec4, self.device_id, cl.trans_a, cl.trans_b,
+                         source_kind(cl.source), store4)
+        args = [np.int32(cl.M), np.int32(cl.N), np.int32(cl.K), np.float32(cl.alpha), cl.a,
+                np.int32(cl.lda), cl.b, np.int32(cl.ldb), np.float32(cl.beta), cl.c,
+                np.int32(cl.ldc)]
         pointers = POINTERS
-        if source is not None:
+        if cl.source is not None:
             args += [_pointer(x), np.int64(ldx)]
             pointers = SOURCE_POINTERS
         if rung.supports("batched"):
-            args += [np.int64(stride_a), np.int64(stride_b), np.int64(stride_c)]
-        if rung.supports("streamk"):
-            return self._bind_streamk(kernel, args, M, N, K, batch, stream, pointers)
-        if rung.supports("splitk"):
-            return self._bind_splitk(kernel, args, M, N, K, batch, stream, pointers)
-        gx, gy, _ = rung.grid(self.config, M, N)
-        if gy > 65535 or batch > 65535:
-            raise OverflowError(f"M={M}, N={N}, batch={batch} need {gy} x {batch} blocks "
-                                "along gridDim.y and z, which allow 65535 each")
-        return Packed(kernel, stream, (gx, gy, batch), self.block, tuple(args), pointers)
+            args += [np.int64(s) for s in cl.strides]
+        return kernel, args, pointers
 
-    def _bind_streamk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
-                      pointers: tuple[int, ...] = POINTERS):
-        """Rung 14: the plan's grid and arguments, and the stream's workspace."""
-        from .decompose import streamk as plan
+    def _bind_grid(self, call: Call) -> Packed:
+        """One block per tile of C, the batch along gridDim.z (rungs 1-13, 17, 21)."""
+        kernel, args, pointers = self._packed_args(call)
+        gx, gy, _ = self.rung.grid(self.config, call.M, call.N)
+        if gy > 65535 or call.batch > 65535:
+            raise OverflowError(f"M={call.M}, N={call.N}, batch={call.batch} need {gy} x "
+                                f"{call.batch} blocks along gridDim.y and z, which allow "
+                                "65535 each")
+        return Packed(kernel, call.stream, (gx, gy, call.batch), self.block, tuple(args),
+                      pointers)
 
+    def _bind_tensor(self, call: Call) -> WorkspaceLaunch:
+        """Rungs 19-20: tensor maps by value and the pre-passes (runtime/hopper.py)."""
+        from . import hopper
+
+        cl = call
+        return hopper.bind(self.rung, self.config, self.device_id, cl.M, cl.N, cl.K,
+                           cl.alpha, cl.a, cl.lda, cl.b, cl.ldb, cl.beta, cl.c, cl.ldc,
+                           cl.stream, trans_a=cl.trans_a, trans_b=cl.trans_b,
+                           source=cl.source)
+
+    def _bind_streamk(self, call: Call) -> WorkspaceLaunch:
+        """Rung 14 and its twins: the plan's grid and arguments, and the stream's
+        workspace."""
+        from .decompose import streamk
+
+        kernel, args, pointers = self._packed_args(call)
         cfg = self.config
         slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
-        p = plan(cfg["SPLIT"], cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], M, N, K, batch,
-                 slots)
+        p = streamk(cfg["SPLIT"], cfg["FIXUP"], cfg["BM"], cfg["BN"], cfg["BK"], call.M,
+                    call.N, call.K, call.batch, slots)
         if p.grid > INT32_MAX:
             raise OverflowError(f"{p.grid} blocks do not fit gridDim.x")
         head = args + [int32("tiles_n", p.tiles_n), int32("tiles_mn", p.tiles_mn),
@@ -386,41 +430,42 @@ class Launcher:
                        int32("sk_blocks", p.sk_blocks)]
 
         tail = [(SCRATCH, 0) if p.fixup == 0 else (ZEROED, p.counters_bytes), (ZEROED, 0)]
-        return self._with_workspace(stream, (p.grid, 1, 1), kernel, head, p, tail, pointers)
+        return self._with_workspace(call.stream, (p.grid, 1, 1), kernel, head, p, tail,
+                                    pointers)
 
-    def _bind_splitk(self, kernel, args: list, M: int, N: int, K: int, batch: int, stream,
-                     pointers: tuple[int, ...] = POINTERS):
+    def _bind_splitk(self, call: Call):
         """Rungs 15, 16, 18: the grid and parts of K (runtime/decompose.py) and, with more
         than one part, the stream's workspace (re-read when a bigger call replaces it)."""
-        from .decompose import splitk as plan
+        from .decompose import splitk
 
+        kernel, args, pointers = self._packed_args(call)
         cfg = self.config
         slots = gpu_info(self.device_id).sm_count * self.blocks_per_sm(kernel)
         rows, cols = self.rung.tile(cfg)
-        p = plan(cfg["SPLIT"], rows, cols, self.rung.k_unit(cfg), M, N, K, batch, slots,
-                 self.rung.rows_on_x)
+        p = splitk(cfg["SPLIT"], rows, cols, self.rung.k_unit(cfg), call.M, call.N, call.K,
+                   call.batch, slots, self.rung.rows_on_x)
         head = args + [int32("parts", p.parts)]
         if p.parts == 1:
-            return Packed(kernel, stream, tuple(p.grid), self.block, tuple(head + [0, 0]),
-                          pointers)
-        return self._with_workspace(stream, tuple(p.grid), kernel, head, p,
+            return Packed(kernel, call.stream, tuple(p.grid), self.block,
+                          tuple(head + [0, 0]), pointers)
+        return self._with_workspace(call.stream, tuple(p.grid), kernel, head, p,
                                     [(SCRATCH, 0), (ZEROED, 0)], pointers)
 
     def _with_workspace(self, stream, grid: tuple[int, int, int], kernel, head: list, p,
                         tail: list, pointers: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
-        """One launch of `kernel`: `head`'s arguments, then `tail`'s into the workspace."""
-        block, tail = self.block, tuple(tail)
-
-        def build(zeroed: int, scratch: int) -> tuple:
-            return (Packed(kernel, stream, grid, block,
-                           tuple(head + _tail_at(tail, zeroed, scratch)), pointers),)
-
-        return WorkspaceLaunch(self.device_id, stream, p, build, pointers,
-                               tuple(head[i] for i in pointers), len(head), tail)
+        return one_launch(self.device_id, kernel, stream, grid, self.block, head, p, tail,
+                          pointers)
 
     def __call__(self, *args, **kwargs) -> None:
         """Launch once: same arguments as `bind`."""
         self.bind(*args, **kwargs)()
+
+
+#: How each family launches (registry: Rung.binder), the one place it is decided.
+BINDERS: dict[str, Callable[[Launcher, Call], Callable[[], None]]] = {
+    "grid": Launcher._bind_grid, "streamk": Launcher._bind_streamk,
+    "splitk": Launcher._bind_splitk, "tensor": Launcher._bind_tensor,
+}
 
 
 #: The two regions of a workspace (runtime/workspace.py) a launch's tail points into.
@@ -469,7 +514,9 @@ class WorkspaceLaunch(Repointable):
         the workspace it needs added. (TypeError for one bound while its stream was
         captured, which has no packed launch yet, or for more than one launch or no tail:
         the switch then asks Python.)"""
-        if self._steps is None or len(self._steps) != 1 or not self._head:
+        if self._steps is None:
+            raise TypeError("a launch bound during a capture has no packed arguments yet")
+        if len(self._steps) != 1 or not self._head:
             raise TypeError("only a single launch with a workspace tail is exported")
         kernel, grid, block, cells, slots, _, _, _ = self._steps[0].export(operands)
         tail = [(self._head + i, region, offset)
@@ -500,6 +547,22 @@ class WorkspaceLaunch(Repointable):
 
     def __call__(self) -> None:
         self.launch_at(*self.bound_pointers)
+
+
+def one_launch(device_id: int, kernel, stream, grid: tuple[int, int, int],
+               block: tuple[int, int, int], head: list, p, tail: list,
+               pointers: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
+    """One launch of `kernel` bound to the stream's workspace: `head`'s arguments, then
+    `tail`'s ((region, byte offset) pairs: ZEROED or SCRATCH) pointing into it; `pointers`
+    the slots of A, B and C (and X) in `head`."""
+    tail = tuple(tail)
+
+    def build(zeroed: int, scratch: int) -> tuple:
+        return (Packed(kernel, stream, grid, block,
+                       tuple(list(head) + _tail_at(tail, zeroed, scratch)), pointers),)
+
+    return WorkspaceLaunch(device_id, stream, p, build, pointers,
+                           tuple(head[i] for i in pointers), len(head), tail)
 
 
 def _tail_at(tail: tuple, zeroed: int, scratch: int) -> list[int]:
