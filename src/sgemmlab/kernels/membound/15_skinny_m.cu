@@ -36,37 +36,10 @@
 // 96.2 % (unsplit 65.6 us, 69.7 %: results/nvidia-h200/table-grid-20261201T150405Z.json.gz);
 // the vector and decode suites: bench-vector-decode-tinyk-20261201T100213Z.json.
 // </measured>
-#include "membound/axpy.cuh"
-#include "membound/dot.cuh"
-#include "splitk.cuh"
+#include "membound/skinny.cuh"
 
-constexpr int KQ = 128;  // K is split in whole quanta of this many (registry: k_unit)
-
-
-using Axpy = AxpyShape<RM, BN, WARPS, UNROLL>;
-using Dot = DotShape<RM, BN, WARPS, UNROLL>;
-constexpr int SMEM_FLOATS = Axpy::SMEM_FLOATS > Dot::SMEM_FLOATS ? Axpy::SMEM_FLOATS
-                                                                   : Dot::SMEM_FLOATS;
-constexpr int LIVE = Axpy::LIVE > Dot::LIVE ? Axpy::LIVE : Dot::LIVE;
-
-static_assert(RM > 0 && BN > 0 && WARPS > 0 && UNROLL > 0,
-              "every constant is positive (PAD and PREFETCH may be 0)");
-static_assert(RM == 1 || RM == 2 || RM == 4 || RM == 8 || RM == 16,
-              "RM is 1, 2, 4, 8 or 16 (rows of C per block)");
-static_assert(BN % 4 == 0 && BN / 4 > 0 && 32 % (BN / 4) == 0,
-              "BN is a multiple of 4 and BN/4 divides 32 (axpy: BN/4 lanes span the columns)");
-static_assert(BN % WARPS == 0 && BN <= 16 * WARPS,
-              "BN is a multiple of WARPS, at most 16 times it (dot: BN/WARPS columns per "
-              "warp)");
-static_assert(UNROLL == 1 || UNROLL == 2 || UNROLL == 4 || UNROLL == 8, "UNROLL is 1, 2, 4 or 8");
-static_assert(LIVE <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
-              "the larger variant's live values (axpy 5*RM + 4*UNROLL + 24; dot RM*NC + "
-              "4*NC*DU + 2*NC + 28) fit a thread's registers: min(255, 65536 / threads per "
-              "block)");
-static_assert(THREADS == WARPS * 32, "THREADS is 32 lanes per warp");
-static_assert(THREADS <= 1024, "threads per block <= 1024");
-static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
-static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <= 49152 bytes");
+SKINNY_RULES(RM, BN, "rows", "columns");
+constexpr int SMEM_FLOATS = Skinny<RM, BN>::SMEM_FLOATS;
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,

@@ -30,37 +30,10 @@
 // 94.1 % (results/nvidia-h200/table-grid-20261201T150405Z.json.gz); the vector suite:
 // results/nvidia-h200/bench-vector-decode-tinyk-20261201T100213Z.json.
 // </measured>
-#include "membound/axpy.cuh"
-#include "membound/dot.cuh"
-#include "splitk.cuh"
+#include "membound/skinny.cuh"
 
-constexpr int KQ = 128;  // K is split in whole quanta of this many (registry: k_unit)
-
-
-using Axpy = AxpyShape<RN, BM, WARPS, UNROLL>;
-using Dot = DotShape<RN, BM, WARPS, UNROLL>;
-constexpr int SMEM_FLOATS = Axpy::SMEM_FLOATS > Dot::SMEM_FLOATS ? Axpy::SMEM_FLOATS
-                                                                   : Dot::SMEM_FLOATS;
-constexpr int LIVE = Axpy::LIVE > Dot::LIVE ? Axpy::LIVE : Dot::LIVE;
-
-static_assert(RN > 0 && BM > 0 && WARPS > 0 && UNROLL > 0,
-              "every constant is positive (PAD and PREFETCH may be 0)");
-static_assert(RN == 1 || RN == 2 || RN == 4 || RN == 8 || RN == 16,
-              "RN is 1, 2, 4, 8 or 16 (columns of C per block)");
-static_assert(BM % 4 == 0 && BM / 4 > 0 && 32 % (BM / 4) == 0,
-              "BM is a multiple of 4 and BM/4 divides 32 (axpy: BM/4 lanes span the rows)");
-static_assert(BM % WARPS == 0 && BM <= 16 * WARPS,
-              "BM is a multiple of WARPS, at most 16 times it (dot: BM/WARPS rows per "
-              "warp)");
-static_assert(UNROLL == 1 || UNROLL == 2 || UNROLL == 4 || UNROLL == 8, "UNROLL is 1, 2, 4 or 8");
-static_assert(LIVE <= (65536 / THREADS < 255 ? 65536 / THREADS : 255),
-              "the larger variant's live values (axpy 5*RN + 4*UNROLL + 24; dot RN*NC + "
-              "4*NC*DU + 2*NC + 28) fit a thread's registers: min(255, 65536 / threads per "
-              "block)");
-static_assert(THREADS == WARPS * 32, "THREADS is 32 lanes per warp");
-static_assert(THREADS <= 1024, "threads per block <= 1024");
-static_assert(THREADS % 32 == 0, "threads per block is a multiple of 32 (whole warps)");
-static_assert(SMEM_FLOATS * sizeof(float) <= 48 * 1024, "static shared memory <= 49152 bytes");
+SKINNY_RULES(RN, BM, "columns", "rows");
+constexpr int SMEM_FLOATS = Skinny<RN, BM>::SMEM_FLOATS;
 
 SGEMM_KERNEL __launch_bounds__(THREADS)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
