@@ -123,6 +123,7 @@ def isolated_dispatch(tmp_path, monkeypatch):
     monkeypatch.setenv("SGEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(dispatch.table, "PACKAGE_TABLE_DIR", tmp_path / "package")
     monkeypatch.setattr(registry, "tuned_defaults", lambda: {})
+    monkeypatch.setattr(registry.core, "tuned_defaults", lambda: {})
     monkeypatch.setattr(dispatch.waves, "registers_of", lambda rung, cfg, arch: 255)
     dispatch.clear_cache()
     yield

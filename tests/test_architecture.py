@@ -15,7 +15,7 @@ import pytest
 
 grimp = pytest.importorskip("grimp")  # comes with import-linter ([dev])
 
-LAB = ("sgemmlab.cli", "sgemmlab.tune", "sgemmlab.bench", "sgemmlab.inspect")
+LAB = ("sgemmlab.cli", "sgemmlab.tune", "sgemmlab.bench", "sgemmlab.anatomy")
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:

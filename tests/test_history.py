@@ -21,8 +21,8 @@ import pytest
 import test_kernels_gpu as kernels_gpu
 from conftest import first_error, probe_config, resource_problems
 from sgemmlab import registry
-from sgemmlab.inspect import report, sass
-from sgemmlab.inspect.bill import count, trace
+from sgemmlab.anatomy import report, sass
+from sgemmlab.anatomy.bill import count, trace
 from sgemmlab.registry import config_key
 from sgemmlab.runtime import occupancy
 from sgemmlab.runtime.compiler import KERNEL_DIR, CompileError

@@ -103,7 +103,7 @@ def build_config(rung, cfg: dict):
 
 @cache
 def _sass(source: str, macros_items: tuple) -> str:
-    from sgemmlab.inspect.sass import NoDisassembler, disassemble
+    from sgemmlab.anatomy.sass import NoDisassembler, disassemble
 
     try:
         return disassemble(build(source, macros_items).cubin)
@@ -320,7 +320,7 @@ def test_a_bias_in_the_epilogue_leaves_the_k_loop_as_it_was(rung):
     orders a few differently); the registers are the same."""
     from collections import Counter
 
-    from sgemmlab.inspect.sass import NoDisassembler, disassemble
+    from sgemmlab.anatomy.sass import NoDisassembler, disassemble
 
     loops, regs, loads = {}, {}, {}
     for kind in (0, 1, 2):

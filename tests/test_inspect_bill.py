@@ -1,4 +1,4 @@
-"""The bill (inspect/bill.py) against the seed's figures, the rung headers' claims, closed
+"""The bill (anatomy/bill.py) against the seed's figures, the rung headers' claims, closed
 forms, and brute-force replays written thread by thread with plain loops."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import defaultdict
 import pytest
 
 from sgemmlab import registry
+from sgemmlab.anatomy.bill import count, stream_k_fixup, trace
 from sgemmlab.bench.bill import block_tile_intensity
-from sgemmlab.inspect.bill import count, stream_k_fixup, trace
 
 
 # -- the seed's figures ------------------------------------------------------------------

@@ -98,7 +98,7 @@ def test_cp_async_rungs_show_their_copies(cli):
 
 
 def test_a_rung_that_does_not_compile_for_a_gpu_is_skipped_not_fatal(cli, monkeypatch):
-    from sgemmlab.inspect import report
+    from sgemmlab.anatomy import report
     from sgemmlab.runtime.compiler import CompileError
 
     real = report.compile_for

@@ -1,4 +1,4 @@
-"""The SASS parser (inspect/sass.py) on a hand-written listing and on committed cubins
+"""The SASS parser (anatomy/sass.py) on a hand-written listing and on committed cubins
 (tests/data: rung 3 at BS = 32 and rung 10 at the H200 default, sm_90, NVRTC 13.0)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.inspect import sass
+from sgemmlab.anatomy import sass
 
 DATA = Path(__file__).parent / "data"
 
@@ -181,7 +181,7 @@ def test_a_split_k_loop_narrows_to_its_smaller_part():
 def test_rungs_13_14_hot_loop_is_one_k_tile(number):
     """A fresh NVRTC compile of the seed (BK=8, TM=16, TN=8, REG_TRANSPOSE=1). Rung 14's
     loop over its tiles holds the epilogue's FFMAs too; its hot loop is still the k loop."""
-    from sgemmlab.inspect.report import compile_for
+    from sgemmlab.anatomy.report import compile_for
 
     rung = registry.rung(number)
     cfg = rung.seed
@@ -199,7 +199,7 @@ def test_rung_11_scalar_a_reads_are_fused_along_k_in_the_sass():
     """The source reads A as WMITER*TM scalars per k (the bill counts those); the compiler,
     with the k loop unrolled, reads each row of As[m][k] four k at a time as LDS.128 instead.
     The source-level bill (and its 4-way conflict) is not what the SM executes."""
-    from sgemmlab.inspect.report import compile_for
+    from sgemmlab.anatomy.report import compile_for
 
     rung = registry.rung(11)
     c = rung.seed  # BK = 16, WMITER = 2, TM = 8, WNITER = 1, TN = 4

@@ -11,6 +11,7 @@ import types
 import numpy as np
 import pytest
 
+from sgemmlab.runtime import fastcall as fastcall_mod
 from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime import workspace as ws
 
@@ -102,7 +103,7 @@ def test_the_legacy_default_stream_needs_no_capture_query(monkeypatch, legacy):
 
 def test_integer_handles_launch_through_ctypes_on_plain_integers(monkeypatch):
     seen = []
-    monkeypatch.setattr(launch_mod.fastcall, "launch_kernel",
+    monkeypatch.setattr(fastcall_mod, "launch_kernel",
                         lambda: lambda *a: seen.append(a) or 0)
     kernel, stream = types.SimpleNamespace(handle=0xABC0), types.SimpleNamespace(handle=0x51)
     p = launch_mod.Packed(kernel, stream, (3, 1, 1), (128, 1, 1), (np.int32(9),))
@@ -187,7 +188,7 @@ def _driver_recorder(monkeypatch, nargs):
         seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in range(nargs)))
         return 0
 
-    monkeypatch.setattr(launch_mod.fastcall, "launch_kernel", lambda: call)
+    monkeypatch.setattr(fastcall_mod, "launch_kernel", lambda: call)
     return seen
 
 

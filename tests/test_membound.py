@@ -325,7 +325,7 @@ def test_tiny_k_every_legal_config_fits_128_registers_in_every_variant():
 def _k_loop(rung: Rung, cfg: dict, vec4: bool) -> dict[str, int]:
     """Instruction categories of the K > 16 path's step loop: the innermost loop with FFMAs
     and no global access or barrier (the K <= 16 path's loops store C)."""
-    from sgemmlab.inspect import sass
+    from sgemmlab.anatomy import sass
     from sgemmlab.runtime.compiler import compile_kernel
     from sgemmlab.runtime.launch import variant_macros
 

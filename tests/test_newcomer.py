@@ -260,8 +260,8 @@ def test_without_torch_an_example_says_so_in_one_line(example, tmp_path):
 # -- the predicted ladder says what it rests on --------------------------------------------
 def _predicted(monkeypatch, numbers, disassembler: bool):
     from sgemmlab import registry
+    from sgemmlab.anatomy import report, sass
     from sgemmlab.bench import results
-    from sgemmlab.inspect import report, sass
     from sgemmlab.runtime import occupancy
 
     if not disassembler:

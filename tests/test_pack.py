@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from sgemmlab import plan as plan_mod
 from sgemmlab.cli import app
+from sgemmlab.runtime import fastcall as fastcall_mod
 from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime import workspace as ws
 
@@ -85,7 +86,7 @@ def _recorder(monkeypatch):
                                  for i in range(n))))
         return 0
 
-    monkeypatch.setattr(launch_mod.fastcall, "launch_kernel", lambda: call)
+    monkeypatch.setattr(fastcall_mod, "launch_kernel", lambda: call)
     monkeypatch.setattr(launch_mod, "load_kernel", lambda *a, **k: (
         types.SimpleNamespace(handle=PACK_KERNEL), None))
     monkeypatch.setattr(launch_mod, "_PACK_KERNELS", {})

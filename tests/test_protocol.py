@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.inspect.sass import disassemble, find_nvdisasm
+from sgemmlab.anatomy.sass import disassemble, find_nvdisasm
 from sgemmlab.runtime.compiler import compile_kernel
 from sgemmlab.runtime.launch import variant_macros
 

@@ -149,7 +149,7 @@ def test_readme_update_fills_the_track_block(tmp_path):
 
 # -- the machine code ----------------------------------------------------------------------
 def test_int64_ops_counts_the_high_halves_only():
-    from sgemmlab.inspect.pytrack import int64_ops
+    from sgemmlab.anatomy.pytrack import int64_ops
 
     ops = {"IADD3": 4, "IADD3.X": 3, "LEA.HI.X": 2, "IMAD.WIDE.U32": 1, "ISETP.GE.AND.EX": 1,
            "FFMA": 9, "LDS.128": 2, "SHF.R.S32.HI": 1}
@@ -160,8 +160,8 @@ def test_int64_ops_counts_the_high_halves_only():
 def track_items():
     pytest.importorskip("numba")
     from sgemmlab import pytrack
-    from sgemmlab.inspect import pytrack as track_mod
-    from sgemmlab.inspect import sass
+    from sgemmlab.anatomy import pytrack as track_mod
+    from sgemmlab.anatomy import sass
     from sgemmlab.pytrack import build
     from sgemmlab.runtime import occupancy
 

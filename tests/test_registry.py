@@ -278,6 +278,8 @@ def test_default_uses_the_tuned_configuration_of_that_gpu(monkeypatch):
     tuned = {**r.seed, "BK": 16}
     monkeypatch.setattr(registry, "tuned_defaults",
                         lambda: {"NVIDIA H200": {r.label: tuned}})
+    monkeypatch.setattr(registry.core, "tuned_defaults",
+                        lambda: {"NVIDIA H200": {r.label: tuned}})
     assert r.default("NVIDIA H200") == tuned
     assert r.default("NVIDIA A100") == dict(r.seed)
     assert registry.rung(6).default("NVIDIA H200") == dict(registry.rung(6).seed)

@@ -1,4 +1,4 @@
-"""The cubin editor and the operand-order pass (runtime/sassedit.py, inspect/sasspatch.py),
+"""The cubin editor and the operand-order pass (runtime/sassedit.py, anatomy/sasspatch.py),
 on the CPU: NVRTC compiles, nvdisasm reads back.
 
 - every field the editor writes reads back through `nvdisasm -b SM90` as meant, and the
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sgemmlab import registry
-from sgemmlab.inspect import sass, sasspatch
+from sgemmlab.anatomy import sass, sasspatch
 from sgemmlab.runtime import sassedit as se
 from sgemmlab.runtime.compiler import compile_kernel
 from sgemmlab.runtime.launch import variant_macros

@@ -143,6 +143,7 @@ def fake_tune(monkeypatch, tmp_path):
     no_defaults = lambda: {}  # noqa: E731
     no_defaults.cache_clear = lambda: None  # what _store_default calls after writing
     monkeypatch.setattr(registry, "tuned_defaults", no_defaults)
+    monkeypatch.setattr(registry.core, "tuned_defaults", no_defaults)
     return compiled
 
 

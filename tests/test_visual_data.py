@@ -1,4 +1,4 @@
-"""The visualizer's data (inspect/visual.py) without a browser: it is the replay's, so its
+"""The visualizer's data (anatomy/visual.py) without a browser: it is the replay's, so its
 numbers are the bill's — each test below checks the page's data against `bill.count`, the
 function `sgemmlab inspect` reports, or against the rung's own geometry."""
 
@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sgemmlab import registry
+from sgemmlab.anatomy import bill as bill_mod
+from sgemmlab.anatomy import visual
 from sgemmlab.bench.results import visualizer_measurements
 from sgemmlab.cli import app
-from sgemmlab.inspect import bill as bill_mod
-from sgemmlab.inspect import visual
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = "NVIDIA H200"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sgemmlab import registry
+from sgemmlab.anatomy import visual
 from sgemmlab.bench.results import visualizer_measurements
-from sgemmlab.inspect import visual
 
 REPO = Path(__file__).resolve().parent.parent
 WIDTH, HEIGHT = 1366, 768  # the laptop screen the page is laid out for

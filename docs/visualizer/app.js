@@ -1,6 +1,6 @@
 // The sgemmlab visualizer: draws window.SGEMMLAB (data.js, schema sgemmlab.visual/1, written
 // by `sgemmlab visualize`). Every address, sector, bank and owned element comes from the
-// replay of the kernel's own index arithmetic (inspect/visual.py); this file only lays it out.
+// replay of the kernel's own index arithmetic (anatomy/visual.py); this file only lays it out.
 // Everything lives in one object, window.viz, so tests (and the console) can drive it.
 "use strict";
 

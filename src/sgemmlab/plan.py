@@ -74,7 +74,7 @@ STAGE_SHARE = 0.3
 #: A REG_TRANSPOSE for packed plans that write C element by element, in place of the
 #: table's (None: the table's). ptxas schedules the element-wise variant's k-loop worse at
 #: REG_TRANSPOSE=1 (rung 25 at 128x256 tiles: 1232 stall cycles against 1146 at 0, by
-#: inspect/sass.analyse); tools/stage_pair.py measures both before dispatch uses it.
+#: anatomy/sass.analyse); tools/stage_pair.py measures both before dispatch uses it.
 STAGE_REG_TRANSPOSE: int | None = None
 #: A column-major A that closes the float4 paths is copied column-major (STAGE_KEEP_A), its
 #: columns padded to whole chunks: a straight copy, and the product keeps reading A along M;

@@ -1,7 +1,7 @@
 """The bill of a kernel: how many FLOPs it performs per byte it moves, from its tiling alone.
 
 This is the x coordinate of a kernel on the roofline; the count itself lives in
-sgemmlab.inspect.bill (the whole bill of every rung), this module keeps the report's names.
+sgemmlab.anatomy.bill (the whole bill of every rung), this module keeps the report's names.
 It is a model, not a measurement: it counts the traffic of one block tile between DRAM and
 the SM and assumes nothing is reused across blocks through the L2 (which makes it a lower
 bound on the intensity a profiler sees).
@@ -24,8 +24,8 @@ BYTES_PER_FLOAT = 4
 
 def block_tile_intensity(rung: Rung, config: Config) -> float:
     """FLOP per DRAM byte of one block tile of `rung` at `config` (see the module doc).
-    Counted by sgemmlab.inspect.bill from the kernel's index arithmetic: one implementation."""
-    from ..inspect.bill import count
+    Counted by sgemmlab.anatomy.bill from the kernel's index arithmetic: one implementation."""
+    from ..anatomy.bill import count
 
     return count(rung, config).intensity
 

@@ -3,7 +3,7 @@
 Issue 19's first step. ptxas compiles kernels/micro/ffma_operands.cu into a loop of 256
 independent FFMAs (32 accumulators x 8 steps; with LDS=1 also 8 LDS.128 refilling the
 operands, as in the GEMM hot loop). Each *variant* rewrites that body in the cubin
-(inspect/sasspatch.py, every edit read back through nvdisasm): which registers each FFMA
+(anatomy/sasspatch.py, every edit read back through nvdisasm): which registers each FFMA
 reads, in which bank, with which reuse flags, how soon an accumulator comes back, the stall
 count. Values are meaningless after the edit; only time is measured: every warp reads the
 SM clock before and after its loop, and the record is cycles per FFMA per warp (median over
@@ -76,7 +76,7 @@ class Variant:
 
 def compile_body(lds: int) -> Body:
     """ptxas's loop, found as `sgemmlab inspect` finds a rung's hot loop."""
-    from ..inspect import sass, sasspatch
+    from ..anatomy import sass, sasspatch
     from ..runtime.compiler import compile_kernel
 
     compiled = compile_kernel(SOURCE, SHAPE | {"LDS": lds})
@@ -106,7 +106,7 @@ def _pattern(body: Body, ka: int, kb: int, kc: int | None, *, hold: int = 1,
     every FFMA; `flags` are set on all but the last FFMA of each hold (ptxas's way: the
     next FFMA reads the cached value), or with `stale` on every FFMA, where the registers
     change and the flags can serve nothing."""
-    from ..inspect.sasspatch import Ffma
+    from ..anatomy.sasspatch import Ffma
 
     pa, pb = body.pool("ab", ka), body.pool("ab", kb)
     pc = body.pool("c", kc) if kc is not None else None
@@ -122,7 +122,7 @@ def _pattern(body: Body, ka: int, kb: int, kc: int | None, *, hold: int = 1,
 
 def variants(body: Body, lds_body: Body) -> list[Variant]:
     """Every variant, its edits made (not yet patched)."""
-    from ..inspect.sasspatch import Ffma
+    from ..anatomy.sasspatch import Ffma
 
     n = len(body.ffma)
     out = [Variant("compiled", "compiled", "ptxas's body as it compiled it", 0, [None] * n),
@@ -218,7 +218,7 @@ def build(out_dir: Path | None = None) -> list[Variant]:
     """Compile both bodies, patch every variant, read each back through nvdisasm; with
     `out_dir`, write the cubins and manifest.json there (each whole or not at all: `--from`
     launches what it reads, and a build stopped midway must not leave a cut cubin)."""
-    from ..inspect import sasspatch
+    from ..anatomy import sasspatch
     from ..runtime.files import write_atomic
 
     bodies = {0: compile_body(0), 1: compile_body(1)}
@@ -243,7 +243,7 @@ def build(out_dir: Path | None = None) -> list[Variant]:
 
 def _nop(words):
     """word -> a NOP with that word's control bits: ptxas's NOP (the padding after EXIT)."""
-    from ..inspect import sasspatch
+    from ..anatomy import sasspatch
 
     pad = next(w for w in reversed(words) if sasspatch.get(w, "opcode") == 0x918)
     mask = (1 << 105) - 1
@@ -394,7 +394,7 @@ What the rows say (each rule with the rows that show it):
 
 Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
 The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`' "lookahead",
-`inspect/sass.bank_cycles`) reproduces every compiled, banks, reuse, slack and window row
+`anatomy/sass.bank_cycles`) reproduces every compiled, banks, reuse, slack and window row
 at one warp within 5 % (tests/test_sassedit.py), where pooling over the whole body or taking
 one instruction at a time each miss rows by more than 10 %; it does not cover rule 6, the
 stall rows or the LDS body, whose loads are consumed at once (latency, not banks).
@@ -417,7 +417,7 @@ def markdown(runs: list[tuple[str, dict]]) -> str:
             "warp, median over every warp of 132 SMs; 1.00 at one warp per scheduler is one "
             "FFMA a cycle, W at W warps is too. Each variant is ptxas's 256-FFMA body of "
             "kernels/micro/ffma_operands.cu with its registers, reuse flags, stall counts or "
-            "instructions rewritten in the cubin (bench/operands.py, inspect/sasspatch.py; "
+            "instructions rewritten in the cubin (bench/operands.py, anatomy/sasspatch.py; "
             "every edit read back through nvdisasm).\n\n")
     lines = ["| variant | group | what | W=1 | W=2 | W=4 | file |",
              "| --- | --- | --- | ---: | ---: | ---: | --- |"]

@@ -26,8 +26,8 @@ def predicted_ladder(shapes: list[tuple[int, int, int]], why: str,
                      rungs: list | None = None, wide: bool = False) -> None:
     """No GPU: say so once, then show the ladder `sgemmlab inspect` predicts for the H200
     (the rungs asked for), beside the committed measurements where there are some."""
+    from ..anatomy import report
     from ..bench import results
-    from ..inspect import report
     from ..runtime import occupancy
 
     g = occupancy.gpu("h200")
@@ -184,8 +184,8 @@ def inspect(
     """The bill, resources, occupancy, SASS mix and predicted bound of a rung (no GPU
     needed): computed from the registry, the kernel's index arithmetic and its cubin."""
     from .. import registry
+    from ..anatomy import report
     from ..bench import results
-    from ..inspect import report
     from ..runtime import occupancy
 
     try:
@@ -245,8 +245,8 @@ def inspect(
 def _inspect_track(kernel: str | None, g, shape, measured: Path | None, as_json: bool,
                    markdown: Path | None) -> None:
     """`inspect --track numba`: Python rungs beside their twins (all, or the one named)."""
+    from ..anatomy import pytrack as track_mod
     from ..bench import results
-    from ..inspect import pytrack as track_mod
     from ..runtime.files import write_atomic
 
     require_numba()
@@ -339,8 +339,8 @@ def visualize(
     import webbrowser
 
     from .. import registry
+    from ..anatomy import visual
     from ..bench.results import visualizer_measurements
-    from ..inspect import visual
 
     ladder = {r.label for r in registry.RUNGS}
     rungs = rungs_from(kernels) if kernels else list(registry.RUNGS)

@@ -5,7 +5,7 @@ then PTX to SASS by the driver's linker. `inspect --track numba` needs the same 
 machine with no GPU, so it asks for each step itself: `numba.cuda.compile_ptx` with the
 signature a launch from torch or numpy types (SIGNATURE), then cuda.core's Linker, which uses
 nvJitLink (pip install nvidia-nvjitlink) and so needs no driver. The SASS is then read by the
-same code as the CUDA rungs' (inspect/sass.py).
+same code as the CUDA rungs' (anatomy/sass.py).
 
 One detail of Numba: compiling a kernel that calls a device function (common.store_c) asks
 the current device for its compute capability, which fails without a driver. `offline(cc)`

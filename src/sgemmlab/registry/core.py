@@ -106,6 +106,8 @@ class Rung:
     #: The rung whose kernel this one compiles and whose tuned defaults it takes (rungs 22-25:
     #: 14 and 13).
     base: int | None = None
+    #: The base rung itself (rungs 22-25), for its tuned defaults.
+    base_rung: Rung | None = field(default=None, repr=False, compare=False)
     #: Constants the rung itself sets for NVRTC, beside its configuration (rungs 24 and 25:
     #: STEADY=1, which takes postcompile/24_streamk_steady.cuh's walk of the k-tiles).
     defines: Mapping[str, int] = field(default_factory=dict)
@@ -200,14 +202,9 @@ class Rung:
 
     def default(self, gpu: str | None = None) -> dict[str, int]:
         """The tuned configuration for `gpu` when one was measured, else the seed's."""
-        # through the package: its lookup spans every track, and a test may stand in for
-        # the shipped defaults there
-        from . import rung
-        from . import tuned_defaults as shipped
-
-        tuned = shipped().get(gpu or "", {}).get(self.label)
-        if tuned is None and self.base is not None:
-            return rung(self.base).default(gpu)  # a twin runs its base's tuned kernel
+        tuned = tuned_defaults().get(gpu or "", {}).get(self.label)
+        if tuned is None and self.base_rung is not None:
+            return self.base_rung.default(gpu)  # a twin runs its base's tuned kernel
         # a constant added to the space after the tuning keeps its seed value
         return {**self.seed, **tuned} if tuned is not None else dict(self.seed)
 

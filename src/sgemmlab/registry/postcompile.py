@@ -25,7 +25,8 @@ def _twin(base: Rung, number: int, name: str, title: str, notes: str,
     """Rung `base` compiled as it is (with the steady walk when `steady`), then the
     operand-order pass."""
     return replace(base, number=number, name=f"{base.name}_{name}", title=title,
-                   post="operand-order", base=base.number, notes=f"postcompile/{notes}",
+                   post="operand-order", base=base.number, base_rung=base,
+                   notes=f"postcompile/{notes}",
                    defines={"STEADY": 1} if steady else {})
 
 

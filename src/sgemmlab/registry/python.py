@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .core import Rung
+from .ladder import RUNGS
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,7 @@ class PyRung:
 
     @property
     def rung(self) -> Rung:
-        from . import rung  # the package's lookup, over every track
-
-        return rung(self.twin)
+        return next(r for r in RUNGS if r.number == self.twin)
 
 
 #: The course's seven Python kernels, re-created: naive, coalesced, shared-memory tiles, 1D

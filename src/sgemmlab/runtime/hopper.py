@@ -34,7 +34,7 @@ from ..registry import TILE_K, TILE_M, Config, Rung, config_key
 from . import decompose
 from .compiler import compile_kernel
 from .device import device, gpu_info
-from .launch import Packed, WorkspaceLaunch
+from .packed import Packed, WorkspaceLaunch
 from .tma import RawKernel, Tiled2D, encode_tiled_2d
 from .variants import source_kind
 

@@ -16,7 +16,6 @@ results/nvidia-h200/host-cold-20261202T0524Z.json).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,7 +25,6 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import Config, Rung, config_key
-from . import fastcall
 from .compiler import ENTRY, Compiled, compile_kernel
 from .device import device, gpu_info
 from .limits import (
@@ -38,7 +36,17 @@ from .limits import (
     vec4_ok,
     whole_chunks,
 )
-from .tma import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
+from .packed import (  # noqa: F401 (the launchers' callers and tests name them here)
+    POINTERS,
+    SCRATCH,
+    SOURCE_POINTERS,
+    ZEROED,
+    Packed,
+    Repointable,
+    WorkspaceLaunch,
+    _pointer,
+    one_launch,
+)
 from .variants import (  # noqa: F401 (SOURCE_*: the launchers' callers name them here)
     NO_SOURCE,
     SOURCE_BIAS,
@@ -99,133 +107,6 @@ def load_kernel(source: str, entry: str, macros: Mapping[str, int], device_id: i
     return ObjectCode.from_cubin(compiled.cubin).get_kernel(entry), compiled
 
 
-_C_TYPES = {np.int32: ctypes.c_int32, np.int64: ctypes.c_int64, np.float32: ctypes.c_float}
-
-
-class Repointable:
-    """A launch that `launch_at(*pointers)` runs on other pointers in its `pointer_slots`
-    (A, B and C, and X with a source): `repointed` binds such a call once."""
-
-    __slots__ = ()
-
-    def repointed(self, *pointers: int) -> Callable[[], None]:
-        """This launch on other pointers in `pointer_slots` (the rest as bound): what a
-        product on new operands costs instead of packing every argument again."""
-        if len(pointers) != len(self.pointer_slots):
-            raise ValueError(f"{len(pointers)} pointers for {len(self.pointer_slots)} slots")
-        new = tuple(_pointer(p) for p in pointers)
-        launch_at = self.launch_at
-        return lambda: launch_at(*new)
-
-
-class _TensorMap:
-    """A tensor map's 128 bytes in storage aligned as the driver reads them."""
-
-    __slots__ = ("_buf", "address")
-
-    def __init__(self, data: bytes):
-        if len(data) != TENSOR_MAP_BYTES:
-            raise TypeError(f"{len(data)} bytes: a tensor map is {TENSOR_MAP_BYTES}")
-        self._buf = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
-        base = ctypes.addressof(self._buf)
-        self.address = base + (-base % TENSOR_MAP_ALIGN)
-        ctypes.memmove(self.address, bytes(data), TENSOR_MAP_BYTES)
-
-
-def _cell(a):
-    """One kernel argument in the bytes the driver copies: a numpy scalar of a known width
-    (np.int32, np.int64, np.float32), 128 tensor-map bytes, or a device pointer (a Python
-    int). A Python float or bool is refused: its width in the kernel is not knowable."""
-    if type(a) in _C_TYPES:
-        return _C_TYPES[type(a)](a)
-    if isinstance(a, (bytes, bytearray)):
-        return _TensorMap(a)
-    return ctypes.c_uint64(_pointer(a))
-
-
-def _address(cell) -> int:
-    return cell.address if isinstance(cell, _TensorMap) else ctypes.addressof(cell)
-
-
-class Packed(Repointable):
-    """One kernel launch on `stream`, its arguments packed once (the module docstring):
-    calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.int64,
-    np.float32), tensor maps (128 bytes, passed by value) or Python ints (device pointers);
-    `smem` bytes of dynamic shared memory. Every launch of the library goes through it: the
-    rungs' (kernels loaded by cuda.core) and the tensor rungs' and their pre-pass (modules
-    loaded by the driver, runtime/tma.py's Module). The kernel launches into the current
-    context, which must be the kernel's device's (the API makes it so before a launch)."""
-
-    __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
-                 "_call", "pointer_slots", "_lock")
-
-    def __init__(self, kernel, stream, grid: tuple[int, int, int],
-                 block: tuple[int, int, int], args: tuple,
-                 pointer_slots: tuple[int, ...] = (), smem: int = 0):
-        grid = tuple(map(int, (tuple(grid) + (1, 1))[:3]))
-        block = tuple(map(int, (tuple(block) + (1, 1))[:3]))
-        self.kernel, self.stream, self.grid, self.block, self.args = (
-            kernel, stream, grid, block, args)
-        self._values = [_cell(a) for a in args]
-        # the arguments `repointed` may change (A, B and C of a rung's launch)
-        self.pointer_slots = pointer_slots
-        self._lock = threading.Lock()
-        self._params = (ctypes.c_void_p * max(1, len(args)))(
-            *[_address(v) for v in self._values])
-        # cuLaunchKernel's arguments, resolved once: the kernel, grid, block, dynamic shared
-        # memory, the CUstream, the address of the argument pointers, no extra; through
-        # ctypes on integer handles where it can (runtime/fastcall.py)
-        handles = _integers(kernel.handle, stream.handle)
-        fast = fastcall.launch_kernel() if handles is not None else None
-        if fast is not None:
-            self._fn = fast
-            self._call = (handles[0], *grid, *block, int(smem), handles[1],
-                          ctypes.addressof(self._params), None)
-        else:
-            from cuda.bindings import driver
-
-            self._fn = driver.cuLaunchKernel
-            self._call = (kernel.handle, *grid, *block, int(smem), stream.handle,
-                          ctypes.addressof(self._params), 0)
-
-    def __call__(self) -> None:
-        err = self._fn(*self._call)
-        if err.__class__ is tuple:  # cuda.bindings returns (CUresult,)
-            err = err[0]
-        if err:
-            raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
-                               f"{self.grid}, block {self.block})")
-
-    def export(self, operands: dict[int, int]) -> tuple:
-        """This launch as data, for the native switch (sgemmlab/csrc/switch.cpp), which
-        repoints and launches it without Python: (kernel handle, grid, block, each argument
-        as the integer of its bytes, (slot, operand) for the pointer slots — `operands`
-        maps a slot to the operand code that fills it —, no workspace tail, 0, 0)."""
-        handles = _integers(self.kernel.handle)
-        if handles is None:
-            raise TypeError("a launch on a stand-in kernel has no handle to export")
-        if any(isinstance(v, _TensorMap) for v in self._values) or self._call[7]:
-            raise TypeError("the native switch launches rungs without tensor maps or dynamic "
-                            "shared memory")
-        cells = [int.from_bytes(bytes(v), "little") for v in self._values]
-        slots = [(i, operands[i]) for i in self.pointer_slots]
-        return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)
-
-    @property
-    def bound_pointers(self) -> tuple:
-        """The pointers in `pointer_slots` as packed."""
-        return tuple(self.args[i] for i in self.pointer_slots)
-
-    def launch_at(self, *pointers: int) -> None:
-        """Launch with `pointers` (checked device pointers) in `pointer_slots`: written into
-        the packed arguments under this launch's lock (the driver copies the arguments at
-        the launch, so the next call may change them)."""
-        with self._lock:
-            for i, p in zip(self.pointer_slots, pointers):
-                self._values[i].value = p
-            self()
-
-
 def float4_paths(rung: Rung, M: int, N: int, K: int, trans_a: bool, trans_b: bool,
                  pointers: tuple[int, int, int, int], lds: tuple[int, int, int, int],
                  strides: tuple[int, int, int] = (0, 0, 0), padded: bool = False,
@@ -245,35 +126,6 @@ def float4_paths(rung: Rung, M: int, N: int, K: int, trans_a: bool, trans_b: boo
     return whole_chunks(M, N, K, trans_a, trans_b) and vec4_ok(pointers, (*lds, *strides)), True
 
 
-def _integers(*handles) -> tuple[int, ...] | None:
-    """The driver handles as integers, or None where they are not (the tests' stand-ins)."""
-    try:
-        return tuple(int(h) for h in handles)
-    except (TypeError, ValueError):
-        return None
-
-
-def _result_name(err) -> str:
-    try:
-        from cuda.bindings import driver
-
-        return repr(driver.CUresult(int(err)))
-    except Exception:
-        return repr(err)
-
-
-def _pointer(a) -> int:
-    if type(a) is not int or not 0 <= a < 2**64:
-        raise TypeError(f"a kernel argument must be a numpy scalar or a device pointer, "
-                        f"got {a!r}")
-    return a
-
-
-#: Where A, B and C sit among a rung's launch arguments (M, N, K, alpha, A, lda, B, ldb,
-#: beta, C, ldc, ...): the slots a bound launch may be repointed at (Packed.repointed);
-#: with a source (kernels/epilogue.cuh's SGEMM_SOURCE: ..., ldc, X, ldx, ...) X's as well.
-POINTERS = (4, 6, 9)
-SOURCE_POINTERS = (4, 6, 9, 11)
 
 
 @dataclass(frozen=True)
@@ -466,109 +318,6 @@ BINDERS: dict[str, Callable[[Launcher, Call], Callable[[], None]]] = {
     "grid": Launcher._bind_grid, "streamk": Launcher._bind_streamk,
     "splitk": Launcher._bind_splitk, "tensor": Launcher._bind_tensor,
 }
-
-
-#: The two regions of a workspace (runtime/workspace.py) a launch's tail points into.
-ZEROED, SCRATCH = 0, 1
-
-
-class WorkspaceLaunch(Repointable):
-    """Launches whose arguments point into the stream's workspace (runtime/workspace.py):
-    `build(zeroed, scratch)` packs them (Packed, in order) for a workspace whose two regions
-    start there, and the plan `p` says how large the regions are (zeroed_bytes,
-    scratch_bytes). The one workspace binding of every family: rung 14's fix-up, the
-    split-K rungs' partial tiles, the tensor rungs' operand copies and split tiles. It keeps
-    working when a later, bigger call replaces the workspace: it notices
-    (workspace.generation) and packs again. A launch captured into a torch CUDA graph gets a
-    workspace of its own (workspace.for_capture), so the graph may replay on any stream.
-    With one launch whose `pointer_slots` hold A, B and C (and X), it can be repointed at
-    other operands, for the plan's calls on new ones; the native switch stores it (export)
-    when `head` and `tail` say which arguments are which."""
-
-    def __init__(self, device_id: int, stream, p, build: Callable[[int, int], tuple],
-                 pointer_slots: tuple[int, ...] = (), bound_pointers: tuple = (),
-                 head: int = 0, tail: tuple = ()):
-        from . import workspace as ws
-
-        self._ws, self._device_id, self._stream, self._p, self._build = (
-            ws, device_id, stream, p, build)
-        self.pointer_slots, self.bound_pointers = pointer_slots, bound_pointers
-        self._head, self._tail = head, tail
-        self._capturing = ws.capture_probe(stream)
-        self._lock = threading.Lock()
-        # bound while its stream is being captured (a graph's first call on a stream of its
-        # own): no workspace now, since nothing may be allocated on a capturing stream; a
-        # captured launch uses one of its own, and a later eager one makes the stream's
-        self._generation, self._steps = None, None
-        if self._capturing is None or not self._capturing():
-            self._refresh()
-
-    def _refresh(self) -> None:
-        zeroed, scratch = self._ws.workspace(self._device_id, self._stream,
-                                             self._p.zeroed_bytes, self._p.scratch_bytes)
-        self._generation = self._ws.generation
-        self._steps = self._build(zeroed, scratch)
-
-    def export(self, operands: dict[int, int]) -> tuple:
-        """The launch as the native switch stores it (Packed.export), its workspace tail and
-        the workspace it needs added. (TypeError for one bound while its stream was
-        captured, which has no packed launch yet, or for more than one launch or no tail:
-        the switch then asks Python.)"""
-        if self._steps is None:
-            raise TypeError("a launch bound during a capture has no packed arguments yet")
-        if len(self._steps) != 1 or not self._head:
-            raise TypeError("only a single launch with a workspace tail is exported")
-        kernel, grid, block, cells, slots, _, _, _ = self._steps[0].export(operands)
-        tail = [(self._head + i, region, offset)
-                for i, (region, offset) in enumerate(self._tail)]
-        return (kernel, grid, block, cells[:self._head], slots, tail, self._p.zeroed_bytes,
-                self._p.scratch_bytes)
-
-    def launch_at(self, *pointers: int) -> None:
-        """Launch with `pointers` (checked device pointers) as A, B and C (and X)."""
-        ws = self._ws
-        if self._capturing is not None and self._capturing():
-            zeroed, scratch, owner = ws.for_capture(self._device_id, self._stream,
-                                                    self._p.zeroed_bytes,
-                                                    self._p.scratch_bytes)
-            self._run(self._build(zeroed, scratch), pointers)
-            del owner  # enqueued: the graph's pool keeps the memory
-            return
-        with self._lock:
-            if self._generation != ws.generation:
-                self._refresh()
-            self._run(self._steps, pointers)
-
-    def _run(self, steps: tuple, pointers: tuple) -> None:
-        *first, last = steps
-        for step in first:
-            step()
-        last.launch_at(*pointers)
-
-    def __call__(self) -> None:
-        self.launch_at(*self.bound_pointers)
-
-
-def one_launch(device_id: int, kernel, stream, grid: tuple[int, int, int],
-               block: tuple[int, int, int], head: list, p, tail: list,
-               pointers: tuple[int, ...] = POINTERS) -> WorkspaceLaunch:
-    """One launch of `kernel` bound to the stream's workspace: `head`'s arguments, then
-    `tail`'s ((region, byte offset) pairs: ZEROED or SCRATCH) pointing into it; `pointers`
-    the slots of A, B and C (and X) in `head`."""
-    tail = tuple(tail)
-
-    def build(zeroed: int, scratch: int) -> tuple:
-        return (Packed(kernel, stream, grid, block,
-                       tuple(list(head) + _tail_at(tail, zeroed, scratch)), pointers),)
-
-    return WorkspaceLaunch(device_id, stream, p, build, pointers,
-                           tuple(head[i] for i in pointers), len(head), tail)
-
-
-def _tail_at(tail: tuple, zeroed: int, scratch: int) -> list[int]:
-    """A launch's tail ((region, byte offset) pairs: ZEROED or SCRATCH) as pointers into a
-    workspace whose regions start at `zeroed` and `scratch`."""
-    return [(zeroed, scratch)[region] + offset for region, offset in tail]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 // runs STEPS x NACC multiply-adds per trip, every accumulator once a step. ptxas compiles it
 // into a straight run of FFMAs; bench/operands.py then rewrites the registers each FFMA
 // reads, its reuse flags and (for the dependent patterns) which accumulator it updates, in
-// the cubin itself (inspect/sasspatch.py), and times the result with the SM's own clock.
+// the cubin itself (anatomy/sasspatch.py), and times the result with the SM's own clock.
 // The values computed are meaningless once patched; only the issue rate is measured.
 //
 // LDS = 1 adds one 128-bit shared load per step into four of the operand registers, as the
