@@ -15,3 +15,19 @@ def test_no_module_or_package_shadows_the_standard_library():
     names = {p.stem for p in SRC.glob("*.py")} | {p.name for p in SRC.iterdir() if p.is_dir()}
     clash = sorted(n for n in names & set(sys.stdlib_module_names) if not n.startswith("_"))
     assert not clash, f"named like standard modules: {clash}"
+
+
+def test_the_readme_is_short_and_user_facing_documents_tell_no_history():
+    """The README says what sgemmlab is, how to install and use it, and where it stands
+    (about 200 lines); the story of how it got there lives in docs/worklog.md alone."""
+    import re
+
+    root = SRC.parent.parent
+    readme = (root / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, len(readme.splitlines())
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        if doc.name == "worklog.md":
+            continue
+        told = re.findall(r"\b(?:sessions?\s+\d+|issues?\s+\d+)", doc.read_text(),
+                          re.IGNORECASE)
+        assert not told, f"{doc.name} tells the project's history: {told[:3]}"

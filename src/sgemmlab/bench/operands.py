@@ -413,7 +413,7 @@ def markdown(runs: list[tuple[str, dict]]) -> str:
             rows[name], where[name] = row, path
     head = ("# How the H200 feeds FFMA its operands\n\n"
             "Written by `sgemmlab operands --table` from the results files named in the last "
-            "column (made by `sgemmlab operands` on the H200; issue 19). Cycles per FFMA per "
+            "column (made by `sgemmlab operands` on the H200). Cycles per FFMA per "
             "warp, median over every warp of 132 SMs; 1.00 at one warp per scheduler is one "
             "FFMA a cycle, W at W warps is too. Each variant is ptxas's 256-FFMA body of "
             "kernels/micro/ffma_operands.cu with its registers, reuse flags, stall counts or "

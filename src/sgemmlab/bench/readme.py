@@ -234,12 +234,18 @@ def _why(gpu: str, recs: list[dict]) -> str:
         + "\n".join(lines) + "\n" if lines else ""
 
 
-def update(readme: Path, paths: list[Path]) -> None:
+#: Where `sgemmlab readme` writes: the README holds the scoreboard; docs/results.md the
+#: tensor-core and whole-model blocks, docs/lab.md the Python track's.
+DOCUMENTS = (Path("README.md"), Path("docs") / "results.md", Path("docs") / "lab.md")
+
+
+def update(documents: Path | list[Path], paths: list[Path]) -> None:
     """Rewrite the scoreboard from the ladder-like files and, when any are given, the
     tensor-core block from the precision and accuracy files, the Python track's block
     from `ladder --track numba` files and the whole-model block from `bench --model`
-    files."""
-    text = readme.read_text()
+    files, each in whichever of `documents` holds its markers."""
+    docs = [documents] if isinstance(documents, Path) else list(documents)
+    texts = {d: d.read_text() for d in docs}
     tensor = [p for p in paths if is_tensor_run(results.load(p))]
     track = [p for p in paths if is_track_run(results.load(p))]
     models = [p for p in paths if is_models_run(results.load(p))]
@@ -250,12 +256,14 @@ def update(readme: Path, paths: list[Path]) -> None:
                                  (MODELS_BEGIN, MODELS_END, models_board, models)):
         if not todo:
             continue
-        if begin not in text or end not in text:
-            raise ValueError(f"{readme} has no markers {begin} ... {end}")
-        head, rest = text.split(begin, 1)
+        doc = next((d for d in docs if begin in texts[d] and end in texts[d]), None)
+        if doc is None:
+            raise ValueError(f"{', '.join(map(str, docs))}: no markers {begin} ... {end}")
+        head, rest = texts[doc].split(begin, 1)
         _, tail = rest.split(end, 1)
-        text = f"{head}{begin}\n{fn(todo)}\n{end}{tail}"
-    write_atomic(readme, text)
+        texts[doc] = f"{head}{begin}\n{fn(todo)}\n{end}{tail}"
+    for doc, text in texts.items():
+        write_atomic(doc, text)
 
 
 H_BEGIN, H_END = "// <measured>", "// </measured>"

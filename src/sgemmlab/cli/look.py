@@ -294,7 +294,9 @@ def report(files: Annotated[list[Path], typer.Argument(
 
 @app.command()
 def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON files")],
-           file: Annotated[str, typer.Option(help="the Markdown file to update")] = "README.md",
+           file: Annotated[Optional[list[str]], typer.Option(
+               help="the Markdown files whose generated blocks to update (repeatable; "
+               "default README.md, docs/results.md and docs/lab.md)")] = None,
            headers: Annotated[bool, typer.Option(
                help="also fill each rung header's <measured> block")] = True,
            only_headers: Annotated[bool, typer.Option(
@@ -303,8 +305,9 @@ def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON 
            shape: Annotated[Optional[list[str]], typer.Option(
                help="M,N,K: the headers quote only these shapes (repeatable; default all)")]
            = None):
-    """Regenerate the scoreboard block of README.md (and the rung headers) from results."""
-    from ..bench.readme import update, update_headers
+    """Regenerate the generated blocks of README.md and docs/results.md (and the rung
+    headers) from results."""
+    from ..bench.readme import DOCUMENTS, update, update_headers
 
     files = [Path(p) for p in paths]
     try:
@@ -312,15 +315,16 @@ def readme(paths: Annotated[list[str], typer.Argument(help="ladder results JSON 
     except ValueError as exc:
         fail(f"--shape: {exc}", 2)
     try:
+        documents = [Path(f) for f in file] if file else list(DOCUMENTS)
         if not only_headers:
-            update(Path(file), files)
+            update(documents, files)
         if headers or only_headers:
             done = update_headers(files, shapes)
             typer.echo(f"rung headers updated: {', '.join(done) or 'none'}")
     except (OSError, ValueError, KeyError) as exc:
         fail(str(exc))
     if not only_headers:
-        typer.echo(f"updated {file}")
+        typer.echo(f"updated {', '.join(map(str, documents))}")
 
 
 @app.command()
