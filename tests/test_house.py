@@ -31,3 +31,23 @@ def test_the_readme_is_short_and_user_facing_documents_tell_no_history():
         told = re.findall(r"\b(?:sessions?\s+\d+|issues?\s+\d+)", doc.read_text(),
                           re.IGNORECASE)
         assert not told, f"{doc.name} tells the project's history: {told[:3]}"
+
+
+def test_every_tool_is_run_by_something():
+    """tools/ holds only what CI, a test, the README or the device runner (tools/h200.sh)
+    runs or reads, and the modules those scripts import; anything else goes."""
+    import re
+
+    root = SRC.parent.parent
+    runners = [root / ".ci" / "run", root / "README.md", root / "tools" / "h200.sh",
+               *sorted((root / "tests").glob("*.py"))]
+    said = "\n".join(p.read_text() for p in runners)
+    tools = sorted(p for p in (root / "tools").iterdir() if p.is_file())
+    used = {p.name for p in tools if re.search(rf"(?<![\w-]){re.escape(p.name)}", said)}
+    for p in tools:  # a module the used scripts import
+        if p.suffix == ".py" and p.name not in used and any(
+                re.search(rf"^\s*(?:from|import)\s+{p.stem}\b", (root / "tools" / u).read_text(),
+                          re.MULTILINE) for u in used if u.endswith(".py")):
+            used.add(p.name)
+    idle = sorted({p.name for p in tools} - used)
+    assert not idle, f"tools nothing runs: {idle}"
