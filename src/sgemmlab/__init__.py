@@ -20,7 +20,7 @@ __all__ = ["sgemm", "matmul", "free_workspaces", "torch_mode", "OperandError", "
 
 
 def __getattr__(name: str):
-    """`sgemmlab.torch_mode`, the drop-in switch for torch models (dropin.py), imported on
+    """`sgemmlab.torch_mode`, the drop-in switch for torch models (dropin/), imported on
     first use: it needs torch, which sgemmlab itself never imports."""
     if name == "torch_mode":
         from .dropin import torch_mode

@@ -1,4 +1,4 @@
-// The drop-in switch's hot path, in C++ (sgemmlab/dropin.py has the whole story).
+// The drop-in switch's hot path, in C++ (sgemmlab/dropin/__init__.py has the whole story).
 //
 // torch's aten products — mm, addmm, bmm, baddbmm and their out= forms — are registered here
 // as the CUDA kernels of those ops while a torch_mode is on. A call whose signature (op,
@@ -52,7 +52,7 @@ constexpr bool kAdds[NOPS] = {false, false, true, true, false, false, true, true
 constexpr bool kOut[NOPS] = {false, true, false, true, false, true, false, true};
 constexpr int kDims[NOPS] = {2, 2, 2, 2, 3, 3, 3, 3};
 
-// what fills a pointer slot of a launch (dropin.py: A, B, OUT, X)
+// what fills a pointer slot of a launch (sgemmlab/dropin: A, B, OUT, X)
 enum Operand : int { A = 0, B = 1, OUT = 2, X = 3 };
 
 // the innermost mode's precision: -2 no mode, -1 follow torch, 0 "ieee", 1 "tf32x3"
@@ -610,7 +610,7 @@ void bump() { g_generation.fetch_add(1); }
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "sgemmlab's drop-in switch: the hot path of every product (sgemmlab/dropin.py)";
+  m.doc() = "sgemmlab's drop-in switch: the hot path of every product (sgemmlab/dropin/)";
   m.def("enable", &enable);
   m.def("disable", &disable);
   m.def("set_mode", &set_mode);

@@ -1,6 +1,6 @@
 // broadcast.cu — not a rung: the input of torch's addmm and baddbmm (the bias of a linear
 // layer, most often) spread over the output before the product is added to it, for the
-// drop-in switch (sgemmlab/dropin.py): out = X broadcast, then out = alpha A @ B + beta out.
+// drop-in switch (sgemmlab/dropin/): out = X broadcast, then out = alpha A @ B + beta out.
 //
 //   out[z][i][j] = x[z * sz + i * si + j * sj]     z < batch, i < rows, j < cols
 //

@@ -56,13 +56,26 @@ from collections import Counter
 
 import torch
 
-from . import product
-from .dispatch import check_precision
-from .errors import ConfigError, OperandError
-from .plan import PLANS, describe, make_plan, source_key
-from .runtime import fastcall, native, workspace
-from .runtime.arrays import stream_for
-from .runtime.launch import POINTERS, SOURCE_POINTERS
+from .. import product
+from ..dispatch import check_precision
+from ..errors import ConfigError, OperandError
+from ..plan import PLANS, describe, make_plan, source_key
+from ..runtime import fastcall, native, workspace
+from ..runtime.arrays import stream_for
+from ..runtime.launch import POINTERS, SOURCE_POINTERS
+from .fill import _broadcast  # noqa: F401 (tests patch and call them here)
+from .shapes import (  # noqa: F401
+    _broadcast_strides,
+    _broadcasts,
+    _extent,
+    _out_shape,
+    _overlap,
+    _recipe_key,
+    _same,
+    _scalar,
+    _shape_ok,
+    _source,
+)
 
 #: The aten products the switch serves (name, overload): what torch.library registers.
 OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
@@ -265,20 +278,6 @@ def _passed(name: str, ks, args, kwargs):
     return _ORIGINAL[name].call_boxed(ks, *args, **kwargs)
 
 
-def _scalar(v) -> float | None:
-    """α or β as the kernels' float, or None where torch's kernel should decide (bool,
-    complex, non-finite, beyond float32, or a non-zero value that float32 rounds to 0)."""
-    t = type(v)
-    if t is not int and t is not float:
-        return None
-    if v == 1 or v == 0:
-        return float(v)
-    try:
-        return product.scalar("alpha", v)
-    except (ValueError, OverflowError):
-        return None
-
-
 # ---------------------------------------------------------------------------------------
 # The products: the hot path's caches, and the general path behind them
 # ---------------------------------------------------------------------------------------
@@ -373,20 +372,6 @@ def _run(plan, a, b, c, alpha: float, beta: float, source=None) -> None:
             c.mul_(beta)
 
 
-def _overlap(c, a, b) -> bool:
-    """c shares memory with a or b (then torch runs the call: it defines the result)."""
-    lo, hi = _extent(c)
-    return any(lo < end and start < hi for start, end in (_extent(a), _extent(b)))
-
-
-def _extent(t) -> tuple[int, int]:
-    if t.numel() == 0:
-        return (0, 0)
-    start = t.data_ptr()
-    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 1)
-    return start, start + 4 * (last + 1)
-
-
 # ---------------------------------------------------------------------------------------
 # The aten kernels
 # ---------------------------------------------------------------------------------------
@@ -430,23 +415,6 @@ def _mm_out(ks, a, b, *, out):
 
 def _bmm_out(ks, a, b, *, out):
     return _product_out("bmm.out", 3, ks, a, b, out)
-
-
-def _shape_ok(a, b, dims: int) -> bool:
-    if dims == 2:
-        return a.shape[1] == b.shape[0]
-    return a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
-
-
-def _out_shape(a, b, dims: int) -> tuple:
-    return (a.shape[0], b.shape[1]) if dims == 2 else (a.shape[0], a.shape[1], b.shape[2])
-
-
-def _broadcasts(x, shape: tuple) -> bool:
-    """x expands to `shape` by torch's rules (as addmm's and baddbmm's input must)."""
-    if x.dim() > len(shape):
-        return False
-    return all(n == 1 or n == m for n, m in zip(reversed(x.shape), reversed(shape)))
 
 
 def _add_product(name: str, dims: int, ks, x, a, b, beta, alpha, out=None):
@@ -546,23 +514,6 @@ def _refused(export) -> None:
     return None
 
 
-def _source(plan, x, shape: tuple) -> tuple[int, int] | None:
-    """(x's pointer, its row stride) where the plan's kernel reads beta's term from x itself
-    (Plan.takes_source; kernels/epilogue.cuh's Source): x's columns are consecutive (or C is
-    one column), a batch either repeats x or, folded into one taller product, continues its
-    rows, and x is 16-byte aligned with rows a multiple of 4 elements apart (the float4
-    epilogue). None otherwise: x is then copied into the output first (`_fill`)."""
-    if not plan.takes_source or x.data_ptr() & 15:
-        return None
-    bs, rs, cs = _broadcast_strides(x, shape)
-    if cs != 1 and shape[-1] != 1 or rs % 4:
-        return None
-    if len(shape) == 3 and shape[0] > 1 and \
-            bs != (0 if plan.gemm.batch > 1 else shape[1] * rs):
-        return None
-    return x.data_ptr(), rs
-
-
 def _recipe(plan, shape: tuple, dev: int, alpha: float, beta: float, fill,
             source=None) -> tuple | None:
     """(output shape, launches) as csrc/switch.cpp runs a call of this signature, or None
@@ -621,15 +572,6 @@ _RECIPES: dict[tuple, tuple] = {}
 PLANS.follow(_RECIPES)  # a recipe holds a plan: stale when the plans are
 
 
-def _recipe_key(x, a, b, beta, alpha, opts) -> tuple:
-    """What a served addmm/baddbmm's handling depends on, besides what every call checks
-    first (float32, the negative bits): geometry, devices, the operands' alignment, α and β
-    (with their types: True is not 1 here) and the options."""
-    return (x.shape, x.stride(), a.shape, a.stride(), b.shape, b.stride(), x.get_device(),
-            a.get_device(), b.get_device(), (a.data_ptr() | b.data_ptr()) & 15 == 0,
-            type(beta), beta, type(alpha), alpha, opts)
-
-
 def _fill(target, x, shape: tuple, strides: tuple | None = None):
     """target = x broadcast to `shape` (torch's broadcasting), on torch's current stream:
     kernels/broadcast.cu for a contiguous target (returns its packed launch), torch's copy
@@ -641,62 +583,6 @@ def _fill(target, x, shape: tuple, strides: tuple | None = None):
     if target.numel() == 0:
         return ()
     return _broadcast(target, x, shape, strides or _broadcast_strides(x, shape))
-
-
-def _broadcast(target, x, shape: tuple, strides: tuple):
-    """The fill kernel: target (new, contiguous) = x broadcast, x read with `strides`."""
-    dev = target.get_device()
-    glue = product.TORCH
-    handle = glue.raw_stream(dev)
-    key = (shape, strides, dev, handle)
-    fill = _FILLS.get(key)
-    if fill is None:
-        fill = _bind_fill(target.data_ptr(), x.data_ptr(), shape, strides, dev, handle)
-        if len(_FILLS) > 1024:
-            _FILLS.clear()
-        _FILLS[key] = fill
-    prev = glue.device_ready(dev)
-    fill.launch_at(target.data_ptr(), x.data_ptr())  # the launch, repointed (launch.Packed)
-    glue.restore(prev)
-    return fill
-
-
-_FILLS: dict[tuple, object] = {}  # packed fills, by shape, strides, device and stream
-_FILL_KERNELS: dict[int, object] = {}
-
-
-def _broadcast_strides(x, shape: tuple) -> tuple[int, int, int]:
-    """x's strides (batch, rows, columns) as broadcast to `shape` (2 or 3 dimensions): 0
-    where x has no such dimension or a size of 1 there."""
-    full = [0, 0, 0]
-    for k, (n, st) in enumerate(zip(reversed(x.shape), reversed(x.stride()))):
-        full[2 - k] = 0 if n == 1 else st
-    return full[0], full[1], full[2]
-
-
-def _bind_fill(pout: int, px: int, shape: tuple, strides: tuple, dev: int, handle: int):
-    import numpy as np
-
-    from .runtime.arrays import stream_for
-    from .runtime.device import gpu_info
-    from .runtime.launch import Packed, load_kernel
-
-    kernel = _FILL_KERNELS.get(dev)
-    if kernel is None:
-        kernel = _FILL_KERNELS[dev] = load_kernel("broadcast.cu", "broadcast", {}, dev)[0]
-    batch = shape[0] if len(shape) == 3 else 1
-    rows, cols = shape[-2], shape[-1]
-    total = batch * rows * cols
-    blocks = max(1, min(-(-total // 256), 8 * gpu_info(dev).sm_count))
-    args = (pout, px, np.int64(rows), np.int64(cols), np.int64(total),
-            *(np.int64(s) for s in strides))
-    return Packed(kernel, stream_for(handle, dev), (blocks, 1, 1), (256, 1, 1), args,
-                  pointer_slots=(0, 1))
-
-
-def _same(x, y) -> bool:
-    """x and y are the very same view of the same memory."""
-    return x.data_ptr() == y.data_ptr() and x.shape == y.shape and x.stride() == y.stride()
 
 
 def _addmm(ks, x, a, b, *, beta=1, alpha=1):
