@@ -65,276 +65,46 @@ import copy
 import dataclasses
 import functools
 import gc
-import itertools
 import math
 import time
-import types
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from .check import precision_bound, relative_error
-from .measure import Paired, median, time_launches
-
-PRECISIONS = ("ieee", "tf32x3")
-BASELINE = "torch FP32 (TF32 off)"
-#: (workload, phase, switch precision) -> the ratio it is meant to reach
-TARGETS = {("encoder", "train", "tf32x3"): 1.8}
-SKIP_NO_TRANSFORMERS = ("transformers is not installed: the Llama workloads need it "
-                        "(pip install 'sgemmlab[models]')")
-
-
-# -- the workloads' sizes -------------------------------------------------------------------
-@dataclass(frozen=True)
-class LlamaSpec:
-    hidden: int
-    layers: int
-    heads: int
-    intermediate: int
-    vocab: int = 32000
-    prefill_batches: tuple[int, ...] = ()
-    decode_batches: tuple[int, ...] = ()
-    mode: str = "eager"  # "graphs": decode with CUDA graphs (prefill_batches unused)
-    prefill_tokens: int = 512
-    prompt_tokens: int = 32
-    new_tokens: int = 32
-
-
-@dataclass(frozen=True)
-class EncoderSpec:
-    d: int
-    layers: int
-    heads: int
-    ff: int
-    batch: int
-    seq: int
-    lr: float = 1e-3
-
-
-#: (N, K) of F.linear's weight: Llama-2-7B's attention, MLP up and down, Llama-3-8B's MLP up,
-#: a 1024-wide layer, BERT-base's MLP up
-LINEAR_NK = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (1024, 1024),
-             (3072, 768))
-
-
-@dataclass(frozen=True)
-class LinearSpec:
-    ms: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
-    nks: tuple[tuple[int, int], ...] = LINEAR_NK
-    modes: tuple[str, ...] = ("b2b", "isolated")
-    sample_us: float = 5000.0  # a side's sample takes about this long...
-    b2b_calls: tuple[int, int] = (10, 200)  # ...within these many calls
-    isolated_calls: tuple[int, int] = (3, 10)
-
-
-@dataclass(frozen=True)
-class OverheadSpec:
-    sizes: tuple[int, ...] = (1024, 4096)  # 1 × size × size
-    relu_width: int = 4096
-    calls: int = 200  # calls per sample
-    rounds: int = 9  # host time is noisier than GPU time
-
-
-@dataclass(frozen=True)
-class Workload:
-    what: str
-    cases: Callable[..., Iterator["Case"]]
-    spec: Any
-
-
-# -- what every workload shares ------------------------------------------------------------
-@dataclass
-class Setup:
-    """Where and how the workloads run. The tests run them on the CPU with tiny specs, a
-    stand-in switch and no compile."""
-
-    switch: Callable[..., Any] | None = None  # None: sgemmlab.torch_mode
-    precision: str = "ieee"
-    device: str = "cuda"
-    rounds: int = 5
-    sample_ms: float = 100.0  # a model side's sample: about this long, 1 to max_reps calls
-    max_reps: int = 20
-    warmup: int = 2
-    timer: Any = None  # measure.CudaTimer on a GPU, HostTimer elsewhere
-    flush: Callable[[], None] | None = None  # isolated mode's L2 flush (L2Flusher on a GPU)
-    l2_bytes: int = 0
-    compile: Callable[..., Any] | None = None  # None: torch.compile
-    specs: dict[str, Any] = field(default_factory=dict)  # workload -> spec, over the defaults
-
-    def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise ValueError(precision_message(self.precision))
-        if self.switch is None:
-            import sgemmlab
-
-            self.switch = sgemmlab.torch_mode
-        if self.timer is None:
-            from .measure import CudaTimer
-
-            self.timer = CudaTimer() if self.device == "cuda" else HostTimer()
-
-    def flusher(self) -> Callable[[], None]:
-        if self.flush is None:
-            from .measure import L2Flusher
-
-            self.flush = L2Flusher(self.l2_bytes)
-        return self.flush
-
-    def torch_compile(self, fn, **options):
-        import torch
-
-        return (self.compile or torch.compile)(fn, **options)
-
-
-class HostTimer:
-    """measure.Timer on the host clock, for a CPU (the tests): each mark waits for the
-    device, so the time between two marks is the work between them."""
-
-    def __init__(self, synchronize: Callable[[], None] = lambda: None):
-        self.synchronize = synchronize
-
-    def record(self) -> float:
-        self.synchronize()
-        return time.perf_counter()
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return (end - start) * 1e6
-
-
-def _counter(value) -> Counter:
-    if isinstance(value, Mapping):
-        return Counter(value)
-    if isinstance(value, int) and value:  # a total without the names
-        return Counter({"(all)": value})
-    return Counter()
-
-
-class Sides:
-    """The two sides of a pair: without the switch (nothing entered) and with it. Each
-    entry makes a new switch object; the counters of all of them (`served`: what it
-    computed, `passed`: what it gave back to torch) add up here."""
-
-    def __init__(self, switch: Callable[..., Any], precision: str):
-        self.switch, self.precision = switch, precision
-        self.served: Counter = Counter()
-        self.passed: Counter = Counter()
-
-    @contextlib.contextmanager
-    def on(self, use: bool):
-        if not use:
-            yield
-            return
-        mode = self.switch(precision=self.precision)
-        entered = None
-        try:
-            with mode as entered:
-                yield
-        finally:
-            src = mode if hasattr(mode, "served") else entered
-            self.served += _counter(getattr(src, "served", None))
-            self.passed += _counter(getattr(src, "passed", None))
-
-
-def paired_rounds(time_side: Callable[[bool], list[float]], rounds: int) -> Paired:
-    """`rounds` rounds of both sides: round r times the side without the switch first
-    when r is even, the side with it first when r is odd. `time_side(with_switch)` gives
-    a side's samples (µs per call). The switch is the candidate, torch the baseline.
-    (measure.grouped_rounds takes one launch function per side; here a side is a switch
-    setting held through its round, which a launch entering it per call would time.)"""
-    out = Paired()
-    for r in range(rounds):
-        got = {}
-        for use in ((False, True) if r % 2 == 0 else (True, False)):
-            got[use] = time_side(use)
-        out.baseline_us.append(got[False])
-        out.candidate_us.append(got[True])
-    return out
-
-
-def _clamp(x: float, lo: int, hi: int) -> int:
-    return max(lo, min(hi, int(x)))
-
-
-def time_pair(setup: Setup, sides: Sides, steps: Mapping[bool, Callable[[], Any]], *,
-              probes: Mapping[bool, Callable[[], Any]] | None = None, mode: str = "throughput",
-              flush: Callable[[], None] | None = None, sample_us: float | None = None,
-              calls: tuple[int, int] | None = None) -> tuple[Paired, int, dict]:
-    """Warm each side up inside its switch setting, probe its outputs there (what the
-    check compares), then time both in paired rounds. (pair, calls per sample, probed
-    outputs by side.) `mode` is measure's: "throughput" (calls back to back, one sample
-    per round) or "isolated" (each call alone after `flush`)."""
-    sample_us = setup.sample_ms * 1e3 if sample_us is None else sample_us
-    lo, hi = calls or (1, setup.max_reps)
-    outs, one = {}, {}
-    for use in (False, True):
-        with sides.on(use):
-            for _ in range(setup.warmup):
-                steps[use]()
-            if probes:
-                outs[use] = probes[use]()
-            one[use] = median(time_launches(steps[use], 1, flush, mode, setup.timer))
-    reps = _clamp(sample_us / max(*one.values(), 1e-3), lo, hi)
-
-    def time_side(use: bool) -> list[float]:
-        with sides.on(use):
-            return time_launches(steps[use], reps, flush, mode, setup.timer)
-
-    return paired_rounds(time_side, setup.rounds), reps, outs
-
-
-def model_bound(depth: int, layers: int, precision: str = "ieee") -> float:
-    """How far two FP32 runs of a network of `layers` layers, whose deepest product sums
-    `depth` terms, may differ: twice one product's bound (one for each side), once for
-    each layer and once for the head."""
-    return 2 * (layers + 1) * precision_bound(depth, precision)
-
-
-# -- records ---------------------------------------------------------------------------------
-@dataclass
-class Case:
-    """One record to come: its labels (known before it runs) and how to measure it."""
-
-    labels: dict
-    measure: Callable[[], dict]
-
-
-def _labels(model: str, phase: str | None, mode: str | None, batch: int | None,
-            **more) -> dict:
-    return {"model": model, "phase": phase, "mode": mode, "batch": batch, **more}
-
-
-def pair_record(labels: dict, pair: Paired, reps: int, sides: Sides, check: dict,
-                **more) -> dict:
-    """A timed record: the labels, both sides' times, their ratio (t_without / t_with:
-    > 1 means the switch is faster), the check and the switch's counters."""
-    ratios = pair.ratios
-    ratio = median(ratios)
-    rec = {**labels, "status": "ok" if check["ok"] else "failed",
-           "ratio": ratio, "ratio_min": min(ratios), "ratio_max": max(ratios),
-           "t_without_ms": pair.baseline_median_us / 1e3,
-           "t_with_ms": pair.candidate_median_us / 1e3,
-           "check": check, "served": dict(sides.served), "passed": dict(sides.passed),
-           "precision": sides.precision, "baseline": BASELINE,
-           "rounds": len(ratios), "calls_per_sample": reps, "round_ratios": ratios,
-           "times_without_us": pair.baseline_us, "times_with_us": pair.candidate_us, **more}
-    target = TARGETS.get((labels["model"], labels["phase"], sides.precision))
-    if target is not None:
-        rec["target"] = {"ratio": target, "met": ratio >= target and check["ok"]}
-    return rec
-
-
-def error_record(labels: dict, exc: BaseException) -> dict:
-    return {**labels, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
-
-
-def skip_record(labels: dict, why: str) -> dict:
-    return {**labels, "status": "skipped", "skip_note": why}
-
-
-def _diff_check(kind: str, without, with_, bound: float, **more) -> dict:
-    rel = relative_error(with_, without)
-    return {"kind": kind, "max_rel_diff": rel, "bound": bound, "ok": rel <= bound, **more}
+from .llama import (  # noqa: F401 (the command and the tests name them here)
+    _llama_cases,
+    build_llama,
+    cache_argument,
+    static_cache,
+    token_check,
+)
+from .workload import (  # noqa: F401 (re-exported for the command and tests)
+    BASELINE,
+    LINEAR_NK,
+    PRECISIONS,
+    SKIP_NO_TRANSFORMERS,
+    TARGETS,
+    Case,
+    EncoderSpec,
+    HostTimer,
+    LinearSpec,
+    LlamaSpec,
+    OverheadSpec,
+    Setup,
+    Sides,
+    Workload,
+    _clamp,
+    _counter,
+    _diff_check,
+    _labels,
+    error_record,
+    model_bound,
+    pair_record,
+    paired_rounds,
+    precision_message,
+    precision_of,
+    skip_record,
+    time_pair,
+)
 
 
 # -- overhead --------------------------------------------------------------------------------
@@ -517,211 +287,6 @@ def _encoder_infer(setup: Setup, spec: EncoderSpec, labels: dict, base, x, targe
                                                              outs[True], bound))
 
 
-# -- Llama -----------------------------------------------------------------------------------
-def _llama_cases(name: str, setup: Setup, spec: LlamaSpec) -> Iterator[Case]:
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        yield Case(_labels(name, None, spec.mode, None),
-                   functools.partial(skip_record, _labels(name, None, spec.mode, None),
-                                     SKIP_NO_TRANSFORMERS))
-        return
-    import torch
-
-    model = build_llama(spec, setup.device)
-    config = {"hidden": spec.hidden, "layers": spec.layers, "heads": spec.heads,
-              "intermediate": spec.intermediate, "vocab": spec.vocab,
-              "attention": getattr(model.config, "_attn_implementation", None)}
-    bound = model_bound(max(spec.hidden, spec.intermediate), spec.layers, setup.precision)
-    g = torch.Generator(device=setup.device).manual_seed(1)
-    if spec.mode == "eager":
-        for batch in spec.prefill_batches:
-            ids = torch.randint(3, spec.vocab, (batch, spec.prefill_tokens),
-                                device=setup.device, generator=g)
-            labels = _labels(name, "prefill", "eager", batch, tokens=spec.prefill_tokens,
-                             config=config)
-            yield Case(labels, functools.partial(_llama_prefill, setup, labels, model, ids,
-                                                 bound))
-    for batch in spec.decode_batches:
-        prompt = torch.randint(3, spec.vocab, (batch, spec.prompt_tokens),
-                               device=setup.device, generator=g)
-        labels = _labels(name, "decode", spec.mode, batch, prompt_tokens=spec.prompt_tokens,
-                         new_tokens=spec.new_tokens, config=config)
-        yield Case(labels, functools.partial(_llama_decode, setup, spec, labels, model, prompt,
-                                             bound))
-
-
-def build_llama(spec: LlamaSpec, device: str):
-    """A LlamaForCausalLM of `spec`'s sizes with random weights (seed 0), float32, eval."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=spec.vocab, hidden_size=spec.hidden,
-                         intermediate_size=spec.intermediate, num_hidden_layers=spec.layers,
-                         num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
-                         max_position_embeddings=max(2048, spec.prefill_tokens,
-                                                     spec.prompt_tokens + spec.new_tokens),
-                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    with torch.device(device):  # initialised where it runs: 2-3 GB of weights
-        model = LlamaForCausalLM(config)
-    return model.to(device=device, dtype=torch.float32).eval()
-
-
-def _llama_prefill(setup: Setup, labels: dict, model, ids, bound: float) -> dict:
-    import torch
-
-    sides = Sides(setup.switch, setup.precision)
-
-    def step():
-        with torch.no_grad():
-            return model(input_ids=ids).logits
-
-    pair, reps, outs = time_pair(setup, sides, {False: step, True: step},
-                                 probes={False: step, True: step})
-    check = _diff_check("logits", outs[False], outs[True], bound)
-    del outs
-    return pair_record(labels, pair, reps, sides, check)
-
-
-def _generate_kwargs(spec: LlamaSpec, prompt) -> dict:
-    import torch
-
-    n = spec.new_tokens
-    return {"attention_mask": torch.ones_like(prompt), "do_sample": False,
-            "max_new_tokens": n, "min_new_tokens": n, "pad_token_id": 0}
-
-
-def _llama_decode(setup: Setup, spec: LlamaSpec, labels: dict, model, prompt,
-                  bound: float) -> dict:
-    sides = Sides(setup.switch, setup.precision)
-    kw = _generate_kwargs(spec, prompt)
-    if spec.mode == "graphs":
-        # a captured graph keeps the kernels of its capture: each side gets its own model
-        # copy, compiled function and static cache, first run with its own switch setting
-        gens = {use: graphs_generate(setup, copy.deepcopy(model), prompt, kw,
-                                     tag="with" if use else "without")
-                for use in (False, True)}
-    else:
-        gens = {use: functools.partial(model.generate, prompt, **kw) for use in (False, True)}
-
-    def probe(use: bool):
-        out = gens[use](return_dict_in_generate=True, output_logits=True)
-        return out.sequences, [t.clone() for t in out.logits]
-
-    pair, reps, outs = time_pair(setup, sides, gens,
-                                 probes={use: functools.partial(probe, use)
-                                         for use in (False, True)})
-    check = token_check(*outs[False], *outs[True], spec.prompt_tokens, bound)
-    return pair_record(labels, pair, reps, sides, check)
-
-
-def token_check(seq_without, logits_without, seq_with, logits_with, prompt_tokens: int,
-                bound: float) -> dict:
-    """Greedy decode's check: the same tokens on both sides, and the logits within the
-    bound up to the first token that differs (after it, the two sides read different
-    text). Where tokens differ, the baseline's margin between its top two logits at that
-    step says whether it was a near tie."""
-    import torch
-
-    new_without, new_with = seq_without[:, prompt_tokens:], seq_with[:, prompt_tokens:]
-    equal = bool(new_without.shape == new_with.shape and torch.equal(new_without, new_with))
-    steps = min(new_without.shape[1], new_with.shape[1], len(logits_without), len(logits_with))
-    differ = (new_without[:, :steps] != new_with[:, :steps]).any(dim=0).nonzero()
-    upto = int(differ[0]) + 1 if len(differ) else steps
-    rel = relative_error(torch.stack(logits_with[:upto], 1),
-                         torch.stack(logits_without[:upto], 1))
-    out = {"kind": "tokens", "tokens_equal": equal, "tokens": int(new_without.numel()),
-           "max_rel_diff_logits": rel, "bound": bound, "ok": equal and rel <= bound}
-    if not equal and len(differ):
-        top2 = logits_without[upto - 1].double().topk(2, dim=-1).values
-        out["first_diff_step"] = upto - 1
-        out["margin_at_first_diff"] = float((top2[:, 0] - top2[:, 1]).min())
-    return out
-
-
-def _decode_forward(model, *args, **kwargs):
-    return type(model).forward(model, *args, **kwargs)
-
-
-def _own_code(fn: Callable, tag: str) -> Callable:
-    """A copy of `fn` with a code object of its own. torch.compile keeps what it compiled
-    (and so the CUDA graph captured from it) on the code object of the function it
-    compiles; two sides compiled from copies never share a graph."""
-    name = f"{fn.__name__}_{tag}"
-    code = fn.__code__.replace(co_name=name, co_qualname=name)
-    return types.FunctionType(code, fn.__globals__, name)
-
-
-_compiled_serial = itertools.count()  # a new name for every compiled function
-
-
-def graphs_generate(setup: Setup, model, prompt, kw: dict, tag: str) -> Callable[..., Any]:
-    """model.generate with a static KV cache whose decode steps run a function compiled
-    with mode="reduce-overhead" (CUDA graphs); the prefill stays eager, as transformers'
-    own generate-time compile does it. A call resets the cache and returns generate's
-    result."""
-    import torch
-
-    eager = model.forward
-    step = setup.torch_compile(_own_code(_decode_forward, f"{tag}_{next(_compiled_serial)}"),
-                               mode="reduce-overhead", fullgraph=True)
-
-    @functools.wraps(eager)  # generate reads forward's signature
-    def forward(*args, **kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None or ids.shape[-1] != 1:
-            return eager(*args, **kwargs)
-        # a new step: the last one's outputs, which generate has copied, may be overwritten
-        torch.compiler.cudagraph_mark_step_begin()
-        return step(model, *args, **kwargs)
-
-    model.forward = forward
-    extra = dict(kw)
-    from transformers import GenerationConfig
-
-    if hasattr(GenerationConfig(), "disable_compile"):  # no second compile of its own
-        extra["disable_compile"] = True
-    cache = static_cache(model, prompt.shape[0], prompt.shape[1] + kw["max_new_tokens"])
-    if cache is None:
-        extra["cache_implementation"] = "static"  # generate's own (a new one each call)
-    else:
-        extra[cache_argument(model)] = cache
-
-    def generate(**more):
-        if cache is not None:
-            cache.reset()
-        return model.generate(prompt, **extra, **more)
-    return generate
-
-
-def cache_argument(model) -> str:
-    """The name under which forward takes the KV cache: past_key_values in transformers
-    4, cache in 5."""
-    import inspect
-
-    params = inspect.signature(type(model).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def static_cache(model, batch: int, length: int):
-    """One StaticCache for every call (its tensors keep their addresses, which a CUDA
-    graph needs), made with the arguments this transformers' StaticCache takes; None if
-    it cannot be made here."""
-    import inspect
-
-    try:
-        from transformers import StaticCache
-
-        params = inspect.signature(StaticCache.__init__).parameters
-        offer = {"config": model.config, "max_cache_len": length, "device": model.device,
-                 "dtype": model.dtype}
-        offer["max_batch_size" if "max_batch_size" in params else "batch_size"] = batch
-        return StaticCache(**{k: v for k, v in offer.items() if k in params})
-    except Exception:
-        return None
-
-
 # -- the catalogue ---------------------------------------------------------------------------
 LLAMA = LlamaSpec(hidden=2048, layers=8, heads=16, intermediate=5632,
                   prefill_batches=(1, 8), decode_batches=(1, 8))
@@ -772,17 +337,6 @@ def workloads_for(names: list[str]) -> list[str]:
             raise KeyError(f"unknown model workload {n!r}: choose from "
                            f"{', '.join(WORKLOADS)} or all")
     return [n for n in WORKLOADS if "all" in asked or n in asked]
-
-
-def precision_message(precision: str) -> str:
-    return (f"--model measures FP32 products: --precision must be ieee or tf32x3, not "
-            f"{precision!r} (TF32 is not FP32)")
-
-
-def precision_of(precision: str) -> str:
-    if precision not in PRECISIONS:
-        raise ValueError(precision_message(precision))
-    return precision
 
 
 # -- running them ----------------------------------------------------------------------------
