@@ -59,3 +59,41 @@ def test_no_module_is_past_about_six_hundred_lines():
     long = {p.relative_to(SRC).as_posix(): n for p in SRC.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 610}
     assert not long, f"modules past ~600 lines: {long}"
+
+
+def test_results_have_an_index_that_lists_every_file():
+    """results/index.json names every results file (and nothing else): `sgemmlab index`
+    rewrites it, before new results are committed."""
+    from sgemmlab.bench import index
+
+    root = SRC.parent.parent / "results"
+    listed = {e["path"] for e in index.read(root)["files"]}
+    present = {p.relative_to(root).as_posix() for p in index.files(root)}
+    assert listed == present, (f"not indexed: {sorted(present - listed)[:5]}; indexed but "
+                               f"gone: {sorted(listed - present)[:5]} (run `sgemmlab index`)")
+
+
+def test_the_index_reads_each_file_and_finds_the_newest_of_a_kind(tmp_path):
+    import gzip
+    import json
+
+    from sgemmlab.bench import index
+
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    run = {"schema": "sgemmlab.results/1", "kind": "bench", "created": "2026-12-04",
+           "command": "sgemmlab bench --suite square",
+           "environment": {"gpu": "NVIDIA H200", "git_commit": "abc1234"}}
+    (gpu / "bench-square-20261204T101010Z.json").write_text(json.dumps(run))
+    (gpu / "bench-square-20261204T111111Z.json.gz").write_bytes(
+        gzip.compress(json.dumps(run).encode()))
+    (gpu / "pytest-gpu-20261204T1200Z.txt").write_text("\n2960 passed, 17 skipped\n")
+    index.write(tmp_path)
+    entries = {e["path"]: e for e in index.read(tmp_path)["files"]}
+    assert entries["nvidia-h200/pytest-gpu-20261204T1200Z.txt"] == {
+        "path": "nvidia-h200/pytest-gpu-20261204T1200Z.txt", "kind": "pytest",
+        "stamp": "20261204T1200Z", "what": "2960 passed, 17 skipped"}
+    first = entries["nvidia-h200/bench-square-20261204T101010Z.json"]
+    assert (first["kind"], first["commit"], first["gpu"]) == ("bench", "abc1234", "NVIDIA H200")
+    assert index.newest(tmp_path, "bench").name == "bench-square-20261204T111111Z.json.gz"
+    assert index.newest(tmp_path, "ladder") is None

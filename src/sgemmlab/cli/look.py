@@ -380,6 +380,18 @@ def rung_tracks():
 
 
 @app.command()
+def index():
+    """Rewrite results/index.json: every results file with its kind, stamp, date, commit,
+    GPU and what it measured (run it before committing new results; a test checks it)."""
+    from ..bench import index as index_mod
+    from ..bench.results import results_root
+
+    root = results_root()
+    path = index_mod.write(root)
+    typer.echo(f"{path}: {len(index_mod.read(root)['files'])} files")
+
+
+@app.command()
 def info():
     """What sgemmlab sees: the GPU (if any), the compiler, the cache, the rungs."""
     import textwrap
