@@ -55,7 +55,10 @@ def _child(todo_path: str, out_path: str) -> None:
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # torch's context, as a user's program has it
     torch.cuda.synchronize()
+    t_import = time.perf_counter()
     import sgemmlab
+
+    import_ms = 1e3 * (time.perf_counter() - t_import)  # after torch, as a program has it
     from sgemmlab.runtime.compiler import cache_dir
 
     cubins = cache_dir() / "cubins"
@@ -125,7 +128,8 @@ def _child(todo_path: str, out_path: str) -> None:
                 _dump(prof, profile)
         records.append({**p, "first_ms": times[0], "second_ms": times[1],
                         "compiled": entries() > before, "first_gc_ms": gc_ms[0]})
-    Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms}))
+    Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms,
+                                          "import_after_torch_ms": import_ms}))
 
 
 def _dump(prof, path: str) -> None:
@@ -153,6 +157,26 @@ def measure(todo: list[dict], timeout: int = 900) -> dict:
             raise RuntimeError("the fresh process failed: "
                                + (done.stderr or done.stdout).strip()[-600:])
         return json.loads(out_path.read_text())
+
+
+#: `import sgemmlab` alone, in a fresh process (no torch before it): the budget a library
+#: import should keep
+IMPORT_TARGET_MS = 100.0
+
+
+def import_times(runs: int = 7) -> list[float]:
+    """`import sgemmlab` in `runs` fresh processes that import nothing else first (ms each:
+    the import statement alone, timed inside the process)."""
+    code = ("import time; t = time.perf_counter(); import sgemmlab; "
+            "print(1e3 * (time.perf_counter() - t))")
+    out = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, env=os.environ)
+        if done.returncode != 0:
+            raise RuntimeError("import sgemmlab failed: " + done.stderr.strip()[-400:])
+        out.append(float(done.stdout.strip().splitlines()[-1]))
+    return out
 
 
 def summary(records: list[dict]) -> dict:

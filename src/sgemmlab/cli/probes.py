@@ -208,6 +208,10 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
     run["records"] = recs
     run["summary"] = s = fc.summary(recs)
     s["torch_first_ms"] = got["torch_first_ms"]
+    s["import_after_torch_ms"] = got.get("import_after_torch_ms")
+    imports = fc.import_times()
+    s["import_ms"] = {"runs": imports, "median": sorted(imports)[len(imports) // 2],
+                      "target": fc.IMPORT_TARGET_MS}
     path = results.write(run, gpu.slug, f"firstcall-{results.stamp()}")
     w = s["worst"]
     typer.echo(f"{s['problems']} problems, first call median {s['median_first_ms']:.2f} ms, "
@@ -217,6 +221,9 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
                f"{s['torch_first_ms']:.1f} ms; garbage collection inside first calls "
                f"{s['gc_ms_in_first_calls']:.1f} ms (max without it "
                f"{s['max_first_ms_without_gc']:.2f} ms)")
+    typer.echo(f"import sgemmlab: median {s['import_ms']['median']:.1f} ms in a fresh process "
+               f"(target {fc.IMPORT_TARGET_MS:.0f} ms); after torch "
+               f"{s['import_after_torch_ms'] or float('nan'):.1f} ms")
     typer.echo(f"results: {path}")
     if s["over_target"]:
         fail(f"{s['over_target']} first call(s) took {s['target_ms']:.0f} ms or more", 3)
