@@ -227,3 +227,16 @@ def float32_highest():
     torch.set_float32_matmul_precision("highest")
     yield
     torch.set_float32_matmul_precision(old)
+
+
+def one_message(output: str) -> str:
+    """The CLI's one message in `output`, checked for its form and returned as one line: a
+    line, or one folded to 100 columns with its continuation lines under two spaces (the
+    command line's `fold`); never a traceback or a rich panel."""
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    assert lines, "no message"
+    assert max(map(len, lines)) <= 100, output
+    assert all(ln.startswith("  ") for ln in lines[1:]), output
+    text = " ".join(ln.strip() for ln in lines)
+    assert "Traceback" not in text and "╭" not in text, output
+    return text

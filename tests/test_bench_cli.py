@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from conftest import one_message  # noqa: E402
 from sgemmlab.bench.problems import Problem
 from sgemmlab.cli import app
 from sgemmlab.runtime import device
@@ -18,12 +19,7 @@ def run(*args):
 def one_line_error(result, *words):
     assert result.exit_code not in (0, None), result.output
     assert isinstance(result.exception, SystemExit), result.exception  # not a crash
-    lines = result.output.strip().splitlines()
-    # one message: one line, or one folded to 100 columns (continued under two spaces)
-    assert max(map(len, lines)) <= 100, result.output
-    assert all(line.startswith("  ") for line in lines[1:]), result.output
-    assert "Traceback" not in result.output
-    text = " ".join(line.strip() for line in lines)
+    text = one_message(result.output)
     for w in words:
         assert w in text
 

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
+from conftest import one_message  # noqa: E402
 from sgemmlab.bench import models, results
 from sgemmlab.bench.check import error_bound
 from sgemmlab.bench.measure import Paired
@@ -415,12 +416,7 @@ def run_cli(*args):
 
 def one_line_error(result, *words):
     assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    # one message: one line, or one folded to 100 columns (continued under two spaces)
-    assert max(map(len, lines)) <= 100, result.output
-    assert all(line.startswith("  ") for line in lines[1:]), result.output
-    assert "Traceback" not in result.output
-    text = " ".join(line.strip() for line in lines)
+    text = one_message(result.output)
     for w in words:
         assert w in text
 

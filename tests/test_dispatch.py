@@ -10,6 +10,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
+from conftest import one_message  # noqa: E402
 from sgemmlab import dispatch, registry
 from sgemmlab.bench import runner, suites
 from sgemmlab.cli import app
@@ -426,7 +427,7 @@ def test_explain_for_another_gpu_and_layout(no_gpu):
 def test_explain_unknown_gpu_needs_its_sm_count(no_gpu):
     out = explain(64, 64, 64, "--gpu", "Imaginary")
     assert out.exit_code == 2 and "--sms" in out.output
-    assert len(out.output.strip().splitlines()) == 1
+    one_message(out.output)
     ok = explain(64, 64, 64, "--gpu", "Imaginary", "--sms", "10")
     assert ok.exit_code == 0 and "Imaginary (10 SMs)" in ok.output
 

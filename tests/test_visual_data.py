@@ -144,10 +144,10 @@ def test_the_site_is_generated_not_kept_twice():
     import subprocess
 
     ignored = subprocess.run(["git", "check-ignore", "-q", "docs/visualizer/index.html"],
-                             cwd=REPO).returncode
+                             cwd=REPO, timeout=60).returncode
     assert ignored == 0, "docs/visualizer/ must be ignored: the site is generated"
     tracked = subprocess.run(["git", "ls-files", "docs/visualizer"], cwd=REPO,
-                             capture_output=True, text=True).stdout
+                             capture_output=True, text=True, timeout=60).stdout
     assert not tracked.strip(), f"a committed copy of the site: {tracked.split()[:3]}"
 
 
