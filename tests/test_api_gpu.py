@@ -740,7 +740,8 @@ def test_cupy_batches_and_transposed_views():
 
 
 def test_overhead_measurement_writes_a_results_file(tmp_path, monkeypatch):
-    from sgemmlab.bench import overhead, results
+    from sgemmlab.bench import results
+    from sgemmlab.bench.probes import overhead
 
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
     run, path = overhead.run(size=128, calls=20, repeats=3)

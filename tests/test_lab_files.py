@@ -130,7 +130,7 @@ def test_fuzz_keeps_its_failures_under_the_current_directory_or_the_path_given(
 def test_the_operands_table_goes_under_the_current_directory_or_the_path_given(
         tmp_path, monkeypatch):
     lib, work = fake_site_packages(tmp_path, monkeypatch)
-    monkeypatch.setattr("sgemmlab.bench.operands.markdown",
+    monkeypatch.setattr("sgemmlab.bench.probes.operands.markdown",
                         lambda runs: f"# {len(runs)} run(s)\n")
     run = tmp_path / "operands-1.json"
     run.write_text("{}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from sgemmlab.bench import profile as prof
+from sgemmlab.bench.probes import profile as prof
 from sgemmlab.cli import app
 
 _STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"

@@ -173,7 +173,7 @@ def test_the_model_reproduces_the_measured_operand_table():
     the whole body and one instruction at a time each miss some by far more. The dependent
     distances (2-4), the stall rows and the LDS body are what it does not cover
     (docs/operands-h200.md)."""
-    from sgemmlab.bench import operands as ops
+    from sgemmlab.bench.probes import operands as ops
 
     measured = _measured_at_one_warp()
     body = ops.compile_body(0)

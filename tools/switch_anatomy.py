@@ -28,7 +28,7 @@ import torch.nn.functional as F  # noqa: E402
 import sgemmlab  # noqa: E402
 from sgemmlab import product  # noqa: E402
 from sgemmlab.bench import results  # noqa: E402
-from sgemmlab.bench.overhead import host_seconds_per_call  # noqa: E402
+from sgemmlab.bench.measure import host_seconds_per_call  # noqa: E402
 from sgemmlab.runtime.launch import Packed  # noqa: E402
 
 SHAPES = [(1, 1024, 1024), (1, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096),

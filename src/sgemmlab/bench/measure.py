@@ -32,6 +32,7 @@ Times come from a `Timer` (CUDA events by default; the tests pass a simulated on
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -150,6 +151,23 @@ def time_launches(fn: Launch, n: int, flush: Callable[[], None] | None,
         marks.append((start, timer.record()))
     timer.synchronize()
     return [timer.elapsed_us(start, end) for start, end in marks]
+
+
+SM_CLOCK_HZ = 2.0e9  # for sizing the sleep kernel: a faster clock only makes it shorter
+
+
+def host_seconds_per_call(torch, fn: Callable[[], Any], calls: int, sleep_s: float) -> float:
+    """Host time, not GPU time: CPU seconds per call over `calls` calls back to back. A sleep
+    kernel longer than the loop is queued first, so no call waits for the GPU and only the
+    calling thread's work is timed (`sgemmlab overhead`, the model bench's overhead cases)."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(sleep_s * SM_CLOCK_HZ))
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls
 
 
 def median(xs: list[float]) -> float:

@@ -110,11 +110,11 @@ from .workload import (  # noqa: F401 (re-exported for the command and tests)
 # -- overhead --------------------------------------------------------------------------------
 def _host_us_per_call(setup: Setup, fn: Callable[[], Any], calls: int, sleep_s: float) -> float:
     """Host µs per call of `calls` calls back to back; on a GPU kept busy by a sleep kernel
-    (overhead.py's method), so no call waits for it and only host work is timed."""
+    (measure.host_seconds_per_call), so no call waits for it and only host work is timed."""
     if setup.device == "cuda":
         import torch
 
-        from .overhead import host_seconds_per_call
+        from .measure import host_seconds_per_call
 
         return host_seconds_per_call(torch, fn, calls, sleep_s) * 1e6
     t0 = time.perf_counter()

@@ -46,7 +46,7 @@ def run(kernel: Annotated[str, typer.Option(
     compute-sanitizer (e.g. `ncu -k sgemm sgemmlab run -k 6 --size 4096`), or, with
     `--track numba --simulate`, to step through in a debugger on a machine without a GPU."""
     from .. import registry
-    from ..bench.once import run_once
+    from ..bench.probes.once import run_once
 
     if track not in ("cuda", "numba"):
         fail(f"--track must be cuda or numba, not {track!r}", 2)
@@ -158,8 +158,8 @@ def profile(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung num
     """Nsight Compute on a rung and on cuBLAS at the same shape: issue, FMA pipe, warps per
     scheduler, stall reasons (and where the rung's warps stall), bank conflicts, side by
     side. Needs ncu; writes results/<gpu>/profile-*.json and the digest beside it."""
-    from ..bench import profile as prof
     from ..bench import results
+    from ..bench.probes import profile as prof
 
     r = rungs_from([kernel])[0]
     try:
@@ -290,8 +290,8 @@ def operands(build: Annotated[Optional[Path], typer.Option(
     banks, reuse flags, accumulator distance and stall counts are patched into the cubin,
     timed with the SM clock at 1, 2 and 4 warps per scheduler. Writes
     results/<gpu>/operands-*.json."""
-    from ..bench import operands as ops
     from ..bench import results
+    from ..bench.probes import operands as ops
 
     if table:
         import json as _json
@@ -363,7 +363,7 @@ def overhead(size: Annotated[int, typer.Option(min=1, help="square size N (N×N�
              calls: Annotated[int, typer.Option(min=1, help="calls per timed loop")] = 200,
              repeats: Annotated[int, typer.Option(min=1, help="timed loops per path")] = 15):
     """Host time per call of sgemmlab.matmul against torch.matmul (budget: 1.5x at 256³)."""
-    from ..bench import overhead as oh
+    from ..bench.probes import overhead as oh
 
     require_gpu()
     require_torch()

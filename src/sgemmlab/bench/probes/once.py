@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from .. import api, registry
-from ..registry import Rung
-from .check import check_gemm
+from ... import api, registry
+from ...registry import Rung
+from ..check import check_gemm
 
 #: What a TF32 product's error may be (10 mantissa bits: about 1e-4 relative, measured).
 TF32_BOUND = 1e-2

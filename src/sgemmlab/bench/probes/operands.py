@@ -76,8 +76,8 @@ class Variant:
 
 def compile_body(lds: int) -> Body:
     """ptxas's loop, found as `sgemmlab inspect` finds a rung's hot loop."""
-    from ..anatomy import sass, sasspatch
-    from ..runtime.compiler import compile_kernel
+    from ...anatomy import sass, sasspatch
+    from ...runtime.compiler import compile_kernel
 
     compiled = compile_kernel(SOURCE, SHAPE | {"LDS": lds})
     cubin = compiled.cubin
@@ -106,7 +106,7 @@ def _pattern(body: Body, ka: int, kb: int, kc: int | None, *, hold: int = 1,
     every FFMA; `flags` are set on all but the last FFMA of each hold (ptxas's way: the
     next FFMA reads the cached value), or with `stale` on every FFMA, where the registers
     change and the flags can serve nothing."""
-    from ..anatomy.sasspatch import Ffma
+    from ...anatomy.sasspatch import Ffma
 
     pa, pb = body.pool("ab", ka), body.pool("ab", kb)
     pc = body.pool("c", kc) if kc is not None else None
@@ -122,7 +122,7 @@ def _pattern(body: Body, ka: int, kb: int, kc: int | None, *, hold: int = 1,
 
 def variants(body: Body, lds_body: Body) -> list[Variant]:
     """Every variant, its edits made (not yet patched)."""
-    from ..anatomy.sasspatch import Ffma
+    from ...anatomy.sasspatch import Ffma
 
     n = len(body.ffma)
     out = [Variant("compiled", "compiled", "ptxas's body as it compiled it", 0, [None] * n),
@@ -218,8 +218,8 @@ def build(out_dir: Path | None = None) -> list[Variant]:
     """Compile both bodies, patch every variant, read each back through nvdisasm; with
     `out_dir`, write the cubins and manifest.json there (each whole or not at all: `--from`
     launches what it reads, and a build stopped midway must not leave a cut cubin)."""
-    from ..anatomy import sasspatch
-    from ..runtime.files import write_atomic
+    from ...anatomy import sasspatch
+    from ...runtime.files import write_atomic
 
     bodies = {0: compile_body(0), 1: compile_body(1)}
     made = variants(bodies[0], bodies[1])
@@ -243,7 +243,7 @@ def build(out_dir: Path | None = None) -> list[Variant]:
 
 def _nop(words):
     """word -> a NOP with that word's control bits: ptxas's NOP (the padding after EXIT)."""
-    from ..anatomy import sasspatch
+    from ...anatomy import sasspatch
 
     pad = next(w for w in reversed(words) if sasspatch.get(w, "opcode") == 0x918)
     mask = (1 << 105) - 1
@@ -286,8 +286,8 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
     import torch
     from cuda.core import LaunchConfig, ObjectCode, launch
 
-    from ..runtime.arrays import stream_for
-    from ..runtime.device import device
+    from ...runtime.arrays import stream_for
+    from ...runtime.device import device
 
     device(gpu.index)
     stream = stream_for(int(torch.cuda.current_stream().cuda_stream), gpu.index)
@@ -417,8 +417,8 @@ def markdown(runs: list[tuple[str, dict]]) -> str:
             "warp, median over every warp of 132 SMs; 1.00 at one warp per scheduler is one "
             "FFMA a cycle, W at W warps is too. Each variant is ptxas's 256-FFMA body of "
             "kernels/micro/ffma_operands.cu with its registers, reuse flags, stall counts or "
-            "instructions rewritten in the cubin (bench/operands.py, anatomy/sasspatch.py; "
-            "every edit read back through nvdisasm).\n\n")
+            "instructions rewritten in the cubin (bench/probes/operands.py, "
+            "anatomy/sasspatch.py; every edit read back through nvdisasm).\n\n")
     lines = ["| variant | group | what | W=1 | W=2 | W=4 | file |",
              "| --- | --- | --- | ---: | ---: | ---: | --- |"]
     for name, row in rows.items():

@@ -1,6 +1,6 @@
 """Host overhead per call: sgemmlab.matmul against torch.matmul (`sgemmlab overhead`).
 
-The budget (issue #6): at 256^3, without CUDA graphs, a call of sgemmlab.matmul may cost the
+The budget: at 256^3, without CUDA graphs, a call of sgemmlab.matmul may cost the
 calling CPU thread at most 1.5x what torch.matmul costs it. Host time, not GPU time, is what
 a small product in a Python loop pays, and what a drop-in replacement must not make worse.
 
@@ -23,20 +23,9 @@ import statistics
 import time
 from typing import Any, Callable
 
+from ..measure import host_seconds_per_call
+
 BUDGET = 1.5
-SM_CLOCK_HZ = 2.0e9  # for sizing the sleep kernel: a faster clock only makes it shorter
-
-
-def host_seconds_per_call(torch, fn: Callable[[], Any], calls: int, sleep_s: float) -> float:
-    """One sample: CPU seconds per call over `calls` calls, the GPU busy throughout."""
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(sleep_s * SM_CLOCK_HZ))
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls
 
 
 def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 100,
@@ -48,7 +37,7 @@ def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 
     import sgemmlab
     import sgemmlab.torch_ops  # noqa: F401
 
-    from .check import check_result
+    from ..check import check_result
 
     dev = torch.device("cuda", device_id)
     tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -104,8 +93,8 @@ def measure(size: int = 256, calls: int = 200, repeats: int = 15, warmup: int = 
 def _choice(size: int, device_id: int) -> dict[str, Any] | None:
     """What dispatch runs at this shape (recorded beside the times)."""
     try:
-        from ..dispatch import choose
-        from ..runtime.device import gpu_info
+        from ...dispatch import choose
+        from ...runtime.device import gpu_info
 
         info = gpu_info(device_id)
         c = choose(size, size, size, gpu_name=info.name, sm_count=info.sm_count)
@@ -116,8 +105,8 @@ def _choice(size: int, device_id: int) -> dict[str, Any] | None:
 
 def run(size: int = 256, calls: int = 200, repeats: int = 15, device_id: int = 0):
     """measure(), written to results/<gpu>/overhead-<stamp>.json: (run dict, path)."""
-    from ..runtime.device import gpu_info
-    from . import results
+    from ...runtime.device import gpu_info
+    from .. import results
 
     gpu = gpu_info(device_id)
     m = measure(size=size, calls=calls, repeats=repeats, device_id=device_id)
