@@ -18,9 +18,6 @@ import pytest
 # this process and in those it starts: a test that compiles must compile. The bundle's own
 # tests point SGEMMLAB_BUNDLE_DIR at the bundle they build.
 os.environ["SGEMMLAB_BUNDLE_DIR"] = ""
-# ... and so does the import's prefetch of the shipped table (tests swap tables in and out;
-# tests/test_polish.py checks the prefetch itself, in a process of its own)
-os.environ["SGEMMLAB_PREFETCH"] = "0"
 
 #: The session's compile cache, and the pid of the process that made it (which removes it).
 SESSION_CACHE, SESSION_CACHE_OWNER = "SGEMMLAB_TEST_SESSION_CACHE", "SGEMMLAB_TEST_SESSION_OWNER"

@@ -9,38 +9,47 @@ docs/api.md is the reference; with torch, torch.ops.sgemmlab.matmul is the same 
 a PyTorch operator (autograd, torch.compile, CUDA graphs), and `with sgemmlab.torch_mode():`
 runs a whole model's FP32 products (nn.Linear, @, mm, bmm, addmm, their backward passes) on
 sgemmlab's kernels, registered at torch's dispatcher, without changing a line of it.
+
+Importing sgemmlab loads only this file and the error types: the library (api, dispatch,
+the runtime, cuda.core, NumPy) is imported by the first use of a name that needs it, and
+the dispatch table is read by the first product that needs it (dispatch/table.py).
 """
 
-from .api import find_torch, free_workspaces, matmul, sgemm
 from .errors import ConfigError, DispatchError, LayoutError, NoGPUError, OperandError, TableError
 
 __version__ = "0.1.0"
 __all__ = ["sgemm", "matmul", "free_workspaces", "torch_mode", "OperandError", "LayoutError",
            "ConfigError", "DispatchError", "TableError", "NoGPUError", "__version__"]
 
+#: The names imported on first use, and the module each comes from (torch_mode: the drop-in
+#: switch for torch models, dropin/, which needs torch, which sgemmlab never imports first).
+_LAZY = {"matmul": "api", "sgemm": "api", "free_workspaces": "api", "find_torch": "api",
+         "torch_mode": "dropin"}
+
 
 def __getattr__(name: str):
-    """`sgemmlab.torch_mode`, the drop-in switch for torch models (dropin/), imported on
-    first use: it needs torch, which sgemmlab itself never imports."""
-    if name == "torch_mode":
-        from .dropin import torch_mode
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'sgemmlab' has no attribute {name!r}")
+    from importlib import import_module
 
-        return torch_mode
-    raise AttributeError(f"module 'sgemmlab' has no attribute {name!r}")
+    value = getattr(import_module(f".{where}", __name__), name)
+    globals()[name] = value  # the next lookup is an attribute like any other
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def _register_torch_op() -> None:
-    """torch.ops.sgemmlab.matmul exists as soon as both are imported (sgemmlab never
-    imports torch itself: the command line and CuPy users do not pay for it)."""
+    """torch.ops.sgemmlab.matmul exists as soon as both are imported: when the caller has
+    imported torch already, the op registers now (torch_ops imports only what registering
+    needs); otherwise at the first call that sees a torch tensor (api.find_torch)."""
     import sys
 
     if sys.modules.get("torch") is not None:
-        find_torch()
+        from . import torch_ops  # noqa: F401  (registers the op)
 
 
 _register_torch_op()
-
-from .dispatch import SHIPPED_GPU as _SHIPPED  # noqa: E402
-from .dispatch import prefetch as _prefetch  # noqa: E402
-
-_prefetch.start(_SHIPPED)  # what the first call would wait for, begun now (see there)

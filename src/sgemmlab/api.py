@@ -17,10 +17,13 @@ faster at large sizes); "tf32", one TF32 product, NOT FP32 (a 10-bit mantissa: e
 1e-4). Dispatch runs the tensor-core rung where it serves the shape and an exact FP32 rung
 elsewhere (`sgemmlab explain --precision`); nothing ever lowers the precision asked for.
 
-This module only routes: a plain call goes to `product` (the general path, or the torch hot
-path); torch tensors that autograd or torch.compile must see go through the operator
-`torch.ops.sgemmlab.matmul` (`torch_ops`), which calls `product` in turn. How a call becomes
-a launch is told in `plan`.
+This module only routes, once per call: the options are checked here (the precision by
+dispatch's `check_precision`, the one place that knows the precisions), then a plain call
+goes to `product`: the torch hot path (a dict lookup of what an earlier call checked) or, on
+its miss and for everything else, the general path, which normalises the call once
+(`product.normalise`: one `Call`) and plans it once. torch tensors that autograd or
+torch.compile must see go through the operator `torch.ops.sgemmlab.matmul` (`torch_ops`),
+which calls `product` in turn. How a call becomes a launch is told in `plan`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 from .dispatch import check_precision
 from .errors import OperandError
 from .plan import PLANS, describe, dims, product_shape
-from .product import TORCH, check_target, flag, general, hot, scalars, torch_product
+from .product import TORCH, check_target, flag, general, hot, scalars
 from .registry import Config
 from .runtime import arrays
 
@@ -98,7 +101,7 @@ def _check_torch_out(out, a, b) -> None:
 
 
 def _hot(a, b, out) -> bool:
-    """Plain torch tensors whose product autograd need not see: `torch_product` serves them."""
+    """Plain torch tensors whose product autograd need not see: the hot path serves them."""
     plain = TORCH.plain
     tp = type(a)
     if tp is not type(b) or tp not in plain or out is not None and type(out) not in plain:
@@ -167,19 +170,21 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
     traceable, CUDA-graph safe); `kernel` and `config` are then left to dispatch."""
     if deterministic.__class__ is not bool:  # the hot path's keys would take 1 for True
         deterministic = flag("deterministic", deterministic)
-    if kernel is None and config is None and TORCH.Tensor is not None and \
-            not _compiling() and _hot(a, b, out):
-        r = hot(a, b, out, deterministic, precision)  # what an earlier call checked
-        if r is not None:
-            return r
-    precision = check_precision(precision)
-    if TORCH.Tensor is not None or find_torch() is not None:
+    if TORCH.Tensor is None:
+        find_torch()
+    if TORCH.Tensor is not None:
+        plain = kernel is None and config is None
+        if plain and not _compiling() and _hot(a, b, out):
+            r = hot(a, b, out, deterministic, precision)  # what an earlier call checked
+            if r is not None:
+                return r
+            return general(a, b, None, 1.0, 0.0, out, None, None, deterministic, fast=True,
+                           precision=check_precision(precision))
+        precision = check_precision(precision)
         T = TORCH.Tensor
-        if _compiling() and isinstance(a, T) and isinstance(b, T):
+        if isinstance(a, T) and isinstance(b, T) and (_compiling() or _needs_op(a, b)):
             return _via_op(a, b, out, deterministic, precision)
-        if kernel is None and config is None and _hot(a, b, out):
-            return torch_product(a, b, deterministic, out, precision)
-        if _needs_op(a, b):
-            return _via_op(a, b, out, deterministic, precision)
+    else:
+        precision = check_precision(precision)
     return general(a, b, None, 1.0, 0.0, out, kernel, config, deterministic,
                    precision=precision)

@@ -1,11 +1,12 @@
 """The two call paths of a product: the general one (any array library) and the torch hot
 path. `sgemmlab.api` (sgemm, matmul) and `torch.ops.sgemmlab.matmul` both call these.
 
-A call flows down: operands -> `plan.describe` (a problem in the kernels' terms) -> a cached
-`plan.Plan` (the dispatcher's choice) -> a bound launch -> the runtime. For two plain torch
-tensors `torch_product` reads them directly (no protocol objects at all) and only looks up
-what an earlier call checked; anything new goes through `general`, which checks it all and
-fills the caches.
+A call flows down, each step once: operands -> `normalise` (one `Call`: every array read and
+checked once, on the stream the call runs on) -> `plan.describe` (a problem in the kernels'
+terms) -> a cached `plan.Plan` (the dispatcher's choice) -> a bound launch -> the runtime.
+For two plain torch tensors `hot` reads them directly (no protocol objects at all) and only
+looks up what an earlier call checked; anything new goes through `general`, which
+normalises and plans it and fills the hot path's caches.
 
 sgemmlab never imports torch first: `TORCH.find()` picks it up once the caller has.
 """
@@ -17,7 +18,8 @@ import numbers
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -325,16 +327,49 @@ def _order_operands(ops: list[Operand], lead_library: str, handle: int) -> None:
             arrays.order_after(current_stream_handle(op.obj), handle, op.device_id)
 
 
-def general(a, b, c, alpha: float, beta: float, out, kernel, config, deterministic: bool,
-            fast: bool = False, precision: str = "ieee"):
-    """C = alpha a @ b + beta c into out / c / a new array, every check made. fast=True:
-    called by `torch_product` (plain torch tensors, no kernel or config), whose caches it
-    fills; autograd is then the caller's business."""
-    if TORCH.module is None:
-        TORCH.find()
-    if TORCH.module is not None and not fast:
-        TORCH.autograd_guard(a, b, c, out, beta)
-    given = out if out is not None else c  # the array written, when the caller gave one
+@dataclass(slots=True)
+class Call:
+    """One call, normalised once: its arrays read (runtime.arrays.Operand: pointer, shape,
+    strides, dtype and device, each checked as it was read) on the stream it runs on, checked
+    against each other, and its options. The plan's key and the launch read it; nothing
+    reads the caller's arrays again."""
+
+    A: Operand
+    B: Operand
+    Cin: Operand | None  # c (read where beta != 0)
+    ops: dict[str, Operand]  # every array passed, by its name
+    given: Any  # the array written, when the caller gave one (out, else c)
+    name: str  # "out" or "c": what messages call the output
+    out_shape: tuple[int, ...]
+    lead: str  # the library whose current stream the call runs on ...
+    handle: int  # ... and that stream
+    kernel: Any
+    config: Any
+    deterministic: bool
+    precision: str
+
+    @property
+    def options(self) -> tuple:
+        """The plan key's options: what a plan depends on besides the geometry."""
+        return (self.kernel, config_key(self.config) if self.config is not None else None,
+                self.deterministic, self.precision)
+
+    def plan(self, c_geometry: tuple, aligned: bool) -> Plan:
+        """The cached plan of this call with C of `c_geometry` (shape, strides)."""
+        A, B = self.A, self.B
+        key = (A.shape, A.strides, B.shape, B.strides, *c_geometry, A.device_id, aligned,
+               *self.options)
+        return PLANS.get(key, lambda: make_plan(
+            describe((A.shape, A.strides), (B.shape, B.strides), c_geometry, self.name),
+            A.device_id, self.kernel, self.config, self.deterministic, aligned,
+            self.precision))
+
+
+def normalise(a, b, c, beta: float, out, kernel, config, deterministic: bool,
+              precision: str) -> Call:
+    """Every check of a call's arrays and their agreement (the precision and the scalars
+    are the caller's: api checked them), as one `Call`; raises naming the problem."""
+    given = out if out is not None else c
     arrays_in = {n: x for n, x in (("a", a), ("b", b), ("c", c), ("out", out))
                  if x is not None}
     writes = {"a": False, "b": False, "c": out is None, "out": True}
@@ -357,44 +392,50 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
             raise ValueError(f"c is on GPU {Cin.device_id}, a and b on GPU {A.device_id}")
     if beta != 0 and Cin is None:
         raise ValueError("beta != 0 needs c")
-    name = "out" if out is not None or c is None else "c"
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping of constant names to integers (e.g. "
                         f"{{'BM': 128, ...}}), got {type(config).__name__}")
-    options = (kernel, config_key(config) if config is not None else None, deterministic,
-               precision)
+    name = "out" if out is not None or c is None else "c"
+    return Call(A, B, Cin, ops, given, name, out_shape, lead, handle, kernel, config,
+                deterministic, precision)
+
+
+def general(a, b, c, alpha: float, beta: float, out, kernel, config, deterministic: bool,
+            fast: bool = False, precision: str = "ieee"):
+    """C = alpha a @ b + beta c into out / c / a new array: the call normalised (`normalise`),
+    planned once (`Call.plan`) and launched. fast=True: a plain torch product (no kernel or
+    config) whose hot-path caches it fills; autograd is then the caller's business."""
+    if TORCH.module is None:
+        TORCH.find()
+    if TORCH.module is not None and not fast:
+        TORCH.autograd_guard(a, b, c, out, beta)
+    call = normalise(a, b, c, beta, out, kernel, config, deterministic, precision)
+    A, B, Cin, name = call.A, call.B, call.Cin, call.name
     # an operand read through a resolved copy (torch's negative bit) is not the caller's
     # tensor: the hot path must not remember its key, or its pointer
     fast = fast and A.obj is a and B.obj is b
-
-    def plan_for(c_geometry: tuple, aligned: bool) -> Plan:
-        key = (A.shape, A.strides, B.shape, B.strides, *c_geometry, A.device_id, aligned,
-               *options)
-        return PLANS.get(key, lambda: make_plan(
-            describe((A.shape, A.strides), (B.shape, B.strides), c_geometry, name),
-            A.device_id, kernel, config, deterministic, aligned, precision))
-
-    if given is None:
+    if call.given is None:
         # a new, contiguous, allocator-aligned output: planned (and so checked) before it
         # is allocated, and it overlaps nothing
         if A.library == "other":
-            new_output(A, out_shape)  # refuses: there is no library to make one with
-        plan = plan_for((out_shape, arrays.contiguous_strides(out_shape)),
-                        (A.ptr | B.ptr) & 15 == 0)
+            new_output(A, call.out_shape)  # refuses: there is no library to make one with
+        plan = call.plan((call.out_shape, arrays.contiguous_strides(call.out_shape)),
+                         (A.ptr | B.ptr) & 15 == 0)
         if fast:  # the hot path serves these two tensors from now on
             PLANS.remember_fast(fast_key(a, b, deterministic, precision), plan)
-        target = new_output(A, out_shape)
+        target = new_output(A, call.out_shape)
         C = as_operand(target, name, writable=True)
     else:
-        target = given
-        C = ops[name]
-        plan = plan_for((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
+        target = call.given
+        C = call.ops[name]
+        plan = call.plan((C.shape, C.strides), (A.ptr | B.ptr | C.ptr) & 15 == 0)
         check_target(C, name, A, B)
         if Cin is not None and beta != 0 and not C.same_array(Cin) and C.overlaps(Cin):
             raise ValueError(f"{name} partly overlaps c; pass the same array or disjoint ones")
     if plan.kind == "empty":
         return target
-    _order_operands(list(ops.values()), lead, handle)
+    lead, handle = call.lead, call.handle
+    _order_operands(list(call.ops.values()), lead, handle)
     if beta != 0 and not C.same_array(Cin):
         _copy_into(C, Cin)  # the kernel updates in place: C = alpha*AB + beta*C
     if plan.kind == "scale" or alpha == 0:  # BLAS: alpha == 0 reads neither A nor B
@@ -409,6 +450,6 @@ def general(a, b, c, alpha: float, beta: float, out, kernel, config, determinist
     else:
         make_current(A.device_id)
         plan.launch(A.ptr, B.ptr, C.ptr, handle, alpha, beta)
-    if C.library == "torch" and given is not None:
+    if C.library == "torch" and call.given is not None:
         TORCH.bump_version(C.obj)
     return target

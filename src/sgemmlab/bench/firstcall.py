@@ -7,11 +7,14 @@ times each call (`out=` a tensor made beforehand: allocating C is torch's work, 
 for any library) from entry to a synchronized GPU — the plan, dispatch, any module load or
 compile, the launch and the product itself — then a second call at the same problem, so the
 difference is what the first call cost. SGEMMLAB_FIRSTCALL_PROFILE=PATH writes a cProfile
-of the process's very first call there. The very first call of the process also pays
-whatever of sgemmlab's one-time set-up is not done by then: the process imports sgemmlab
-first (it runs as `python -m sgemmlab.bench.firstcall`), then makes its CUDA context
-(torch's) and its operands and times torch.matmul's own first call, as a program would,
-while the import's prefetch (dispatch/prefetch.py: cuda.core, the shipped table) runs.
+of the process's very first call there. The process makes its CUDA context (torch's) and
+the first problem's operands, and times torch.matmul's own first call, as a program would;
+then it times `import sgemmlab` and, right after it, the first problem's first call: that
+one pays sgemmlab's whole one-time set-up (the library, cuda.core and the shipped table are
+loaded by the first product, not by the import), and its record carries
+`import_to_first_ms`, from the import to the first product synchronised. (The process runs
+as `python -m sgemmlab.bench.firstcall`, so sgemmlab's own __init__, the error types alone,
+is loaded before that; `import_times` times the import in processes of their own.)
 Whether a call had to compile is read from the cache directory (a compile writes an entry
 there). Python's garbage collector runs before each problem, outside the timing (timeit's
 practice), and any collection inside a call is timed and recorded beside it: on the H200 a
@@ -40,7 +43,7 @@ def problems(gpu_name: str, limit: int | None = None) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"no shipped table for {gpu_name}: nothing to measure")
     seen, out = set(), []
-    for w in table_mod.read_table(path).data["winners"]:
+    for w in table_mod.read_table(path).winners():
         key = (w["M"], w["N"], w["K"], w.get("layout", "NN"), w.get("batch", 1))
         if key not in seen:
             seen.add(key)
@@ -48,36 +51,41 @@ def problems(gpu_name: str, limit: int | None = None) -> list[dict]:
     return out[:limit] if limit else out
 
 
+def _operand(rows: int, cols: int, col_major: bool, batch: int):
+    """A uniform float32 operand on the GPU, stored as bench.check.uniform_matrices stores
+    it, made without importing sgemmlab's library (the process times that)."""
+    import torch
+
+    shape = (batch, cols, rows) if col_major else (batch, rows, cols)
+    x = torch.rand(shape, device="cuda") * 2 - 1
+    x = x.mT if col_major else x
+    return x[0] if batch == 1 else x
+
+
+def _output(p: dict):
+    """The caller's output (out=): its allocation is torch's, not sgemmlab's."""
+    import torch
+
+    return torch.empty((p["batch"], p["M"], p["N"]) if p["batch"] > 1 else (p["M"], p["N"]),
+                       device="cuda")
+
+
 def _child(todo_path: str, out_path: str) -> None:
     """In the fresh process: every problem once, then again; write the records."""
+    import gc
+
     import torch
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # torch's context, as a user's program has it
-    torch.cuda.synchronize()
-    t_import = time.perf_counter()
-    import sgemmlab
-
-    import_ms = 1e3 * (time.perf_counter() - t_import)  # after torch, as a program has it
-    from sgemmlab.runtime.compiler import cache_dir
-
-    cubins = cache_dir() / "cubins"
-
-    def entries() -> int:
-        return len(list(cubins.glob("*.bin"))) if cubins.is_dir() else 0
-
-    from sgemmlab.bench.check import uniform_matrices
-
-    def operand(rows: int, cols: int, col_major: bool, batch: int):
-        return uniform_matrices(rows, cols, col_major=col_major, batch=batch)
-
     todo = json.loads(Path(todo_path).read_text())
     # the reference: torch.matmul's (cuBLAS's) first call in this process, at the first
     # problem, before sgemmlab's (TF32 off, as sgemmlab's FP32)
     torch.backends.cuda.matmul.allow_tf32 = False
     p0 = todo[0]
-    a0 = operand(p0["M"], p0["K"], p0["layout"][0] == "T", p0["batch"])
-    b0 = operand(p0["K"], p0["N"], p0["layout"][1] == "T", p0["batch"])
+    a0 = _operand(p0["M"], p0["K"], p0["layout"][0] == "T", p0["batch"])
+    b0 = _operand(p0["K"], p0["N"], p0["layout"][1] == "T", p0["batch"])
+    out0 = _output(p0)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     torch.matmul(a0, b0)
@@ -85,8 +93,6 @@ def _child(todo_path: str, out_path: str) -> None:
     torch_first_ms = 1e3 * (time.perf_counter() - t0)
     # Python's cyclic garbage collector can pause any call: its pauses are timed, and each
     # call's record says how much of its time they took
-    import gc
-
     pauses: list[float] = []
     began: list[float] = []
 
@@ -96,38 +102,62 @@ def _child(todo_path: str, out_path: str) -> None:
         elif began:
             pauses.append(1e3 * (time.perf_counter() - began.pop()))
 
+    gc.collect()
     gc.callbacks.append(on_gc)
-    records = []
     profile = os.environ.get("SGEMMLAB_FIRSTCALL_PROFILE")
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+    # the import, then at once the first product: what a program's first call costs
+    t_import = time.perf_counter()
+    import sgemmlab
+
+    t_first = time.perf_counter()
+    if prof is not None:
+        prof.enable()
+    sgemmlab.matmul(a0, b0, out=out0)
+    torch.cuda.synchronize()
+    t_done = time.perf_counter()
+    if prof is not None:
+        prof.disable()
+        _dump(prof, profile)
+    import_ms = 1e3 * (t_first - t_import)  # after torch, as a program has it
+    first0 = {"first_ms": 1e3 * (t_done - t_first), "import_ms": import_ms,
+              "import_to_first_ms": 1e3 * (t_done - t_import), "first_gc_ms": sum(pauses)}
+    from sgemmlab.runtime.compiler import cache_dir
+
+    cubins = cache_dir() / "cubins"
+
+    def entries() -> int:
+        return len(list(cubins.glob("*.bin"))) if cubins.is_dir() else 0
+
+    records = []
     for n, p in enumerate(todo):
         gc.collect()  # outside the timing, as timeit does: a collection inside a call is
         # the process's heap (torch's mostly), not the call's work; any left is recorded
-        a = operand(p["M"], p["K"], p["layout"][0] == "T", p["batch"])
-        b = operand(p["K"], p["N"], p["layout"][1] == "T", p["batch"])
-        # the output is the caller's (out=): its allocation is torch's, not sgemmlab's
-        out = torch.empty((p["batch"], p["M"], p["N"]) if p["batch"] > 1 else
-                          (p["M"], p["N"]), device="cuda")
+        if n == 0:  # its first call was timed with the import
+            a, b, out = a0, b0, out0
+        else:
+            a = _operand(p["M"], p["K"], p["layout"][0] == "T", p["batch"])
+            b = _operand(p["K"], p["N"], p["layout"][1] == "T", p["batch"])
+            out = _output(p)
         torch.cuda.synchronize()
         times, gc_ms = [], []
         before = entries()
-        for i in range(2):
+        for _ in range(1 if n == 0 else 2):
             del pauses[:]
-            prof = None
-            if profile and n == 0 and i == 0:
-                import cProfile
-
-                prof = cProfile.Profile()
-                prof.enable()
             t0 = time.perf_counter()
             sgemmlab.matmul(a, b, out=out)
             torch.cuda.synchronize()
             times.append(1e3 * (time.perf_counter() - t0))
             gc_ms.append(sum(pauses))
-            if prof is not None:
-                prof.disable()
-                _dump(prof, profile)
-        records.append({**p, "first_ms": times[0], "second_ms": times[1],
-                        "compiled": entries() > before, "first_gc_ms": gc_ms[0]})
+        if n == 0:  # (the empty cache had no entry before the first call)
+            records.append({**p, **first0, "second_ms": times[0], "compiled": before > 0})
+        else:
+            records.append({**p, "first_ms": times[0], "second_ms": times[1],
+                            "compiled": entries() > before, "first_gc_ms": gc_ms[0]})
     Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms,
                                           "import_after_torch_ms": import_ms}))
 
@@ -189,7 +219,9 @@ def summary(records: list[dict]) -> dict:
             "gc_ms_in_first_calls": sum(r.get("first_gc_ms", 0.0) for r in records),
             "compiled": sum(r["compiled"] for r in records),
             "over_target": sum(r["first_ms"] >= TARGET_MS for r in records),
-            "target_ms": TARGET_MS}
+            "target_ms": TARGET_MS,
+            # the process's first product, from `import sgemmlab` to its result
+            "import_to_first_ms": records[0].get("import_to_first_ms") if records else None}
 
 
 if __name__ == "__main__":

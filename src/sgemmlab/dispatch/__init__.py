@@ -90,16 +90,18 @@ from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung, config_key
 from ..runtime.limits import check_depth, check_int32
-from . import cache, model, prefetch
+from . import cache, model
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
 from .table import (
+    COMPACT_SCHEMA,
     PACKAGE_TABLE_DIR,
     SHIPPED_GPU,
     TABLE_SCHEMA,
     Table,
     aligned_of,
+    compact_table,
     load_table,
     merge_entries,
     new_table,
@@ -119,7 +121,8 @@ __all__ = ["choose", "check_precision", "tensor_rung", "eligible_rungs", "target
            "DispatchError", "TableError", "forced", "decomposition", "layout_of", "LAYOUTS",
            "HEURISTIC_FIXUP", "Geometry", "geometry", "heuristic", "registers_of",
            "MAX_DISTANCE", "Blend", "blend", "distance", "from_table",
-           "PACKAGE_TABLE_DIR", "SHIPPED_GPU", "TABLE_SCHEMA", "Table", "aligned_of", "load_table",
+           "COMPACT_SCHEMA", "PACKAGE_TABLE_DIR", "SHIPPED_GPU", "TABLE_SCHEMA", "Table",
+           "aligned_of", "compact_table", "load_table",
            "merge_entries", "new_table", "package_table_path", "read_table", "shape_key",
            "user_table_path", "validate", "winners", "write_table"]
 
@@ -140,7 +143,6 @@ def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: boo
            precision, arch)
     hit = cache.choices.get(key)
     if hit is None:
-        prefetch.wait()  # the table may be half-read by the import's prefetch: not twice
         req = Request(M, N, K, gpu_name, sm_count, bool(trans_a), bool(trans_b), batch,
                       bool(deterministic), bool(aligned))
         if check_precision(precision) == "ieee":

@@ -72,6 +72,17 @@ def _known(e: Mapping[str, Any]) -> Rung | None:
     return _LEGAL[key]
 
 
+def _known_shared(e: Mapping[str, Any], seen: dict) -> Rung | None:
+    """`_known(e)`, looked up by the identity of e's configuration first: a compact table's
+    entries share one configuration dict per candidate (table.py), and sorting each
+    entry's to look it up costs more than the rest of the index (`seen` lives while the
+    table's entries do)."""
+    key = (e["rung"], id(e["config"]))
+    if key not in seen:
+        seen[key] = _known(e)
+    return seen[key]
+
+
 def _usable(e: Mapping[str, Any], req: Request) -> bool:
     """The entry can serve the request: a known rung that computes this shape, with the
     features the request needs, bit-reproducible if asked."""
@@ -120,10 +131,11 @@ class _Index:
 
     def __init__(self, table: Table):
         self.keys, self.entries, self.rungs = [], [], []
+        known: dict[tuple[str, int], Rung | None] = {}  # (rung, id(config)) -> _known(e)
         for shape, entries in table.shapes().items():
             self.keys.append(shape)
             self.entries.append(entries)
-            self.rungs.append([_known(e) for e in entries])
+            self.rungs.append([_known_shared(e, known) for e in entries])
         self.logs = np.log(np.array([[M, N, K, b] for M, N, K, _, b in self.keys] or
                                     np.zeros((0, 4)), dtype=np.float64).reshape(-1, 4))
         self.layouts = np.array([k[3] for k in self.keys], dtype=object)

@@ -14,6 +14,23 @@ The table file (schema "sgemmlab.table/1"; docs/dispatch.md has an example):
 `winners` (the fastest entry of each shape) is derived from `entries` and kept for readers;
 dispatch re-derives it under each request's constraints.
 
+The package ships the compact form of a table (schema "sgemmlab.table.compact/1",
+`compact_table`): every entry, but only what dispatch, the blend and the cost model's fit read
+of it, each (rung, configuration) and each shape written once and the entries as columns:
+
+    {"schema": "sgemmlab.table.compact/1", "gpu", "compute_capability", "sm_count",
+     "created", "command", "method", "sources",
+     "candidates": [[rung, config], ...], "shapes": [[M, N, K, layout, batch, aligned], ...],
+     "entries": {"shape": [index], "candidate": [index], "median_us": [...],
+                 "vs_cublas": [...]}}
+
+It leaves out what only a reader of the measurement needs (each entry's spread, source and
+derived flags; the winners): those are in the results files named by `sources`, from which
+`sgemmlab tune --export` rebuilds the whole table (tune/table.py). The entries keep the full
+table's order, so every lookup, blend and fit reads the same entries in the same order: the
+H200's is 0.3 MB gzipped (the full one 1 MB gzipped, 11 MB of JSON) and reads in a few
+milliseconds, at the first product that needs it (never at import).
+
 Tables are looked for in the user's cache directory first ($SGEMMLAB_CACHE_DIR or
 ~/.cache/sgemmlab, then tables/<gpu-slug>.json), then in the package
 (sgemmlab/data/tables/<gpu-slug>.json.gz). A table decides which cubin runs, so the user's is
@@ -28,6 +45,7 @@ import gzip
 import json
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -40,6 +58,11 @@ from . import cache
 from .request import LAYOUTS
 
 TABLE_SCHEMA = "sgemmlab.table/1"
+COMPACT_SCHEMA = "sgemmlab.table.compact/1"
+#: The columns of a compact table's entries, and the header both forms carry.
+COLUMNS = ("shape", "candidate", "median_us", "vs_cublas")
+HEADER = ("schema", "gpu", "compute_capability", "sm_count", "created", "command", "method",
+          "sources")
 PACKAGE_TABLE_DIR = Path(__file__).resolve().parent.parent / "data" / "tables"
 #: The GPU whose table ships with the package (what `sgemmlab explain` assumes without one).
 SHIPPED_GPU = "NVIDIA H200"
@@ -121,9 +144,11 @@ def _plainly_good(e: dict) -> bool:
 
 
 def validate(data: Any) -> list[str]:
-    """What is wrong with a table, in words; empty when it is a good one."""
+    """What is wrong with a table (either form), in words; empty when it is a good one."""
     if not isinstance(data, dict):
         return ["not a JSON object"]
+    if data.get("schema") == COMPACT_SCHEMA:
+        return validate_compact(data)
     if data.get("schema") != TABLE_SCHEMA:
         return [f"schema is {data.get('schema')!r}, expected {TABLE_SCHEMA!r}"]
     problems = []
@@ -152,9 +177,84 @@ def validate(data: Any) -> list[str]:
     return problems
 
 
+def _types(column: list) -> set:
+    return set(map(type, column))
+
+
+def validate_compact(data: dict) -> list[str]:
+    """What is wrong with a compact table, in words (checked column by column: the first
+    product of a process reads it)."""
+    problems = []
+    if not isinstance(data.get("gpu"), str) or not data["gpu"]:
+        problems.append("no gpu name")
+    cands, shapes, cols = data.get("candidates"), data.get("shapes"), data.get("entries")
+    if not isinstance(cands, list) or not all(
+            type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is dict
+            and all(type(k) is str and type(v) is int for k, v in c[1].items())
+            for c in cands):
+        problems.append("candidates is not a list of [rung, configuration]")
+    if not isinstance(shapes, list) or not all(
+            type(s) is list and len(s) == 6 and all(type(n) is int and n >= 1 for n in
+                                                    (s[0], s[1], s[2], s[4]))
+            and s[3] in LAYOUTS and type(s[5]) is bool for s in shapes):
+        problems.append("shapes is not a list of [M, N, K, layout, batch, aligned]")
+    if not isinstance(cols, dict) or not all(type(cols.get(c)) is list for c in COLUMNS):
+        return problems + [f"entries is not an object of the columns {', '.join(COLUMNS)}"]
+    if problems:
+        return problems
+    if len({len(cols[c]) for c in COLUMNS}) != 1:
+        problems.append("entries: the columns differ in length")
+    for name, count in (("shape", len(shapes)), ("candidate", len(cands))):
+        col = cols[name]
+        if col and (_types(col) != {int} or min(col) < 0 or max(col) >= count):
+            problems.append(f"entries: {name} is not an index into {name}s")
+    for name in ("median_us", "vs_cublas"):
+        col = cols[name]
+        if col and (not _types(col) <= {int, float} or name == "median_us" and min(col) <= 0):
+            problems.append(f"entries: {name} holds " + (
+                "a value that is not > 0" if _types(col) <= {int, float} else "a non-number"))
+    return problems
+
+
+def compact_table(data: Mapping[str, Any]) -> dict:
+    """The compact form of a table (module docstring): its header and every entry, in its
+    order, with what dispatch and the cost model read of them. Raises TableError for an
+    invalid table."""
+    if problems := validate(dict(data)):
+        raise TableError("refusing to compact an invalid table: " + "; ".join(problems[:3]))
+    if data["schema"] == COMPACT_SCHEMA:
+        return dict(data)
+    cands: dict[tuple, int] = {}  # (rung, sorted configuration) -> index
+    configs: list[list] = []  # [rung, configuration] by index
+    shapes: dict[tuple, int] = {}
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    for e in data["entries"]:
+        key = (e["rung"], tuple(sorted(e["config"].items())))
+        if key not in cands:
+            cands[key] = len(configs)
+            configs.append([e["rung"], dict(e["config"])])
+        s = shapes.setdefault((*shape_key(e), aligned_of(e)), len(shapes))
+        for name, v in zip(COLUMNS, (s, cands[key], e["median_us"], e["vs_cublas"])):
+            cols[name].append(v)
+    return {**{k: data.get(k) for k in HEADER}, "schema": COMPACT_SCHEMA,
+            "candidates": configs, "shapes": [list(s) for s in shapes], "entries": cols}
+
+
+def _expand(data: Mapping[str, Any]) -> list[dict]:
+    """A compact table's entries as the full form's (those fields dispatch reads); a
+    candidate's configuration is one dict shared by its entries, to be read, not changed."""
+    cands, shapes, cols = data["candidates"], data["shapes"], data["entries"]
+    return [{"M": M, "N": N, "K": K, "layout": layout, "batch": batch, "aligned": aligned,
+             "rung": rung, "config": config, "median_us": us, "vs_cublas": vs}
+            for (M, N, K, layout, batch, aligned), (rung, config), us, vs in zip(
+                map(shapes.__getitem__, cols["shape"]),
+                map(cands.__getitem__, cols["candidate"]), cols["median_us"],
+                cols["vs_cublas"])]
+
+
 @dataclass(frozen=True)
 class Table:
-    """A tuning table as dispatch reads it."""
+    """A tuning table as dispatch reads it, of either form (`compact`)."""
 
     data: Mapping[str, Any]
     where: str  # "user cache" | "package" | a path
@@ -169,10 +269,33 @@ class Table:
         return self.data.get("sm_count")
 
     @property
+    def compact(self) -> bool:
+        return self.data.get("schema") == COMPACT_SCHEMA
+
+    @cached_property
     def entries(self) -> list[dict]:
-        return self.data["entries"]
+        """Every entry, as dicts (a compact table's made once, on first use)."""
+        return _expand(self.data) if self.compact else self.data["entries"]
+
+    def winners(self) -> list[dict]:
+        """The fastest entry of each shape (`winners`), in the order shapes first appear."""
+        return self.data["winners"] if not self.compact else winners(self.entries)
+
+    def full(self) -> dict:
+        """The table in the full form (a compact one's entries with what it keeps of them)."""
+        if not self.compact:
+            return dict(self.data)
+        return {**{k: self.data.get(k) for k in HEADER}, "schema": TABLE_SCHEMA,
+                "entries": self.entries, "winners": self.winners()}
 
     def shapes(self) -> dict[tuple, list[dict]]:
+        """shape_key -> the shape's entries, in the order shapes first appear."""
+        if self.compact:  # grouped by the shape each entry names
+            keys = [tuple(s[:5]) for s in self.data["shapes"]]
+            grouped: dict[tuple, list[dict]] = {k: [] for k in keys}
+            for i, e in zip(self.data["entries"]["shape"], self.entries):
+                grouped[keys[i]].append(e)
+            return grouped
         out: dict[tuple, list[dict]] = {}
         for e in self.entries:
             out.setdefault(shape_key(e), []).append(e)
@@ -198,17 +321,18 @@ def read_table(path: str | Path, where: str | None = None, *, checked: bool = Fa
 
 
 def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
-    """Write a table atomically (readers see the old file or the whole new one), readable by
-    all and writable by its owner alone, so the user's table stays trusted; the cache's
-    tables/ directory is made private (0o700) like the rest of the cache. A path ending in
-    .gz is written gzipped (the package's table: the grid's 17,000 entries are 10 MB of
-    JSON)."""
+    """Write a table (either form) atomically (readers see the old file or the whole new
+    one), readable by all and writable by its owner alone, so the user's table stays
+    trusted; the cache's tables/ directory is made private (0o700) like the rest of the
+    cache. A path ending in .gz is written gzipped (the package's table); a compact table
+    without indentation (it is for dispatch, not for reading)."""
     if problems := validate(data):
         raise TableError("refusing to write an invalid table: " + "; ".join(problems[:3]))
     path = Path(path)
     if path.parent == cache_dir() / "tables":
         make_cache_subdir("tables")
-    text = json.dumps(data, indent=1) + "\n"
+    text = (json.dumps(data, separators=(",", ":")) if data.get("schema") == COMPACT_SCHEMA
+            else json.dumps(data, indent=1)) + "\n"
     write_atomic(path, gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text,
                  mode=0o644)
     cache.clear_cache()

@@ -12,18 +12,24 @@ FP32 on a flushed L2, grouped (measure.Method.grouped): each round times cuBLAS 
 every candidate of the shape, so the ratios that rank them share one baseline. Everything
 compiles in parallel first.
 
-Resumable: the records of a shape go to results/<gpu>/table-<tag>.partial.jsonl as the
+Resumable: the records of a shape go to results/<gpu>/table/<tag>.partial.jsonl as the
 shape is done (tune/resume.py; a candidate that fails its check at once); run the same
 command again after a stop and only what is missing is measured. At the end: a results
 file (kind "tune", name table-<tag>-<time>) with every record, and the table: merged into
 this GPU's current table (a shape measured now replaces that shape's old entries) and
 written to the user's cache directory, where dispatch looks first; `export` writes the
-same table where asked (the package's data/tables/<gpu>.json.gz ships it).
+same table where asked. An export to a path ending in .json.gz is the compact form the
+package ships (data/tables/<gpu>.json.gz: dispatch/table.py, `compact_table`); to any other
+path the full form. A compact table is first rebuilt from the results files its sources
+name (`full_table`), so `sgemmlab tune --export src/sgemmlab/data/tables/<gpu>.json.gz`
+regenerates the shipped file from the committed results.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -213,7 +219,7 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
     cands = candidates if candidates is not None else candidates_for(
         rungs or default_rungs(), gpu.name, extra)
     notes: list[str] = []
-    log = PartialLog(results.results_root() / gpu.slug / f"table-{tag}.partial.jsonl",
+    log = PartialLog(results.place(gpu.slug, f"table-{tag}.partial.jsonl"),
                      {"gpu": gpu.name, "sm_count": gpu.sm_count, "nvrtc": nvrtc_version(),
                       "method": method.as_dict()}, record_key, resume=resume, fresh=_fresh)
     if log.note:
@@ -270,12 +276,12 @@ def build_table(shapes: list[Shape], rungs: list[Rung] | None = None, *,
         {"rung": r.label, "config": c} for r, c in cands]}
     name = f"table-{tag}-{results.stamp()}"
     path = results.write(run, gpu.slug, name)
-    source = f"results/{gpu.slug}/{path.name}"
+    source = f"results/{gpu.slug}/{path.parent.name}/{path.name}"
 
     table = merged_table(gpu, entries_from(records, source), source, run, method.as_dict())
     written = [dispatch.write_table(table, dispatch.user_table_path(gpu.name))]
     if export is not None:
-        written.append(dispatch.write_table(table, export))
+        written.append(write_export(table, export))
     log.finish()
     return TableRun(path, table, written, notes)
 
@@ -287,7 +293,8 @@ def merged_table(gpu, entries: list[dict], source: str, run: dict, method: dict)
     base = dispatch.load_table(gpu.name)
     old, sources = [], []
     if base is not None and base.sm_count in (None, gpu.sm_count):
-        old, sources = base.entries, list(base.data.get("sources", []))
+        full = full_table(base)
+        old, sources = full["entries"], list(full.get("sources") or [])
     merged = dispatch.merge_entries(old, entries)
     live = {e["source"] for e in merged if "source" in e}
     return dispatch.new_table(
@@ -305,4 +312,55 @@ def export_table(gpu_name: str, path: Path) -> tuple[Path, dispatch.Table]:
                                 f"{dispatch.user_table_path(gpu_name)} and "
                                 f"{dispatch.package_table_path(gpu_name)}); build one with "
                                 "`sgemmlab tune --table`")
-    return dispatch.write_table(dict(table.data), path), table
+    return write_export(full_table(table), path), table
+
+
+def write_export(data: dict, path: Path) -> Path:
+    """A full table written to `path`: in the compact form the package ships where the path
+    ends in .json.gz, else as it is."""
+    path = Path(path)
+    return dispatch.write_table(dispatch.compact_table(data) if path.name.endswith(".json.gz")
+                                else data, path)
+
+
+def _source_path(source: str, gpu_name: str) -> tuple[Path, str] | None:
+    """(the file, its name as a source) of the results file a table's source names: at its
+    path under the checkout, or where results/ files are now placed (bench.results.place,
+    results/<gpu>/<kind>/...); None when neither holds it."""
+    from ..bench import results
+    from ..runtime.device import slug
+
+    root = results.results_root()
+    named = root.parent / source
+    if named.is_file():
+        return named, source
+    place = getattr(results, "place", None)
+    moved = place(slug(gpu_name), Path(source).name, root) if place else None
+    if moved is None or not moved.is_file():
+        return None
+    return moved, f"{root.name}/{moved.relative_to(root).as_posix()}"
+
+
+def full_table(table: dispatch.Table) -> dict:
+    """A table in the full form. A compact one (the package's) is rebuilt from the results
+    files its sources name, merged oldest first as `build_table` merged them (every entry
+    as `entries_from` makes it: its spread, source and flags again); where one of them is
+    not at hand (an installed package has no results/), its own entries in the full form."""
+    if not table.compact:
+        return dict(table.data)
+    runs = []
+    for source in table.data.get("sources") or []:
+        found = _source_path(source, table.gpu)
+        if found is None:
+            return table.full()
+        raw = found[0].read_bytes()
+        runs.append((json.loads(gzip.decompress(raw) if found[0].suffix == ".gz" else raw),
+                     found[1]))
+    entries: list[dict] = []
+    for run, source in sorted(runs, key=lambda r: r[0].get("created", "")):
+        entries = dispatch.merge_entries(entries, entries_from(run["records"], source))
+    d = table.data
+    return dispatch.new_table(d["gpu"], d.get("compute_capability", ""), d.get("sm_count"),
+                              entries, command=d.get("command", ""),
+                              created=d.get("created", ""), method=d.get("method"),
+                              sources=[source for _, source in runs])

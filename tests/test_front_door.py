@@ -1,0 +1,112 @@
+"""The front door on the CPU: `import sgemmlab` loads nothing of the library (no cuda.core,
+NumPy or torch, no thread), every public name still resolves, and the compact table the
+package ships makes every dispatch decision the full table rebuilt from results/ makes."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+
+import pytest
+
+from sgemmlab import dispatch
+from sgemmlab.dispatch import cache
+from sgemmlab.tune.table import full_table
+
+GPU, SMS = "NVIDIA H200", 132
+
+
+def python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_import_loads_no_library_and_starts_no_thread():
+    done = python(
+        "import sys, threading, sgemmlab\n"
+        "heavy = [m for m in ('cuda', 'cuda.core', 'numpy', 'torch', 'sgemmlab.api',\n"
+        "                     'sgemmlab.dispatch', 'sgemmlab.runtime') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
+        "print('light')\n")
+    assert done.returncode == 0 and "light" in done.stdout, done.stderr[-2000:]
+
+
+def test_every_public_name_resolves_on_first_use():
+    done = python(
+        "import sgemmlab\n"
+        "from sgemmlab import matmul, sgemm, free_workspaces, OperandError, __version__\n"
+        "assert sgemmlab.matmul is matmul and callable(sgemm) and callable(free_workspaces)\n"
+        "assert set(sgemmlab.__all__) - {'torch_mode'} <= set(dir(sgemmlab))\n"
+        "assert 'torch_mode' in dir(sgemmlab) and callable(sgemmlab.find_torch)\n"
+        "try:\n"
+        "    sgemmlab.nothing\n"
+        "except AttributeError as exc:\n"
+        "    assert 'nothing' in str(exc)\n"
+        "print('names')\n")
+    assert done.returncode == 0 and "names" in done.stdout, done.stderr[-2000:]
+
+
+def test_the_shipped_table_is_compact_and_read_at_the_first_product():
+    shipped = dispatch.read_table(dispatch.package_table_path(GPU), "package")
+    assert shipped.compact and dispatch.package_table_path(GPU).stat().st_size < 500_000
+    kept = set(shipped.entries[0])
+    assert kept == {"M", "N", "K", "layout", "batch", "aligned", "rung", "config",
+                    "median_us", "vs_cublas"}
+    done = python("import sgemmlab\nfrom sgemmlab.dispatch import cache\n"
+                  "assert not cache.tables\nprint('unread')\n")
+    assert done.returncode == 0 and "unread" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def both_tables():
+    """(compact, full): the shipped table, and the full one rebuilt from the results files
+    its sources name (every entry with its spread and source)."""
+    compact = dispatch.read_table(dispatch.package_table_path(GPU), "package")
+    full = full_table(compact)
+    assert all("source" in e for e in full["entries"]), "results/ sources not found"
+    assert not dispatch.validate(full) and len(full["entries"]) == len(compact.entries)
+    return compact, dispatch.Table(full, "package")
+
+
+def _requests(table: dispatch.Table, count: int, seed: int = 35) -> list[dict]:
+    """Every measured shape as it was measured, and `count` drawn log-uniformly over
+    [1, 20000]^3 with every layout, batches, alignments and deterministic requests."""
+    out = [dict(M=M, N=N, K=K, trans_a=lay[0] == "T", trans_b=lay[1] == "T", batch=b)
+           for M, N, K, lay, b in table.shapes()]
+    rng = random.Random(seed)
+
+    def side() -> int:
+        return max(1, int(math.exp(rng.uniform(0, math.log(20000)))))
+
+    for _ in range(count):
+        lay = rng.choice(dispatch.LAYOUTS)
+        out.append(dict(M=side(), N=side(), K=side(), trans_a=lay[0] == "T",
+                        trans_b=lay[1] == "T", batch=rng.choice((1, 1, 1, 2, 8, 64)),
+                        aligned=rng.random() < 0.8, deterministic=rng.random() < 0.2))
+    return out
+
+
+def _decisions(table: dispatch.Table, requests: list[dict]) -> list[tuple]:
+    dispatch.clear_cache()
+    cache.tables[GPU] = table
+    got = []
+    for r in requests:
+        c = dispatch.choose(gpu_name=GPU, sm_count=SMS, arch="sm_90", **r)
+        entry = {k: c.entry[k] for k in ("M", "N", "K", "layout", "batch", "rung",
+                                         "median_us", "vs_cublas")} if c.entry else None
+        got.append((c.rung, dict(c.config), c.decomposition, c.source, c.distance, entry,
+                    c.reason))
+    dispatch.clear_cache()
+    return got
+
+
+def test_the_compact_table_decides_as_the_full_one(both_tables):
+    compact, full = both_tables
+    requests = _requests(full, 3000)
+    a, b = _decisions(compact, requests), _decisions(full, requests)
+    differ = [(r, x, y) for r, x, y in zip(requests, a, b) if x != y]
+    assert not differ, differ[:3]
+    assert {d[3] for d in a} >= {"table", "model", "heuristic"}  # every source exercised
