@@ -41,6 +41,7 @@ def test_every_public_name_resolves_on_first_use():
         "assert sgemmlab.matmul is matmul and callable(sgemm) and callable(free_workspaces)\n"
         "assert set(sgemmlab.__all__) - {'torch_mode'} <= set(dir(sgemmlab))\n"
         "assert 'torch_mode' in dir(sgemmlab) and callable(sgemmlab.find_torch)\n"
+        "assert sgemmlab.api.matmul is matmul and sgemmlab.dispatch.choose\n"
         "try:\n"
         "    sgemmlab.nothing\n"
         "except AttributeError as exc:\n"

@@ -28,14 +28,22 @@ _LAZY = {"matmul": "api", "sgemm": "api", "free_workspaces": "api", "find_torch"
 
 
 def __getattr__(name: str):
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'sgemmlab' has no attribute {name!r}")
+    """A name of _LAZY, or a subpackage not imported yet (`sgemmlab.api`, as before the
+    import was made lazy), imported now."""
     from importlib import import_module
 
-    value = getattr(import_module(f".{where}", __name__), name)
-    globals()[name] = value  # the next lookup is an attribute like any other
-    return value
+    where = _LAZY.get(name)
+    if where is not None:
+        value = getattr(import_module(f".{where}", __name__), name)
+        globals()[name] = value  # the next lookup is an attribute like any other
+        return value
+    if not name.startswith("_"):
+        try:
+            return import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module 'sgemmlab' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
