@@ -58,11 +58,14 @@ PRECISIONS = ("ieee", "tf32x3", "tf32")
 class Rule:
     """One legality rule: `text` says it in words, `holds` decides it for a configuration.
     A `host` rule concerns a key only the host reads (rung 14's SPLIT): no kernel sees it,
-    so no static_assert can mirror it."""
+    so no static_assert can mirror it. A `search` rule narrows what a search tries, not
+    what the kernel can compile (rung 9 searches rung 8's kernel at 64 threads or more):
+    the kernel has no static_assert of it either."""
 
     text: str
     holds: Callable[[Config], bool]
     host: bool = False
+    search: bool = False
 
 
 @dataclass(frozen=True)

@@ -234,13 +234,13 @@ RUNGS: tuple[Rung, ...] = (
         seed={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "PAD": 4},
         rules=_thread_tile_rules() + _vector_rules()
         + (Rule("at least 64 threads per block", lambda c: (c["BM"] // c["TM"])
-                * (c["BN"] // c["TN"]) >= 64),),
+                * (c["BN"] // c["TN"]) >= 64, search=True),),
         vectorized=True,
     ),
     Rung(
         10, "warptiling", "warptiling: block, warp and thread tiles", "ladder/10_warptiling.cu",
         # The H200 search over the first space (BK 8/16, warp tiles up to 128) found the
-        # 128-wide warp tiles and BK = 8 always slower (results/nvidia-h200/tune-10_*), and
+        # 128-wide warp tiles and BK = 8 always slower (results/nvidia-h200/tune/10_*), and
         # the copy latency exposed: PREFETCH (fetch the next tile before the math) joined.
         space={"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (16, 32), "WM": (32, 64),
                "WN": (32, 64), "WNITER": (1, 2, 4), "TM": (4, 8), "TN": (4,),
