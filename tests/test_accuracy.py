@@ -241,7 +241,7 @@ def test_the_results_file_has_the_runs_environment_and_every_record(tmp_path, mo
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
     gpu = GPUInfo(0, "Fake GPU", (9, 0), 132, 50 << 20, 227 << 10)
     run, path = acc.run(SMALL[:2], FAKES[:3], seed=1, device="cpu", gpu=gpu)
-    assert path.parent == tmp_path / "fake-gpu" and path.name.startswith("accuracy-")
+    assert path.parent == tmp_path / "fake-gpu" / "accuracy" and path.name.startswith("2026")
     data = results.load(path)
     assert data["kind"] == "accuracy" and data["method"]["seed"] == 1
     assert {"gpu", "git_commit", "source_digest", "versions"} <= set(data["environment"])

@@ -111,7 +111,7 @@ def test_bench_command_end_to_end(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["bench", "--shape", "128,128,128", "--kernel", "3",
                                       "--baseline", "none", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert len(list(tmp_path.glob("*/bench-128x128x128-*.json"))) == 1
+    assert len(list(tmp_path.glob("*/bench/128x128x128-*.json"))) == 1
 
 
 def test_bench_grouped_gives_every_kernel_the_same_baseline(tmp_path, monkeypatch):
@@ -126,7 +126,7 @@ def test_bench_grouped_gives_every_kernel_the_same_baseline(tmp_path, monkeypatc
                                       "--kernel", "10", "--baseline", "none", "--grouped",
                                       "--quiet"])
     assert result.exit_code == 0, result.output
-    data = json.loads(next(tmp_path.glob("*/bench-200x136x72-*.json")).read_text())
+    data = json.loads(next(tmp_path.glob("*/bench/200x136x72-*.json")).read_text())
     assert data["method"]["grouped"] is True
     by = {r["kernel"]: r for r in data["records"]}
     rung3, rung10 = by["03_smem"], by["10_warptiling"]

@@ -224,7 +224,7 @@ def test_run_writes_a_models_results_file(no_transformers, counting, monkeypatch
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
     seen = []
     run, path = models.run(["llama"], "tf32x3", seen.append, switch=counting, device="cpu")
-    assert path.parent == tmp_path / "nvidia-h200" and path.name.startswith("models-")
+    assert path.parent == tmp_path / "nvidia-h200" / "models" and path.name[0].isdigit()
     data = results.load(path)
     assert data["kind"] == "models" and data["method"]["precision"] == "tf32x3"
     assert data["method"]["baseline"] == models.BASELINE

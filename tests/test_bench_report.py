@@ -91,7 +91,8 @@ def write(path: Path, run: dict) -> Path:
 
 @pytest.fixture
 def bench_file(tmp_path) -> Path:
-    return write(tmp_path / "nvidia-h200" / "bench-test-20261129T120000Z.json", bench_run())
+    return write(results.place("nvidia-h200", "bench-test-20261129T120000Z.json", tmp_path),
+                 bench_run())
 
 
 def test_report_writes_markdown_and_three_charts_in_png_and_svg(bench_file, tmp_path):
@@ -164,16 +165,16 @@ def test_roofline_intensity_from_the_bill_or_the_shape():
 
 
 def test_newest_measured_ceilings_beside_the_results_win(bench_file, tmp_path):
-    write(bench_file.parent / "ceilings-20261128T000000Z.json",
+    write(results.place("nvidia-h200", "ceilings-20261128T000000Z.json", tmp_path),
           ceilings_run(60.0, 4.0, "2026-11-28T00:00:00+00:00"))
-    write(bench_file.parent / "ceilings-20261129T000000Z.json",
+    write(results.place("nvidia-h200", "ceilings-20261129T000000Z.json", tmp_path),
           ceilings_run(61.5, 4.1, "2026-11-29T00:00:00+00:00"))
     text, _ = report.build([bench_file], tmp_path / "out")
     assert "FFMA peak 61.5 TFLOP/s, copy bandwidth 4.10 TB/s" in text
 
 
 def test_a_ceilings_file_on_the_command_line_wins(bench_file, tmp_path):
-    write(bench_file.parent / "ceilings-20261129T000000Z.json",
+    write(results.place("nvidia-h200", "ceilings-20261129T000000Z.json", tmp_path),
           ceilings_run(61.5, 4.1, "2026-11-29T00:00:00+00:00"))
     given = write(tmp_path / "elsewhere" / "c.json",
                   ceilings_run(59.0, 3.9, "2026-11-01T00:00:00+00:00"))
@@ -312,7 +313,8 @@ def test_random_and_suite_lines_for_the_terminal():
 
 
 def test_report_keeps_layouts_and_batches_apart_and_summarizes_the_suites(tmp_path):
-    path = write(tmp_path / "nvidia-h200" / "bench-random-20261229T120000Z.json", random_run())
+    path = write(results.place("nvidia-h200", "bench-random-20261229T120000Z.json", tmp_path),
+                 random_run())
     text, _ = report.build([path], tmp_path / "out")
     assert "### 4096×4096×4096\n" in text and "### 4096×4096×4096:TN\n" in text
     assert "### 32@128×128×128\n" in text

@@ -6,6 +6,8 @@ import json
 import shlex
 import sys
 
+import pytest
+
 from sgemmlab.bench import results
 
 
@@ -18,15 +20,15 @@ def _ceilings_file(folder, name, ffma, created, kind="ceilings"):
 
 def test_the_newest_measured_ceilings_are_used(tmp_path, monkeypatch):
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
-    gpu = tmp_path / "nvidia-h200"
-    _ceilings_file(gpu, "ceilings-20261101T000000Z.json", 60.0, "2026-11-01T00:00:00+00:00")
-    _ceilings_file(gpu, "ceilings-20261120T000000Z.json", 62.0, "2026-11-20T00:00:00+00:00")
-    _ceilings_file(gpu, "ceilings-20261125T000000Z.json", 99.0, "2026-11-25T00:00:00+00:00",
+    gpu = tmp_path / "nvidia-h200" / "ceilings"
+    _ceilings_file(gpu, "20261101T000000Z.json", 60.0, "2026-11-01T00:00:00+00:00")
+    _ceilings_file(gpu, "20261120T000000Z.json", 62.0, "2026-11-20T00:00:00+00:00")
+    _ceilings_file(gpu, "20261125T000000Z.json", 99.0, "2026-11-25T00:00:00+00:00",
                    kind="bench")  # misnamed: not a ceilings run
-    (gpu / "ceilings-20261130T000000Z.json").write_text("{half a file")
+    (gpu / "20261130T000000Z.json").write_text("{half a file")
     got = results.ceilings_for("nvidia-h200")
     assert got["ffma_tflops"] == 62.0
-    assert got["source"].endswith("ceilings-20261120T000000Z.json")
+    assert got["source"].endswith("ceilings/20261120T000000Z.json")
 
 
 def test_without_a_measurement_the_documented_h200_ceilings(tmp_path, monkeypatch):
@@ -54,47 +56,102 @@ def test_the_commit_named_by_the_environment_wins_over_a_copied_git(monkeypatch)
     assert res.git_state()["git_commit"] == "stale-head"
 
 
-def test_a_large_run_is_written_gzipped_and_loads_the_same(tmp_path, monkeypatch):
+def test_a_large_run_is_written_compressed_and_loads_the_same(tmp_path, monkeypatch):
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(results, "sm_clock_mhz", lambda: 1980)
-    monkeypatch.setattr(results, "GZIP_FROM_BYTES", 4096)
+    monkeypatch.setattr(results, "COMPRESS_FROM_BYTES", 4096)
 
     def run(n):
         return {"schema": results.SCHEMA, "kind": "bench", "environment": {},
                 "records": [{"M": i, "times_us": [1.5] * 8} for i in range(n)]}
 
-    small = results.write(run(2), "nvidia-h200", "small")
-    big = results.write(run(400), "nvidia-h200", "big")
-    assert small.name == "small.json" and big.name == "big.json.gz"
-    assert not (tmp_path / "nvidia-h200" / "big.json").exists()
+    small = results.write(run(2), "nvidia-h200", "bench-small-20261204T101010Z")
+    big = results.write(run(400), "nvidia-h200", "bench-big-20261204T101010Z")
+    assert small == tmp_path / "nvidia-h200" / "bench" / "small-20261204T101010Z.json"
+    assert big.name == "big-20261204T101010Z.json.xz"
+    assert not big.with_suffix("").exists()
     assert results.load(big)["records"] == run(400)["records"]
     assert results.load(small)["environment"]["sm_clock_mhz_after"] == 1980
     assert len(big.read_bytes()) < len(results.read_text(big)) / 5
 
 
-def test_ladder_and_ceilings_files_are_found_gzipped_too(tmp_path, monkeypatch):
-    """Since files past GZIP_FROM_BYTES are written gzipped, the readers that pick the
-    newest ladder or ceilings file must find <name>.json.gz as well as <name>.json."""
+def test_one_reader_reads_plain_gzipped_and_xz_files(tmp_path):
+    import gzip
+    import lzma
+
+    text = json.dumps({"schema": results.SCHEMA, "records": [1, 2]})
+    for name, data in (("a.json", text.encode()), ("a.json.gz", gzip.compress(text.encode())),
+                       ("a.json.xz", lzma.compress(text.encode()))):
+        (tmp_path / name).write_bytes(data)
+        assert results.load(tmp_path / name)["records"] == [1, 2]
+
+
+@pytest.mark.parametrize("name, where", [
+    ("bench-square-ragged-skinny-20261129T122009Z.json",
+     "bench/square-ragged-skinny-20261129T122009Z.json"),
+    ("ladder-numba-4096x4096x4096-20261201T200214Z.json",
+     "ladder/numba-4096x4096x4096-20261201T200214Z.json"),
+    ("pytest-sanitizer-r21-20261201T2005Z.txt", "sanitizer/pytest-r21-20261201T2005Z.txt"),
+    ("pytest-gpu-20261203T1639Z.txt", "pytest/gpu-20261203T1639Z.txt"),
+    ("models-20261203T105312Z.json.xz", "models/20261203T105312Z.json.xz"),
+    ("tune-13_hoisted-2048x2048x2048.partial.jsonl",
+     "tune/13_hoisted-2048x2048x2048.partial.jsonl"),
+])
+def test_results_are_placed_by_kind(name, where, tmp_path):
+    assert results.place("nvidia-h200", name, tmp_path) == tmp_path / "nvidia-h200" / where
+
+
+def test_a_long_name_is_cut_and_keeps_its_stamp_and_a_digest(tmp_path):
+    long = ("bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192-"
+            "8192x-20261202T003023Z.json.gz")
+    path = results.place("nvidia-h200", long, tmp_path)
+    assert path.parent == tmp_path / "nvidia-h200" / "bench"
+    assert path.name.startswith("2048x2048x2048-3072x3072x3072-")
+    assert path.name.endswith("-20261202T003023Z.json.gz") and len(path.name) < 70
+    other = results.place("nvidia-h200", long.replace("8192x-", "512x-"), tmp_path)
+    assert other != path  # the digest tells two cut names apart
+    # the same partial log every time: a search resumes from it
+    tune = "tune-18_small_tiles-" + "_".join(["127x129x131"] * 8) + ".partial.jsonl"
+    assert results.place("g", tune, tmp_path) == results.place("g", tune, tmp_path)
+    assert results.place("g", tune, tmp_path).name.endswith(".partial.jsonl")
+
+
+def test_a_path_recorded_before_the_layout_is_located(tmp_path):
+    moved = tmp_path / "results" / "nvidia-h200" / "table" / "grid-20261201T150405Z.json.xz"
+    moved.parent.mkdir(parents=True)
+    moved.write_bytes(b"")
+    old = "results/nvidia-h200/table-grid-20261201T150405Z.json.gz"
+    assert results.locate(old, tmp_path / "results") == moved
+    assert results.locate("results/nvidia-h200/table-gone-20261201T150405Z.json",
+                          tmp_path / "results") is None
+
+
+def test_ladder_and_ceilings_files_are_found_compressed_too(tmp_path, monkeypatch):
+    """Since files past COMPRESS_FROM_BYTES are written compressed, the readers that pick the
+    newest ladder or ceilings file must find <name>.json.xz as well as <name>.json."""
     monkeypatch.setenv("SGEMMLAB_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(results, "sm_clock_mhz", lambda: 1980)
     rec = {"kernel": "13_hoisted", "M": 64, "N": 64, "K": 64, "status": "ok",
            "median_us": 5.0, "vs_cublas": 1.1, "config": {}}
-    for name, gz, created in (("ladder-64x64x64-20261201T000000Z", False, "2026-12-01"),
+    for name, xz, created in (("ladder-64x64x64-20261201T000000Z", False, "2026-12-01"),
                               ("ladder-64x64x64-20261202T000000Z", True, "2026-12-02")):
-        monkeypatch.setattr(results, "GZIP_FROM_BYTES", 1 if gz else 1 << 30)
+        monkeypatch.setattr(results, "COMPRESS_FROM_BYTES", 1 if xz else 1 << 30)
         results.write({"schema": results.SCHEMA, "kind": "ladder", "created": created,
-                       "environment": {}, "records": [{**rec, "median_us": 5.0 + gz}]},
+                       "environment": {}, "records": [{**rec, "median_us": 5.0 + xz}]},
                       "nvidia-h200", name)
     results.write({"schema": results.SCHEMA, "kind": "ceilings", "created": "2026-12-02",
                    "environment": {}, "ceilings": {"ffma_tflops": 60.0, "copy_tbps": 4.0},
                    "records": []}, "nvidia-h200", "ceilings-20261202T000000Z")
-    assert (tmp_path / "nvidia-h200" / "ceilings-20261202T000000Z.json.gz").exists()
+    assert (tmp_path / "nvidia-h200" / "ceilings" / "20261202T000000Z.json.xz").exists()
     newest = results.newest_ladder("nvidia-h200", "64x64x64", root=tmp_path)
     assert newest["13_hoisted"]["median_us"] == 6.0
-    assert newest["13_hoisted"]["file"].endswith(".json.gz")
+    assert newest["13_hoisted"]["file"] == \
+        "results/nvidia-h200/ladder/64x64x64-20261202T000000Z.json.xz"
     recs, shown = results.ladder_records("NVIDIA H200", (64, 64, 64), root=tmp_path)
-    assert recs["13_hoisted"]["median_us"] == 6.0 and shown.endswith(".json.gz")
+    assert recs["13_hoisted"]["median_us"] == 6.0 and shown.endswith(".json.xz")
     assert results.latest_ceilings(tmp_path / "nvidia-h200")["ffma_tflops"] == 60.0
+    # a report beside a bench file finds the GPU's ceilings from the bench file's folder
+    assert results.latest_ceilings(tmp_path / "nvidia-h200" / "bench")["ffma_tflops"] == 60.0
 
 
 def test_a_results_file_records_the_dispatch_settings_an_experiment_may_change(monkeypatch):

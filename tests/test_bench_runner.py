@@ -59,7 +59,7 @@ def test_run_writes_every_shape_to_one_results_file(fake_gpu, tmp_path):
     _, path = runner.run("bench", "t", [(64, 64, 64), (128, 128, 128)], [], QUICK,
                          notes=["triton baseline skipped: test"])
     assert fake_gpu == [(64, 64, 64), (128, 128, 128)]
-    assert path.parent == tmp_path / "nvidia-h200" and path.name.startswith("bench-t-")
+    assert path.parent == tmp_path / "nvidia-h200" / "bench" and path.name.startswith("t-")
     data = results.load(path)
     assert len(data["records"]) == 4 and data["notes"] == ["triton baseline skipped: test"]
     assert data["method"]["l2_flush_bytes"] == 4 * GPU.l2_bytes

@@ -74,26 +74,33 @@ def test_results_have_an_index_that_lists_every_file():
 
 
 def test_the_index_reads_each_file_and_finds_the_newest_of_a_kind(tmp_path):
-    import gzip
     import json
+    import lzma
 
-    from sgemmlab.bench import index
+    from sgemmlab.bench import index, results
 
-    gpu = tmp_path / "nvidia-h200"
-    gpu.mkdir()
     run = {"schema": "sgemmlab.results/1", "kind": "bench", "created": "2026-12-04",
            "command": "sgemmlab bench --suite square",
            "environment": {"gpu": "NVIDIA H200", "git_commit": "abc1234"}}
-    (gpu / "bench-square-20261204T101010Z.json").write_text(json.dumps(run))
-    (gpu / "bench-square-20261204T111111Z.json.gz").write_bytes(
-        gzip.compress(json.dumps(run).encode()))
-    (gpu / "pytest-gpu-20261204T1200Z.txt").write_text("\n2960 passed, 17 skipped\n")
+    first = results.place("nvidia-h200", "bench-square-20261204T101010Z.json", tmp_path)
+    second = results.place("nvidia-h200", "bench-square-20261204T111111Z.json.xz", tmp_path)
+    log = results.place("nvidia-h200", "pytest-gpu-20261204T1200Z.txt", tmp_path)
+    for p in (first, log):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    first.write_text(json.dumps(run))
+    second.write_bytes(lzma.compress(json.dumps(run).encode()))
+    log.write_text("\n2960 passed, 17 skipped\n")
+    (first.parent / "square-20261204T101010Z-report").mkdir()
+    (first.parent / "square-20261204T101010Z-report" / "report.md").write_text("# report\n")
+    (first.parent / "square-20261204T101010Z-report" / "roofline.png").write_bytes(b"png")
     index.write(tmp_path)
     entries = {e["path"]: e for e in index.read(tmp_path)["files"]}
-    assert entries["nvidia-h200/pytest-gpu-20261204T1200Z.txt"] == {
-        "path": "nvidia-h200/pytest-gpu-20261204T1200Z.txt", "kind": "pytest",
+    assert entries["nvidia-h200/pytest/gpu-20261204T1200Z.txt"] == {
+        "path": "nvidia-h200/pytest/gpu-20261204T1200Z.txt", "kind": "pytest",
         "stamp": "20261204T1200Z", "what": "2960 passed, 17 skipped"}
-    first = entries["nvidia-h200/bench-square-20261204T101010Z.json"]
-    assert (first["kind"], first["commit"], first["gpu"]) == ("bench", "abc1234", "NVIDIA H200")
-    assert index.newest(tmp_path, "bench").name == "bench-square-20261204T111111Z.json.gz"
+    bench = entries["nvidia-h200/bench/square-20261204T101010Z.json"]
+    assert (bench["kind"], bench["commit"], bench["gpu"]) == ("bench", "abc1234", "NVIDIA H200")
+    assert "nvidia-h200/bench/square-20261204T101010Z-report/roofline.png" not in entries
+    assert index.newest(tmp_path, "bench") == second
+    assert index.newest(tmp_path, "bench", name="square-") == second
     assert index.newest(tmp_path, "ladder") is None

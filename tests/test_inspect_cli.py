@@ -43,7 +43,7 @@ def test_all_puts_predicted_next_to_measured(cli):
     assert "PREDICTED, not measured" in result.output
     for r in registry.RUNGS:
         assert r.label in result.output
-    assert "ladder-4096x4096x4096" in result.output  # the measured times' source
+    assert "ladder/4096x4096x4096" in result.output  # the measured times' source
 
 
 def test_markdown_report(cli, tmp_path):

@@ -74,7 +74,7 @@ def test_ladder_track_numba_pairs_each_python_rung_with_its_twin(tmp_path, monke
     done = CliRunner().invoke(app, ["ladder", "--track", "numba", "--size", "256", "-k",
                                     "py2", "-k", "py7", "--quiet", "--no-plot"])
     assert done.exit_code == 0, done.output
-    path = next(tmp_path.rglob("ladder-numba-*.json"))
+    path = next(tmp_path.rglob("ladder/numba-*.json"))
     run = json.loads(path.read_text())
     kernels = [r["kernel"] for r in run["records"]]
     assert run["kind"] == "ladder-numba"

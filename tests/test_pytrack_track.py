@@ -108,7 +108,7 @@ def _track_file(root: Path, created: str, name: str) -> Path:
                _record("py07_warptiling", twin7, 25.0, 0.4, 168),
                _record("py07_warptiling", other7, 20.0, 0.5, 150),
            ]}
-    path = root / "nvidia-h200" / name
+    path = results.place("nvidia-h200", name, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(run))
     return path
@@ -130,10 +130,10 @@ def test_track_files_stay_out_of_the_ladder_lookup(tmp_path):
     assert results.ladder_records("NVIDIA H200", (512, 512, 512), root=tmp_path) is None
     older = _track_file(tmp_path, "2026-11-30T00:00:00+00:00", "ladder-numba-512-a.json")
     recs = results.track_records("NVIDIA H200", (512, 512, 512), root=tmp_path)
-    assert len(recs["py07_warptiling"]) == 2 and "ladder-numba-512-b" in \
+    assert len(recs["py07_warptiling"]) == 2 and "numba-512-b" in \
         recs["py03_smem"][0]["source"]  # the newest file
     assert results.track_records("NVIDIA H200", (512, 512, 512), older)["py03_smem"][0][
-        "source"].endswith("ladder-numba-512-a.json")
+        "source"].endswith("ladder/numba-512-a.json")
     assert results.track_records("NVIDIA H200", (64, 64, 64), root=tmp_path) == {}
 
 

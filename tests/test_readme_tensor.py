@@ -83,9 +83,8 @@ def test_a_rung_header_quotes_its_default_at_the_shapes_asked():
 
     from sgemmlab.bench.readme import measured_lines
 
-    f = (Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" /
-         "bench-2048x2048x2048-3072x3072x3072-4096x4096x4096-6144x6144x6144-8192x8192x8192"
-         "-8192x-20261202T025914Z.json.gz")
+    f = (Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "bench" /
+         "2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.gz")
     every = measured_lines("24_streamk_steady", [f])
     assert len(every) == 3 * 8  # 8 shapes, 3 lines each; the SPLIT=1 records left out
     assert all("SPLIT=1" not in line for line in every)

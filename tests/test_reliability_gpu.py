@@ -319,7 +319,7 @@ def _set(a, b, K):
 
 #: 24 GiB a test: they take turns on one worker with test_membound_gpu's buffers past 2^31
 #: floats (the same group), since under `-n 12 --dist loadgroup` two at once ran the GPU out
-#: of memory (results/nvidia-h200/pytest-gpu-20261202T1245Z.txt); conftest frees what a
+#: of memory (results/nvidia-h200/pytest/gpu-20261202T1245Z.txt); conftest frees what a
 #: test of the group leaves behind
 BIG = pytest.mark.xdist_group("bigmem")
 

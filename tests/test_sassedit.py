@@ -8,7 +8,7 @@ on the CPU: NVRTC compiles, nvdisasm reads back.
   that are valid, leaves the resources alone, and lowers the model's bank cycles of rungs
   13 and 14's hot loops;
 - the measured model (operand_cycles) reproduces the H200's operand table
-  (results/nvidia-h200/operands-*.json) for the patterns it claims to cover.
+  (results/nvidia-h200/probe/operands-*.json) for the patterns it claims to cover.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _measured_at_one_warp() -> dict[str, float]:
     """Variant -> cycles per FFMA at one warp, from every committed operand table (a newer
     file's row wins)."""
     out = {}
-    for f in sorted((ROOT / "results" / "nvidia-h200").glob("operands-2*.json")):
+    for f in sorted((ROOT / "results" / "nvidia-h200" / "probe").glob("operands-2*.json")):
         for r in json.loads(f.read_text())["records"]:
             if r["warps"] == 1 and "slots" not in r:
                 out[r["variant"]] = r["cycles_per_ffma"]

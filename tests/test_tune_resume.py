@@ -365,14 +365,14 @@ def test_build_table_resumes_then_writes_the_table_dispatch_reads(fake_gpu, tmp_
     assert "5 measurement(s) kept" in notes[0]
     n = len(table.candidates_for([R13, R14], GPU.name))
     assert len(calls) + len(more) == 2 * n and set(calls).isdisjoint(more)
-    assert not (tmp_path / "results" / GPU.slug / "table-t.partial.jsonl").exists()
+    assert not (tmp_path / "results" / GPU.slug / "table" / "t.partial.jsonl").exists()
 
     assert done.written == [dispatch.user_table_path(GPU.name), out]
     assert json.loads(out.read_text()) == json.loads(done.written[0].read_text())
     t = dispatch.read_table(out)
     assert t.data["gpu"] == GPU.name and t.data["sm_count"] == 132
     assert len(t.entries) == 2 * n and all(e["source"] == f"results/{GPU.slug}/"
-                                        f"{done.results.name}" for e in t.entries)
+                                        f"table/{done.results.name}" for e in t.entries)
     won = {w["M"]: (w["rung"], w["config"].get("FIXUP")) for w in t.data["winners"]}
     assert won == {1024: ("14_streamk", 2), 4096: ("13_hoisted", None)}  # ratio grows with FIXUP
     run = results.load(done.results)

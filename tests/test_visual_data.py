@@ -101,7 +101,7 @@ def test_rung_14_shows_the_launchers_stream_k_plan(data):
 
 
 def test_measured_figures_come_from_the_newest_ladder_file(data):
-    files = sorted((REPO / "results" / "nvidia-h200").glob("ladder-4096x4096x4096-*.json"))
+    files = sorted((REPO / "results" / "nvidia-h200" / "ladder").glob("4096x4096x4096-*.json"))
     if not files:
         pytest.skip("no ladder file at 4096^3 committed")
     recs = {x["kernel"]: x for x in json.loads(files[-1].read_text())["records"]}
@@ -155,7 +155,7 @@ def test_each_twin_of_a_python_rung_names_it_with_its_h200_figure(data):
     """The Python rungs mirror their twins' index arithmetic, so the replay drawn for a
     twin is the Python rung's too: the side panel names it, with its time from the newest
     Python-track file at the twin's configuration."""
-    files = sorted((REPO / "results" / "nvidia-h200").glob("ladder-numba-*.json*"))
+    files = sorted((REPO / "results" / "nvidia-h200" / "ladder").glob("numba-*.json*"))
     twins = {p.twin: p for p in registry.PYTHON}
     for r in data["rungs"]:
         py = twins.get(r["number"])

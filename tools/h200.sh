@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export SGEMMLAB_CACHE_DIR=${SGEMMLAB_CACHE_DIR:-$PWD/.cache/sgemmlab}
 OUT=${OUT:-/tmp/sgemmlab-out}
-mkdir -p "$OUT" results/nvidia-h200
+mkdir -p "$OUT" results/nvidia-h200/profile results/nvidia-h200/models  # by kind: bench/results.py
 # what is newer than this goes into the archive: made by the first invocation of a lease's
 # command, so a second one in the same command archives the first one's results too
 [ -e "$OUT/.started" ] || touch "$OUT/.started"
@@ -49,7 +49,7 @@ for stage in "$@"; do
       for k in 6 7 8; do
         echo "--- rung $k"; ncu --clock-control none -k sgemm --metrics "$m" \
           python3 -m sgemmlab run -k "$k" --size 4096 2>&1 | grep -E "sgemm|l1tex|smsp|rung|error"
-      done | tee results/nvidia-h200/ncu-bank-conflicts-4096.txt ;;
+      done | tee results/nvidia-h200/profile/ncu-bank-conflicts-4096.txt ;;
     stalls)  # why the fastest rungs lose to cuBLAS: issue, pipes and stall reasons at 4096^3
       # (a throwaway compile cache: NVRTC under ncu's injection may leave ptxas's report out)
       m=smsp__inst_executed.sum,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum
@@ -63,7 +63,7 @@ for stage in "$@"; do
         echo "--- rung $k"; SGEMMLAB_CACHE_DIR=$(mktemp -d) ncu --clock-control none -k sgemm \
           --metrics "$m" python3 -m sgemmlab run -k "${k%%:*}" "${cfg[@]}" --size 4096 2>&1 \
           | grep -vE "^==PROF=="
-      done > "${STALLS:=results/nvidia-h200/ncu-stalls-4096-$(date -u +%Y%m%dT%H%MZ).txt}"
+      done > "${STALLS:=results/nvidia-h200/profile/ncu-stalls-4096-$(date -u +%Y%m%dT%H%MZ).txt}"
       echo "--- cuBLAS (torch.matmul, TF32 off)" >> "$STALLS"
       ncu --clock-control none --metrics "$m" -k regex:gemm -c 1 python3 -c "import torch; \
 torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
@@ -116,7 +116,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --every "${STAGE_EVERY:-1}" --rounds "${STAGE_ROUNDS:-3}" --calls "${STAGE_CALLS:-10}" \
         || status=1 ;;
     worst)  # what cuBLAS and sgemmlab launch at the worst problems of the newest random bench
-      f=${WORST_FILE:-$(ls -t results/nvidia-h200/bench-random-*.json* | head -1)}
+      f=${WORST_FILE:-$(ls -t results/nvidia-h200/bench/random-*.json* | head -1)}
       python3 tools/worst_shapes.py "$f" --worst "${WORST:-12}" || status=1 ;;
     large)  # issue 19: matmul at its eight shapes, 15 paired rounds (LARGE_ARGS: more -k)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"  # dispatch reads the package's table
@@ -163,7 +163,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       sg ladder --size 4096 --quiet || status=1
       sg ladder --size 4092 --quiet || status=1 ;;
     firstcall)  # issue 17: every table problem's first call, fresh process, empty cache
-      SGEMMLAB_FIRSTCALL_PROFILE="results/nvidia-h200/firstcall-profile-$(date -u +%Y%m%dT%H%M%SZ).txt" \
+      SGEMMLAB_FIRSTCALL_PROFILE="results/nvidia-h200/profile/firstcall-$(date -u +%Y%m%dT%H%M%SZ).txt" \
         sg firstcall || status=1 ;;
     profile)  # issue 17: ncu digest of a rung and cuBLAS (PROFILE="-k 14 --size 4096")
       sg profile ${PROFILE:--k 14 --size 4096} || status=1 ;;
@@ -173,7 +173,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       python3 tools/model_profile.py $(for w in ${PROFILE_WORKLOADS:-llama-prefill-1 \
         encoder-infer}; do echo --workload "$w"; done) \
         ${PROFILE_PRECISION:+--precision "$PROFILE_PRECISION"} \
-        --out "results/nvidia-h200/model-profile-$(date -u +%Y%m%dT%H%MZ).txt" || status=1 ;;
+        --out "results/nvidia-h200/profile/models-$(date -u +%Y%m%dT%H%MZ).txt" || status=1 ;;
     models)  # whole torch models with and without the switch, and the tf32x3 training step
       sg bench --model "${MODELS:-all}" || status=1
       sg bench --model encoder --precision tf32x3 || status=1 ;;
@@ -201,7 +201,7 @@ m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1),
       m="$m,regex:l1tex__t_(requests|sectors)_pipe_lsu_mem_global_op_ldgsts.*\.sum$"
       m="$m,regex:l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld\.sum$"
       m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-      out=results/nvidia-h200/ncu-layouts-$(date -u +%Y%m%dT%H%MZ).txt
+      out=results/nvidia-h200/profile/ncu-layouts-$(date -u +%Y%m%dT%H%MZ).txt
       for lay in ${LAYOUT_LAYOUTS:-NN NT}; do
         echo "--- $lay rung ${LAYOUT_RUNG:-24} ${LAYOUT_CONFIG:-}"
         ncu --clock-control none -k sgemm -s 1 -c 1 --metrics "$m" python3 tools/layout_probe.py \
@@ -210,9 +210,9 @@ m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1),
       done > "$out"; cat "$out" ;;
     dropin)  # issue 17: one model trained both ways (examples/train_dropin.py)
       python3 examples/train_dropin.py \
-        --json "results/nvidia-h200/dropin-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;
+        --json "results/nvidia-h200/models/dropin-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;
     matrix)  # issue 18: every rung x decomposition x sanitizer tool (MATRIX_ARGS="--tools
-      # memcheck --rungs 14"), results/<gpu>/sanitizer-matrix-*.json
+      # memcheck --rungs 14"), results/<gpu>/sanitizer/matrix-*.json
       python3 tools/sanitizer_matrix.py --jobs "${MATRIX_JOBS:-8}" ${MATRIX_ARGS:-} || status=1 ;;
     fuzz)  # issue 18: FUZZ_COUNT generated products against float64 (FUZZ_SEED)
       sg fuzz --count "${FUZZ_COUNT:-10000}" --seed "${FUZZ_SEED:-0}" || status=1 ;;

@@ -6,7 +6,7 @@ are torch's median over each side's.
 
     python tools/pack_pair.py [--rows 512 --rows 2048 ...] [--rounds 5]
 
-Writes results/<gpu>/pack-pair-<stamp>.json.
+Writes results/<gpu>/pairs/pack-<stamp>.json.
 """
 
 from __future__ import annotations

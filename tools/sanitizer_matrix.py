@@ -18,7 +18,7 @@ float64 there (a sanitizer slows a kernel, it must not change it). PyTorch's cac
 allocator is off in those processes: an access past a matrix's end then leaves the
 allocation the sanitizer knows.
 
-Writes results/<gpu>/sanitizer-matrix-<stamp>.json and the table docs/sanitizer-h200.md.
+Writes results/<gpu>/sanitizer/matrix-<stamp>.json and the table docs/sanitizer-h200.md.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from sgemmlab import registry  # noqa: E402
+from sgemmlab.bench import results  # noqa: E402
 from sgemmlab.bench.ceilings import cuda_tool  # noqa: E402
 from sgemmlab.runtime.files import write_atomic  # noqa: E402
 
@@ -286,9 +287,9 @@ def main(argv=None) -> int:
 
     gpu = torch.cuda.get_device_name()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    folder = ROOT / "results" / gpu.lower().replace(" ", "-")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"sanitizer-matrix-{stamp}.json"
+    path = results.place(gpu.lower().replace(" ", "-"), f"sanitizer-matrix-{stamp}.json",
+                         ROOT / "results")
+    path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(warm_up, runnable))

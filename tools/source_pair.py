@@ -6,7 +6,7 @@ source); the plan with beta 0 (no source at all). Does reading a bias cost the p
 
     python tools/source_pair.py [--rows 8192 --rows 512] [--rounds 5]
 
-Writes results/<gpu>/source-pair-<stamp>.json.
+Writes results/<gpu>/pairs/source-<stamp>.json.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ over aligned's). Every side is checked against float64 first.
 Problems: the misaligned, one-product, FFMA-bound-ish problems (2^25 flops or more, both
 sides 16 or more, K 32 or more) of the mixed random sets of the given seeds
 (bench.suites.random_mix, 300 problems), every --every'th by size; --shapes: the fixed list
-below instead. Writes results/<gpu>/stage-pair-<stamp>.json.
+below instead. Writes results/<gpu>/pairs/stage-<stamp>.json.
 """
 
 from __future__ import annotations

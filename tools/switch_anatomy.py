@@ -9,9 +9,9 @@ host µs per call (the GPU kept busy by a sleep kernel: bench/overhead.py's meth
 and the rung dispatch ran. Then, at 1x1024x1024, the host µs of the pieces: allocation, the
 bias copy, the hot path's key and launch, a ctypes cuLaunchKernel on the same packed
 arguments, and a Python aten::mm kernel that only allocates (the dispatcher's boxing).
-It writes results/<gpu>/switch-anatomy-<time>.json (bench/results.py: the environment and
+It writes results/<gpu>/host/switch-anatomy-<time>.json (bench/results.py: the environment and
 the commit with the measurements). The first run, at 7aa67f5, before this file wrote its
-own results, is results/nvidia-h200/switch-anatomy-20261202T2032Z.json.
+own results, is results/nvidia-h200/host/switch-anatomy-20261202T2032Z.json.
 """
 
 from __future__ import annotations

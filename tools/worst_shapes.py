@@ -10,13 +10,12 @@ a split cuBLAS makes and dispatch does not, a packing copy, host time.
 
     python tools/worst_shapes.py RESULTS.json[.gz] [--worst 10] [--kernel matmul]
 
-Writes results/<gpu>/worst-shapes-<stamp>.json and prints one block per problem.
+Writes results/<gpu>/bench/worst-<stamp>.json and prints one block per problem.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import tempfile
@@ -37,9 +36,7 @@ CALLS = 3  # profiled calls a side (the last one is reported: the first may comp
 
 
 def _records(path: Path) -> dict:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    return json.loads(results.read_text(path))
 
 
 def _kernels(call, sms: int) -> list[dict]:

@@ -37,13 +37,13 @@ BOUND_LIMIT = 256  # bound launches kept per plan
 #: PACK_MIN_OUTPUTS outputs or more is computed as A @ (a row-major copy of B): the kernels
 #: read a row-major B faster (both k-major operands must be transposed on their way into
 #: shared memory), and the copy costs one pass over the weight. Measured at ten layer
-#: weights (results/nvidia-h200/pack-pair-20261203T084116Z.json, paired against torch):
+#: weights (results/nvidia-h200/pairs/pack-20261203T084116Z.json, paired against torch):
 #: at 8192 rows the copy took every product from 0.95-0.98 of cuBLAS to 0.98-1.02, at 4096
 #: rows it won 9 of 10, at 2048 it won 7 (by 0.7-3.6 %) and lost 2-5 % at the three weights
 #: with K = 1024, and at 512 and 1024 rows it lost all ten. PACK_B = False turns it off.
 #: Below PACK_MIN_K the product is bound by C's bytes, not by its FFMAs, and the copy only
 #: adds a launch (a mixed random set ran 14846x276x4 NT at 0.52-0.60 of cuBLAS on a copied
-#: B: bench-random-mix-300-s3403-20261203T140202Z).
+#: B: bench/random-mix-300-s3403-20261203T140202Z).
 PACK_B = True
 PACK_MIN_M = 4096
 PACK_MIN_OUTPUTS = 2**21
@@ -56,7 +56,7 @@ PACK_MIN_K = 256
 #: predicted time is at most STAGE_SHARE of the product's: each copy STAGE_COPY_US plus
 #: STAGE_COPY_US_PER_MB per MB written, the product 2MNK at STAGE_RATE FLOP/µs. Measured at
 #: the 51 misaligned products of three mixed random sets, every one packed and read in place
-#: (tools/stage_pair.py, results/nvidia-h200/stage-pair-20261203T162925Z.json, back to back):
+#: (tools/stage_pair.py, results/nvidia-h200/pairs/stage-20261203T162925Z.json, back to back):
 #: the copies cost 12.5 µs each plus 1 µs per MB (a fit of packed minus the same product on
 #: aligned storage); packed by this rule the set's geometric mean is 0.907 of cuBLAS with 29
 #: below 0.9 (in place 0.862 and 34; the former gate of sides and K >= 1024, 0.883 and 31;
@@ -169,8 +169,9 @@ def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm
     # C^T leaves fewer transposed operands for the kernel. A single row (M = 1: x @ W^T,
     # what every linear layer sends at batch 1) stays a row: the skinny-M family reads a
     # column-major B at full speed, and the swapped N = 1 problem was slower at 6 of 9
-    # layer shapes on the H200 (results/nvidia-h200/bench-1x2048x2048-NT-...-20261202T210055Z
-    # against bench-2048x1x2048-...-20261202T210102Z)
+    # layer shapes on the H200 (in results/nvidia-h200/bench/:
+    # 1x2048x2048-NT-1x5632x2048-NT-a05f02-20261202T210055Z.json
+    # against 2048x1x2048-5632x1x2048-265cae-20261202T210102Z.json.gz)
     a_opts, b_opts = {t for t, _ in la}, {t for t, _ in lb}
     forced = [next(iter(o)) for o in (a_opts, b_opts) if len(o) == 1]
     c_opts = {t for t, _ in lc}
@@ -486,7 +487,7 @@ def staged_choice(g: Gemm, pointers_aligned: bool, precision: str, choose, rung_
     plan's product where `staging` makes one, chosen from the entries measured aligned, as
     the copies are read (the choice for misaligned operands, made for scalar loads, ran
     2470x6014x1534 at 0.79 of cuBLAS where this one ran it at 0.92; it did better at 4097^3,
-    0.97 against 0.86: stage-pair-20261203T113353Z and ...112737Z); else for g as it is. A
+    0.97 against 0.86: pairs/stage-20261203T113353Z and ...112737Z); else for g as it is. A
     plan whose C is written element by element needs a rung with the "store4" feature
     (`rung_of(choice)`); without one it reads in place. make_plan and `explain` decide so."""
     st = staging(g, pointers_aligned, precision)

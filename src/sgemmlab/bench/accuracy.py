@@ -385,7 +385,7 @@ METHOD = {
 def run(cases: Sequence[Case], entrants: Sequence[Contender], seed: int = 0,
         on_case: Callable[[Case], None] | None = None, *, device="cuda", gpu=None):
     """The harness (`entrants`: cuBLAS among them, as `contenders` gives them), written to
-    results/<gpu>/accuracy-<stamp>.json with the environment of every results file:
+    results/<gpu>/accuracy/<stamp>.json with the environment of every results file:
     (run, path). `gpu`: the GPUInfo to record (default: GPU 0's)."""
     from . import results
 

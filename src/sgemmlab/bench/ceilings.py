@@ -10,7 +10,7 @@ Both are timed in measure.py's throughput mode (`launches` calls back to back be
 pair of events, the time per call; the median of ROUNDS such rounds): a ceiling is what the
 chip sustains, so the host work of a launch, hidden behind the kernel before it, stays out.
 Neither flushes the L2: the FFMA kernel reads no memory, and the copy's buffers are far
-larger than the L2. Results go to results/<gpu>/ceilings-<time>.json; bench, ladder and
+larger than the L2. Results go to results/<gpu>/ceilings/<time>.json; bench, ladder and
 report use the newest one for the GPU (results.ceilings_for).
 """
 
@@ -142,7 +142,7 @@ def measure_copy(launches: int, nbytes: int = COPY_BYTES) -> dict:
 
 
 def run(launches: int = 20) -> tuple[dict, Path]:
-    """Measure both ceilings, write results/<gpu>/ceilings-<time>.json, return both."""
+    """Measure both ceilings, write results/<gpu>/ceilings/<time>.json, return both."""
     from ..runtime.device import gpu_info
 
     gpu = gpu_info()

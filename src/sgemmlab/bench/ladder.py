@@ -43,7 +43,7 @@ def run(shapes: list[tuple[int, int, int]], rungs: list[registry.Rung] | None = 
         method: Method = QUICK, live: bool = True, track: str = "cuda",
         pys: list[registry.PyRung] | None = None) -> tuple[dict, Path]:
     """Measure the ladder (or the Python track) at each shape; write
-    results/<gpu>/ladder-*.json (ladder-numba-*.json); return both."""
+    results/<gpu>/ladder/*.json (ladder-numba-*.json); return both."""
     if track not in TRACKS:
         raise ValueError(f"unknown track {track!r}; choose from {', '.join(TRACKS)}")
     gpu = gpu_info()

@@ -500,7 +500,7 @@ def table(records: list[dict], title: str):
 def run(names: list[str], precision: str = "ieee",
         on_record: Callable[[dict], None] | None = None, device_id: int = 0,
         **setup_options) -> tuple[dict, Any]:
-    """The workloads `names` on this GPU, written to results/<gpu>/models-<stamp>.json
+    """The workloads `names` on this GPU, written to results/<gpu>/models/<stamp>.json
     after each workload (a run stopped early keeps what it measured): (run dict, path)."""
     from ..runtime.device import gpu_info
     from . import results

@@ -381,8 +381,7 @@ def build(paths: list[str | Path], out_dir: str | Path | None = None) -> tuple[s
     results file); return the Markdown and every path written."""
     runs = load_runs(paths)
     first = runs[0][0]
-    stem = first.name.removesuffix(".gz").removesuffix(".json")  # run.json or run.json.gz
-    out = Path(out_dir) if out_dir else first.parent / f"{stem}-report"
+    out = Path(out_dir) if out_dir else results.sibling(first, "-report")
     out.mkdir(parents=True, exist_ok=True)
     gpu = runs[0][1].get("environment", {}).get("gpu", "unknown GPU")
     ceil = report_ceilings(runs)

@@ -34,8 +34,10 @@ import datetime as _dt
 import gzip
 import hashlib
 import json
+import lzma
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -167,30 +169,151 @@ def results_root() -> Path:
     return REPO_DIR / "results" if checkout else Path("results")
 
 
-#: Results past this size are written gzipped (<name>.json.gz): a table over the grid keeps
-#: every round's times (24 MB as text, 3.6 MB compressed), and the checkout travels to the
-#: GPU machine whole, under a limit of 64 MiB that the tree reached in session 12 (a
-#: confirmed bench of eight shapes is 1-2 MB as text, a fifth of that compressed).
-GZIP_FROM_BYTES = 256 << 10
+#: results/<gpu>/ is laid out by kind: a file named <prefix><rest> (as its writer names it:
+#: bench-…, pytest-gpu-…) lives at <folder>/<sub><rest>. The first prefix that matches wins.
+PLACES: tuple[tuple[str, str, str], ...] = (
+    ("ladder-numba-", "ladder", "numba-"), ("ladder-", "ladder", ""),
+    ("bench-", "bench", ""), ("worst-shapes-", "bench", "worst-"),
+    ("smi-bench-", "bench", "smi-"),
+    ("tune-", "tune", ""), ("blend-search-", "tune", "blend-search-"),
+    ("table-", "table", ""), ("validate-", "table", "validate-"),
+    ("accuracy-", "accuracy", ""), ("fuzz-", "accuracy", "fuzz-"),
+    ("pytest-sanitizer-", "sanitizer", "pytest-"), ("sanitizer-matrix-", "sanitizer", "matrix-"),
+    ("pytest-", "pytest", ""),
+    ("profile-", "profile", ""), ("ncu-", "profile", "ncu-"),
+    ("firstcall-profile-", "profile", "firstcall-"), ("model-profile-", "profile", "models-"),
+    ("models-", "models", ""), ("dropin-", "models", "dropin-"),
+    ("firstcall-", "host", "firstcall-"), ("overhead-", "host", "overhead-"),
+    ("host-", "host", ""), ("switch-anatomy-", "host", "switch-anatomy-"),
+    ("ceilings-", "ceilings", ""),
+    ("pack-pair-", "pairs", "pack-"), ("source-pair-", "pairs", "source-"),
+    ("stage-pair-", "pairs", "stage-"),
+    ("smi-hopper-probe-", "probe", "smi-hopper-"), ("hopper-probe-", "probe", "hopper-"),
+    ("order-probe-", "probe", "order-"), ("operands-", "probe", "operands-"),
+    ("power-", "probe", "power-"), ("probe-", "probe", ""),
+)
+#: the kind folders under results/<gpu>/ (the index's kinds)
+KINDS = tuple(dict.fromkeys(folder for _, folder, _ in PLACES))
+#: a stamp as `stamp()` writes it (older files: minutes only, or a date)
+STAMP = re.compile(r"(?:^|-)(\d{8}T\d{4}(?:\d{2})?Z)")
+#: a name's part before its stamp is cut to about this many characters, the rest replaced
+#: by a digest of it (the file's "command" says what it measured in full)
+NAME_CHARS = 40
+#: the suffixes of a results file (the first that a name ends with is its suffix)
+SUFFIXES = (".partial.jsonl", ".json.xz", ".json.gz", ".json", ".txt", ".log", ".csv",
+            ".png", ".svg", ".md")
+
+
+def route(name: str) -> tuple[str, str]:
+    """(kind folder, name inside it) of a file named as its writer names it."""
+    for prefix, folder, sub in PLACES:
+        if name.startswith(prefix):
+            return folder, sub + name[len(prefix):]
+    return "other", name
+
+
+def short(head: str, limit: int = NAME_CHARS) -> str:
+    """`head` if it is short, else its first '-' fields within `limit` and a digest of all
+    (a tune of a given list keeps its list's digest: -list<8 hex>)."""
+    if len(head) <= limit:
+        return head
+    if listed := re.search(r"-(list[0-9a-f]{8})$", head):
+        return f"{short(head[:listed.start()], limit - 13)}-{listed.group(1)}"
+    kept = ""
+    for field in head.split("-"):
+        if len(kept) + len(field) + 1 > limit - 7:
+            break
+        kept = f"{kept}-{field}" if kept else field
+    return f"{kept or head[:limit - 7]}-{hashlib.sha1(head.encode()).hexdigest()[:6]}"
+
+
+def split_suffix(name: str) -> tuple[str, str]:
+    suffix = next((s for s in SUFFIXES if name.endswith(s)), "")
+    return name[:len(name) - len(suffix)], suffix
+
+
+def place(slug: str, name: str, root: Path | None = None) -> Path:
+    """Where a file named `name` (bench-square-20261204T101010Z.json, tune-13_hoisted-…
+    .partial.jsonl) goes: results/<slug>/<kind>/<short name>. A long name keeps its stamp
+    and suffix; the part before the stamp is cut (`short`)."""
+    stem, suffix = split_suffix(name)
+    folder, inner = route(stem)
+    found = STAMP.search(inner)
+    if found:
+        head, tail = inner[:found.start(1)].rstrip("-"), inner[found.start(1):]
+        inner = f"{short(head)}-{tail}" if head else tail
+    else:
+        inner = short(inner)
+    return (root or results_root()) / slug / folder / f"{inner}{suffix}"
+
+
+def kind_dir(slug: str, kind: str, root: Path | None = None) -> Path:
+    """results/<slug>/<kind>/."""
+    return (root or results_root()) / slug / kind
+
+
+def gpu_dir(path: Path) -> Path:
+    """The results/<gpu>/ folder that a results file lies in (under its kind folder)."""
+    path = Path(path)
+    parent = path.parent
+    if parent.name.endswith("-report"):
+        parent = parent.parent
+    return parent.parent if parent.name in KINDS else parent
+
+
+def sibling(path: Path, suffix: str) -> Path:
+    """A file beside a results file, its name with `suffix` for the results suffix (the
+    chart of ladder/x-<stamp>.json.xz is ladder/x-<stamp>.png)."""
+    path = Path(path)
+    return path.with_name(split_suffix(path.name)[0] + suffix)
+
+
+def locate(named: str | Path, root: Path | None = None) -> Path | None:
+    """The results file a path recorded before the layout by kind names (a table's sources,
+    a report's: results/nvidia-h200/table-grid-….json.gz): at that path under the checkout,
+    else where `place` puts that name now, compressed either way; None when neither."""
+    root = root or results_root()
+    named = Path(named)
+    if (root.parent / named).is_file():
+        return root.parent / named
+    parts = named.parts[named.parts.index("results") + 1:] if "results" in named.parts \
+        else named.parts
+    if len(parts) < 2:
+        return None
+    stem, _ = split_suffix(parts[-1])
+    moved = place(parts[0], stem, root)
+    for suffix in (".json", ".json.xz", ".json.gz", split_suffix(parts[-1])[1]):
+        if (found := moved.with_name(moved.name + suffix)).is_file():
+            return found
+    return None
+
+
+#: Results past this size are written xz-compressed (<name>.json.xz): a table over the grid
+#: keeps every round's times (24 MB as text, 2 MB compressed), and the checkout travels to
+#: the GPU machine whole, under a limit of 64 MiB. Smaller files stay plain JSON to read.
+COMPRESS_FROM_BYTES = 128 << 10
 
 
 def write(run: dict[str, Any], slug: str, name: str) -> Path:
-    """Write `run` to results/<gpu slug>/<name>.json (or .json.gz when it is large), with
-    the SM clock after the work; atomically, so a run stopped while writing leaves the
-    previous file (or none), never a truncated one that the next run fails to read."""
+    """Write `run` to results/<gpu slug>/<kind>/<name>.json (`place`; .json.xz when it is
+    large), with the SM clock after the work; atomically, so a run stopped while writing
+    leaves the previous file (or none), never a truncated one that the next run fails to
+    read."""
     run["environment"]["sm_clock_mhz_after"] = sm_clock_mhz()
     text = json.dumps(run, indent=1) + "\n"
-    path = results_root() / slug / f"{name}.json"
-    if len(text) >= GZIP_FROM_BYTES:
-        # mtime=0: the same results compress to the same bytes
-        return write_atomic(path.with_name(path.name + ".gz"),
-                            gzip.compress(text.encode(), mtime=0))
+    path = place(slug, f"{name}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if len(text) >= COMPRESS_FROM_BYTES:
+        return write_atomic(path.with_name(path.name + ".xz"), lzma.compress(text.encode()))
     return write_atomic(path, text)
 
 
 def read_text(path: str | Path) -> str:
-    """A results file's JSON text, gzipped (.gz) or not."""
+    """A results file's JSON text: plain, xz-compressed (.xz) or gzipped (.gz). Every reader
+    of results files comes through here."""
     path = Path(path)
+    if path.suffix == ".xz":
+        return lzma.decompress(path.read_bytes()).decode()
     if path.suffix == ".gz":
         return gzip.decompress(path.read_bytes()).decode()
     return path.read_text()
@@ -203,6 +326,10 @@ def load(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def is_json(path: Path) -> bool:
+    return Path(path).name.endswith((".json", ".json.gz", ".json.xz"))
+
+
 def _shown(p: Path) -> str:
     """A path as results files record it: relative to the checkout when inside it."""
     try:
@@ -212,13 +339,19 @@ def _shown(p: Path) -> str:
 
 
 def files_named(directory: Path, prefix: str) -> list[Path]:
-    """The results files in `directory` whose names start with `prefix`, gzipped or not."""
-    return [*directory.glob(f"{prefix}*.json"), *directory.glob(f"{prefix}*.json.gz")]
+    """The JSON results files (compressed or not) in the GPU folder `directory` that its
+    writers named `prefix`… (ladder-4096x4096x4096-: ladder/4096x4096x4096-…)."""
+    folder, inner = route(prefix)
+    return sorted(p for p in (directory / folder).glob(f"{inner}*") if is_json(p))
 
 
 def latest_ceilings(directory: Path) -> dict[str, Any] | None:
-    """The ceilings of the newest `sgemmlab ceilings` file in `directory`, or None."""
+    """The ceilings of the newest `sgemmlab ceilings` file of the GPU folder `directory`
+    (results/<gpu>/, or a results file's folder within it), or None."""
     found = []
+    directory = Path(directory)
+    if directory.name in KINDS or directory.name.endswith("-report"):
+        directory = gpu_dir(directory / "x")
     for p in files_named(directory, "ceilings-"):
         try:
             data = load(p)
@@ -277,7 +410,7 @@ def track_records(gpu_name: str, shape, path: Path | None = None,
 
     if path is None:
         runs = []
-        for p in ((root or results_root()) / slug(gpu_name)).glob("ladder-numba-*.json*"):
+        for p in files_named((root or results_root()) / slug(gpu_name), "ladder-numba-"):
             try:
                 run = load(p)
             except (OSError, ValueError):
@@ -339,7 +472,7 @@ def newest_ladder(slug: str, shape: str = "4096x4096x4096", root: Path | None = 
     out = {}
     for r in run["records"]:
         if r.get("status") == "ok" and r.get("vs_cublas") is not None:
-            out[r["kernel"]] = {"file": f"results/{slug}/{files[-1].name}",
+            out[r["kernel"]] = {"file": f"results/{slug}/ladder/{files[-1].name}",
                                 "median_us": r["median_us"], "vs_cublas": r["vs_cublas"],
                                 "tflops": r.get("tflops"), "registers": r.get("registers"),
                                 "config": r.get("config")}

@@ -44,6 +44,7 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
                     "summary")] = False):
     """Check every rung against float64, then time it against cuBLAS (paired, same run)."""
     from ..bench import ladder as ladder_mod
+    from ..bench import results
     from ..bench.measure import CONFIRM, QUICK
     from ..bench.plots import ladder_chart
     from ..bench.runner import BaselineError
@@ -80,7 +81,7 @@ def ladder(size: SizeOpt = None, shape: ShapeOpt = None, kernel: KernelOpt = Non
             print_scoreboard(recs, f"{gpu.name}  {p.label}  (cuBLAS FP32, TF32 off)")
     typer.echo(f"results: {path}")
     if plot:
-        typer.echo(f"chart:   {ladder_chart(run, path.with_suffix('.png'))}")
+        typer.echo(f"chart:   {ladder_chart(run, results.sibling(path, '.png'))}")
     if any(r.get("status") == "failed" for r in run["records"]):
         fail("some rungs failed their correctness check (see the table)", 3)
 

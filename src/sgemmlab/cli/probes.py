@@ -157,7 +157,7 @@ def profile(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung num
                 help="e.g. 'BM=128,...' (default: the GPU's tuned one)")] = None):
     """Nsight Compute on a rung and on cuBLAS at the same shape: issue, FMA pipe, warps per
     scheduler, stall reasons (and where the rung's warps stall), bank conflicts, side by
-    side. Needs ncu; writes results/<gpu>/profile-*.json and the digest beside it."""
+    side. Needs ncu; writes results/<gpu>/profile/*.json and the digest beside it."""
     from ..bench import results
     from ..bench.probes import profile as prof
 
@@ -169,9 +169,10 @@ def profile(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung num
     gpu = require_gpu()
     stamp = results.stamp()
     name = f"profile-{r.label}-{size}x{size}x{size}-{stamp}"
-    out = results.results_root() / gpu.slug
+    digest = results.place(gpu.slug, f"{name}.txt")
     try:
-        mine, theirs = prof.profile(r.label, (size, size, size), out / f"{name}-reports",
+        mine, theirs = prof.profile(r.label, (size, size, size),
+                                    results.sibling(digest, "-reports"),
                                     config)
     except RuntimeError as exc:
         fail(str(exc), 3)
@@ -180,7 +181,7 @@ def profile(kernel: Annotated[str, typer.Option("--kernel", "-k", help="rung num
     run["records"] = [mine.to_dict(), theirs.to_dict()]
     run["shape"] = [size, size, size]
     path = results.write(run, gpu.slug, name)
-    (out / f"{name}.txt").write_text(f"{gpu.name}, {size}³: {r.label} vs cuBLAS (ncu)\n\n"
+    digest.write_text(f"{gpu.name}, {size}³: {r.label} vs cuBLAS (ncu)\n\n"
                                      + text + "\n")
     typer.echo(text)
     typer.echo(f"results: {path}")
@@ -191,7 +192,7 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
                   min=1, help="only the table's first LIMIT problems")] = None):
     """The first call's time at every problem of this GPU's shipped table, in a fresh
     process with an empty compile cache (only the package's prebuilt cubins): target under
-    50 ms each. Writes results/<gpu>/firstcall-*.json."""
+    50 ms each. Writes results/<gpu>/host/firstcall-*.json."""
     from ..bench import firstcall as fc
     from ..bench import results
 
@@ -241,7 +242,7 @@ def fuzz(count: Annotated[int, typer.Option(min=1, help="generated products to c
     """Products drawn by hypothesis (shapes 1-4096 and K to 65536, layouts, padded and
     misaligned operands, batches and broadcasts, alpha/beta from 0, 1, negative, subnormal,
     NaN and Inf, precisions, named kernels), each checked against float64; the first
-    failure is shrunk to a minimal case. Writes results/<gpu>/fuzz-*.json."""
+    failure is shrunk to a minimal case. Writes results/<gpu>/accuracy/fuzz-*.json."""
     from ..bench import fuzz as fz
     from ..bench import results
 
@@ -289,7 +290,7 @@ def operands(build: Annotated[Optional[Path], typer.Option(
     """How Hopper feeds FFMA its operands: 256-FFMA bodies whose registers,
     banks, reuse flags, accumulator distance and stall counts are patched into the cubin,
     timed with the SM clock at 1, 2 and 4 warps per scheduler. Writes
-    results/<gpu>/operands-*.json."""
+    results/<gpu>/probe/operands-*.json."""
     from ..bench import results
     from ..bench.probes import operands as ops
 

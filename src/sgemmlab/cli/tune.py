@@ -307,7 +307,7 @@ def _validate(path):
              f"a time, the rest refitted), against the best modelled candidate measured: "
              f"median {m['median_loss']:.3f}, {100 * m['within_97']:.0f} % within 3 %, "
              f"{100 * m['within_90']:.0f} % within 10 % over {m['shapes']} shapes")
-    out = results.results_root() / slug(table.gpu) / f"validate-{results.stamp()}.json"
+    out = results.place(slug(table.gpu), f"validate-{results.stamp()}.json")
     write_atomic(out, json.dumps({"kind": "validate", "table": table.label(),
                                   "sources": table.data.get("sources", []),
                                   "command": results.command_line(), **s, "model": m,

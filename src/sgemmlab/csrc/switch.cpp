@@ -14,7 +14,7 @@
 //
 // Why C++: torch's boxing of a Python kernel and one tensor allocation from Python cost
 // about 9 µs per product on the H200's host, against 10 µs for torch's whole mm
-// (results/nvidia-h200/switch-anatomy-*.json); here a product costs what torch's own does.
+// (results/nvidia-h200/host/switch-anatomy-*.json); here a product costs what torch's own does.
 //
 // The driver is reached through function pointers Python hands over (the libcuda.so.1 that
 // cuda.bindings loaded): nothing here links against CUDA, so this file builds against any

@@ -262,7 +262,7 @@ def small_rungs(req: Request) -> list[Rung]:
 #: PER_ITEM_OUTPUTS floats, so that a launch's cost hides behind its stores: the big-tile
 #: rungs' k-tiles are mostly padding at such K (a mixed random set ran 9 x 815x11900x4 TN at
 #: 0.29-0.33 of cuBLAS on 128x256 tiles of BK = 8:
-#: results/nvidia-h200/bench-random-mix-300-s3404-20261203T162552Z and ...162730Z).
+#: results/nvidia-h200/bench/random-mix-300-s3404-20261203T162552Z and ...162730Z).
 PER_ITEM_BATCH = 16
 PER_ITEM_OUTPUTS = 2**22
 

@@ -51,7 +51,7 @@ WEIGHT_POWER = 2  # a neighbour at distance d weighs 1 / (d + 0.05)^WEIGHT_POWER
 #: leave-one-out over the H200 table 0.5 chose a little better than 0 (`sgemmlab tune
 #: --validate` prints both); on a mixed random set in the bench it did not (isolated: 53
 #: problems under 0.9 of cuBLAS at 0, 72 at 0.5; back to back 70 and 71;
-#: bench-random-mix-300-s3404-20261203T162552Z to ...T162818Z), so it stays off.
+#: bench/random-mix-300-s3404-20261203T162552Z to ...T162818Z), so it stays off.
 MODEL_TRANSFER = 0.0
 
 

@@ -33,7 +33,7 @@ Where a memory-bound rung (15-17, registry.FAMILY) serves a request the table is
 from, that rung runs, not the model's choice: the fits are of isolated calls, where a launch
 hides the kernel, and the model's small tiles lost to the family's kernels back to back
 (3×4×8 TT: 1.31 → 1.01 of cuBLAS) and its 128×256 tiles lost to rung 17 at K = 8
-(6587×1084×8 TT: 1.05 → 0.42; bench-random-mix-300-s3401-20261203T133547Z against
+(6587×1084×8 TT: 1.05 → 0.42; bench/random-mix-300-s3401-20261203T133547Z against
 …T134736Z).
 
 `sgemmlab tune --validate` judges the model beside the table's blend: a tenth of the

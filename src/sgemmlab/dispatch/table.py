@@ -7,7 +7,7 @@ The table file (schema "sgemmlab.table/1"; docs/dispatch.md has an example):
      "entries": [{"M", "N", "K", "layout": "NN", "batch": 1, "aligned": true,
                   "rung": "14_streamk", "config": {...}, "deterministic": false,
                   "median_us", "vs_cublas", "vs_cublas_min", "vs_cublas_max",
-                  "source": "results/nvidia-h200/table-....json"}, ...],
+                  "source": "results/nvidia-h200/table/....json"}, ...],
      "winners": [{"M", "N", "K", "layout", "batch", "rung", "config", "median_us",
                   "vs_cublas"}, ...]}
 

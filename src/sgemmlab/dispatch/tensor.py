@@ -11,7 +11,7 @@ reason says which:
   padding;
 * tf32x3 with K < TF32X3_MIN_K: the tensor core truncates as it accumulates (arXiv:2512.07004),
   and over a short K that costs more error than FP32's own rounding; the accuracy harness
-  (`sgemmlab accuracy`, results/<gpu>/accuracy-*.json) measured where it stops doing so;
+  (`sgemmlab accuracy`, results/<gpu>/accuracy/*.json) measured where it stops doing so;
 * tf32 with K <= SKINNY: an outer-product shape, write-bound: rung 17 is as fast, and exact;
 * a batch of products smaller than BATCH_MIN_FLOP each: rung 20 launches once per product
   (no batched tensor maps yet), which costs more than the batched FP32 rungs.

@@ -114,7 +114,7 @@ def geometry(rung: Rung, cfg: Config, req: Request, g=None) -> Geometry:
 
 #: The heuristic's fix-up when bit-reproducibility is not asked for: atomic adds into C,
 #: 5-8 points faster than the other two at 1024^3 and never slower at 2048^3 or 4096^3
-#: (results/nvidia-h200/probe-fixup-1024-1000-2048-4096-20261129T1506Z.json).
+#: (results/nvidia-h200/probe/fixup-1024-1000-2048-4096-20261129T1506Z.json).
 HEURISTIC_FIXUP = 2
 
 

@@ -11,7 +11,7 @@ packing it again. cuda.core's `launch()` packs the arguments and converts the
 configuration on every call; bench's isolated mode counts the host time of a call, which
 after a synchronize runs from cold caches, and there that was 9 µs of a 16.6 µs bound
 launch at 4096 x 4096 x 256 (tools/profile_host.py --cold,
-results/nvidia-h200/host-cold-20261202T0524Z.json).
+results/nvidia-h200/host/cold-20261202T0524Z.json).
 """
 
 from __future__ import annotations

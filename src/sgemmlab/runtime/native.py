@@ -3,7 +3,7 @@ Python and source version with torch's own extension builder, kept in the compil
 
 Why a compiled part at all: a product through torch's dispatcher into a Python kernel pays
 the dispatcher's boxing and a tensor allocation from Python, about 9 µs on the H200's host,
-which is as much as torch's whole `mm` (results/nvidia-h200/switch-anatomy-*.json). The
+which is as much as torch's whole `mm` (results/nvidia-h200/host/switch-anatomy-*.json). The
 native kernels serve a product whose signature they have seen in C++ and ask Python only
 for new signatures.
 

@@ -41,7 +41,7 @@ MAX_BATCH_PRODUCT = 2**33
 Shape = tuple[int, int, int]
 
 #: Rung 18's tile shapes measured on the grid (the H200 tune of rung 18 picked among them:
-#: results/nvidia-h200/tune-18_small_tiles-*).
+#: results/nvidia-h200/tune/18_small_tiles-*).
 SMALL_TILES = (
     {"BM": 64, "BN": 16, "BK": 32, "TM": 2, "TN": 2},  # the best geometric mean (its default)
     {"BM": 16, "BN": 64, "BK": 32, "TM": 2, "TN": 2},  # the same, wide
@@ -55,7 +55,7 @@ STREAMK_64 = {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 
 STREAMK_64N = {**STREAMK_64, "BM": 128, "BN": 64, "WM": 64, "WN": 32}
 #: Rung 14's mid-size tiles, the shapes cuBLAS runs at mid-size products (its kernel names
 #: at the worst shapes of the mixed random runs: 64x64, 128x32 and 32x128 tiles of 128
-#: threads, several blocks an SM; results/nvidia-h200/worst-shapes-*): 4 warps of 32 x 32,
+#: threads, several blocks an SM; results/nvidia-h200/bench/worst-*): 4 warps of 32 x 32,
 #: 4 x 8 a lane, 126-128 registers, four blocks an SM. Measured only at mid-size products
 #: (`mid_range`), Stream-K and data-parallel.
 MID_TILES = tuple({"BM": bm, "BN": bn, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8,

@@ -128,7 +128,7 @@ def partial_path(slug: str, rung: Rung, shapes: list[tuple[int, int, int]],
                  listed: list[dict] | None = None) -> Path:
     from ..bench import results
 
-    return results.results_root() / slug / f"{run_name(rung, shapes, listed)}.partial.jsonl"
+    return results.place(slug, f"{run_name(rung, shapes, listed)}.partial.jsonl")
 
 
 def shapes_tag(shapes: list[tuple[int, int, int]]) -> str:

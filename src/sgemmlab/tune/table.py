@@ -40,7 +40,7 @@ from .resume import PartialLog, kernel_digest
 from .search import compile_many, default_jobs
 
 #: Rungs a table compares unless told otherwise: the warptiled rungs and above (on the
-#: H200 no lower rung comes near them at any suite shape: results/nvidia-h200/bench-*).
+#: H200 no lower rung comes near them at any suite shape: results/nvidia-h200/bench/*).
 TABLE_FROM_RUNG = 10
 #: (M, N, K), or (M, N, K, batch) for a batch of products in one call
 Shape = tuple[int, ...]

@@ -392,7 +392,8 @@ What the rows say (each rule with the rows that show it):
    four warps faster; the warps did not overlap entirely. The figures here are each
    block's span, first start to last stop.)
 
-Conflicts show in Nsight Compute as dispatch stalls (results/nvidia-h200/ncu-operands-*.txt).
+Conflicts show in Nsight Compute as dispatch stalls
+(results/nvidia-h200/profile/ncu-operands-*.txt).
 The model that follows from rules 1-5 (`runtime/sassedit.operand_cycles`' "lookahead",
 `anatomy/sass.bank_cycles`) reproduces every compiled, banks, reuse, slack and window row
 at one warp within 5 % (tests/test_sassedit.py), where pooling over the whole body or taking

@@ -104,7 +104,7 @@ def _choice(size: int, device_id: int) -> dict[str, Any] | None:
 
 
 def run(size: int = 256, calls: int = 200, repeats: int = 15, device_id: int = 0):
-    """measure(), written to results/<gpu>/overhead-<stamp>.json: (run dict, path)."""
+    """measure(), written to results/<gpu>/host/overhead-<stamp>.json: (run dict, path)."""
     from ...runtime.device import gpu_info
     from .. import results
 

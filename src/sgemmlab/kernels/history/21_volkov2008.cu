@@ -21,10 +21,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 5652.6 us, 24314 GFLOP/s, 49.3 % of cuBLAS, 84 registers
 //   BK=8,BN=256,TM=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 5690.1 us, 24083 GFLOP/s, 52.5 % of cuBLAS, 84 registers
 //   BK=8,BN=256,TM=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -17,10 +17,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 74306.0 us, 1850 GFLOP/s, 3.7 % of cuBLAS, 32 registers
 //   BS=8
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 37153.8 us, 3688 GFLOP/s, 7.9 % of cuBLAS, 32 registers
 //   BS=8
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -15,10 +15,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 21567.6 us, 6372 GFLOP/s, 13.0 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 21540.0 us, 6362 GFLOP/s, 13.9 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

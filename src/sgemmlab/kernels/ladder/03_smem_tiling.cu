@@ -19,10 +19,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 16134.0 us, 8519 GFLOP/s, 17.3 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 16231.1 us, 8443 GFLOP/s, 18.4 % of cuBLAS, 32 registers
 //   BS=32
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

@@ -23,10 +23,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 8500.9 us, 16168 GFLOP/s, 32.5 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 8553.2 us, 16022 GFLOP/s, 34.3 % of cuBLAS, 95 registers
 //   BK=16,BM=64,BN=32,TM=16
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

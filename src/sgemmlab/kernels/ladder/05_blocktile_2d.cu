@@ -23,10 +23,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 6212.8 us, 22122 GFLOP/s, 44.3 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 6225.7 us, 22012 GFLOP/s, 47.5 % of cuBLAS, 96 registers
 //   BK=16,BM=64,BN=64,TM=8,TN=4
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

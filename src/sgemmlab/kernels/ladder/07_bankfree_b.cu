@@ -22,10 +22,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 4034.2 us, 34069 GFLOP/s, 68.0 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 4091.3 us, 33494 GFLOP/s, 72.8 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

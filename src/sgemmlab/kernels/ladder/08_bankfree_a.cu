@@ -23,10 +23,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3843.6 us, 35758 GFLOP/s, 71.3 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 3886.9 us, 35256 GFLOP/s, 76.5 % of cuBLAS, 64 registers
 //   BK=32,BM=64,BN=128,PAD=4,TM=4,TN=8
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

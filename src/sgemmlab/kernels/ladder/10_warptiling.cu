@@ -23,10 +23,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3144.0 us, 43715 GFLOP/s, 87.1 % of cuBLAS, 127 registers
 //   BK=16,BM=64,BN=256,PAD=4,PREFETCH=1,TM=4,TN=4,WM=32,WN=64,WNITER=1
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 3180.2 us, 43091 GFLOP/s, 93.8 % of cuBLAS, 127 registers
 //   BK=16,BM=64,BN=256,PAD=4,PREFETCH=1,TM=4,TN=4,WM=32,WN=64,WNITER=1
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "common.cuh"
 

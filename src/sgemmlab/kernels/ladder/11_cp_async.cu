@@ -26,10 +26,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3587.2 us, 38313 GFLOP/s, 77.4 % of cuBLAS, 193 registers
 //   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 3609.3 us, 37968 GFLOP/s, 82.8 % of cuBLAS, 193 registers
 //   BK=16,BM=128,BN=64,PAD=4,STAGES=3,TM=8,TN=4,WM=64,WN=32,WNITER=1
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"

@@ -25,10 +25,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 3583.7 us, 38351 GFLOP/s, 77.9 % of cuBLAS, 189 registers
 //   BK=16,BM=128,BN=64,PAD=4,REGPF=1,STAGES=3,TM=8,TN=4,TRANSPOSE_A=0,WM=64,WN=32,WNITER=1
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 3603.2 us, 38032 GFLOP/s, 82.9 % of cuBLAS, 189 registers
 //   BK=16,BM=128,BN=64,PAD=4,REGPF=1,STAGES=3,TM=8,TN=4,TRANSPOSE_A=0,WM=64,WN=32,WNITER=1
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "async_copy.cuh"
 #include "common.cuh"

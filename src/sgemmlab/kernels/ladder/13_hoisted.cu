@@ -28,10 +28,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 2824.3 us, 48663 GFLOP/s, 98.5 % of cuBLAS, 241 registers
 //   BK=8,BM=128,BN=256,PAD=4,REG_TRANSPOSE=1,STAGES=2,TM=8,TN=16,WM=32,WN=128
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 2828.0 us, 48457 GFLOP/s, 105.4 % of cuBLAS, 241 registers
 //   BK=8,BM=128,BN=256,PAD=4,REG_TRANSPOSE=1,STAGES=2,TM=8,TN=16,WM=32,WN=128
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #include "async_copy.cuh"
 #include "epilogue.cuh"

@@ -26,10 +26,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 2805.4 us, 48990 GFLOP/s, 99.6 % of cuBLAS, 255 registers
 //   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
-//   (results/nvidia-h200/ladder-4096x4096x4096-20261201T195205Z.json)
+//   (results/nvidia-h200/ladder/4096x4096x4096-20261201T195205Z.json)
 // NVIDIA H200 4092x4092x4092: 2811.0 us, 48750 GFLOP/s, 106.0 % of cuBLAS, 255 registers
 //   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=1,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
-//   (results/nvidia-h200/ladder-4092x4092x4092-20261201T195227Z.json)
+//   (results/nvidia-h200/ladder/4092x4092x4092-20261201T195227Z.json)
 // </measured>
 #define SGEMM_NO_ENTRY
 #include "ladder/13_hoisted.cu"
