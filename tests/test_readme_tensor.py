@@ -69,6 +69,19 @@ def test_update_writes_each_block_between_its_markers_only(tmp_path):
     assert text.index("Accuracy over the fuzz set") > text.index(readme.TENSOR_BEGIN)
 
 
+def test_a_block_links_its_file_from_the_document_and_names_its_kind(tmp_path):
+    """results/<gpu>/<kind>/<name>: a block in docs/results.md links ../results/..., and
+    names the file with its kind's folder, which the name alone no longer says."""
+    kind = tmp_path / "results" / "nvidia-h200" / "bench"
+    kind.mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    md = tmp_path / "docs" / "results.md"
+    md.write_text(f"{readme.TENSOR_BEGIN}\n{readme.TENSOR_END}\n")
+    readme.update(md, [_bench(kind, "square-20261201T165801Z.json")])
+    assert ("from [`bench/square-20261201T165801Z.json`]"
+            "(../results/nvidia-h200/bench/square-20261201T165801Z.json)") in md.read_text()
+
+
 def test_a_readme_without_the_tensor_markers_is_refused(tmp_path):
     md = tmp_path / "README.md"
     md.write_text(f"{readme.BEGIN}\n{readme.END}\n")
@@ -84,7 +97,7 @@ def test_a_rung_header_quotes_its_default_at_the_shapes_asked():
     from sgemmlab.bench.readme import measured_lines
 
     f = (Path(__file__).resolve().parents[1] / "results" / "nvidia-h200" / "bench" /
-         "2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.gz")
+         "2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.xz")
     every = measured_lines("24_streamk_steady", [f])
     assert len(every) == 3 * 8  # 8 shapes, 3 lines each; the SPLIT=1 records left out
     assert all("SPLIT=1" not in line for line in every)

@@ -1,7 +1,11 @@
-"""Regenerate the README's scoreboard from results files (tables are never typed by hand)."""
+"""The generated blocks of README.md, docs/results.md and docs/lab.md (the scoreboard, the
+tensor cores, the Python track, whole models), written from results files: tables are never
+typed by hand. A block names each file by its kind's folder and name and links it from the
+document's own folder."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..registry import config_key
@@ -36,7 +40,7 @@ def is_models_run(run: dict) -> bool:
     return run.get("kind") == "models"
 
 
-def models_board(paths: list[Path]) -> str:
+def models_board(paths: list[Path], base: Path | None = None) -> str:
     """Per `bench --model` file: each workload's ratio (torch's time over the switch's, paired
     in that run: above 1 the switch is faster), the 60-shape F.linear sweep as its geometric
     mean and worst, the host µs of the overhead cases, and the targets the run checked."""
@@ -55,7 +59,7 @@ def models_board(paths: list[Path]) -> str:
                 lines.append(f"| F.linear, {g['pairs']} shapes | linear | {g['mode']} | 1 | "
                              f"{g['geomean']:.3f} (worst {g['worst']['ratio']:.3f}, "
                              f"{g['worst']['case']}) | float64 |")
-        text = (f"**Whole models** {_source(run, p)}: "
+        text = (f"**Whole models** {_source(run, p, base)}: "
                 f"{run['method'].get('baseline', 'torch')} against "
                 f"`sgemmlab.torch_mode(precision={run['method'].get('precision', 'ieee')!r})`:"
                 "\n\n" + "\n".join(lines) + "\n")
@@ -71,7 +75,7 @@ def models_board(paths: list[Path]) -> str:
     return "\n".join(parts)
 
 
-def track_board(paths: list[Path]) -> str:
+def track_board(paths: list[Path], base: Path | None = None) -> str:
     """Per Python-track file and shape: each Python rung beside its CUDA twin at the same
     configuration, both as % of cuBLAS (paired in that run) and as a ratio of times; then the
     search of Python rung 7 (every candidate was timed in the same run)."""
@@ -93,7 +97,7 @@ def track_board(paths: list[Path]) -> str:
                              f"{100 * twin['vs_cublas']:.1f} | {100 * same['vs_cublas']:.1f} | "
                              f"{same['median_us'] / twin['median_us']:.2f} | "
                              f"{same.get('registers', '?')} / {twin.get('registers', '?')} |")
-            text = (f"**{prob.label}** {_source(run, p)}; each Python rung at its twin's "
+            text = (f"**{prob.label}** {_source(run, p, base)}; each Python rung at its twin's "
                     f"configuration:\n\n" + "\n".join(lines) + "\n")
             if searched:
                 best = max(searched, key=lambda r: r["vs_cublas"])
@@ -112,14 +116,26 @@ def is_tensor_run(run: dict) -> bool:
     return run.get("kind") == "accuracy" or run.get("precision", "ieee") != "ieee"
 
 
-def _source(run: dict, p: Path) -> str:
+def _link(p: Path, base: Path | None) -> str:
+    """Where a block links a file: relative to the document's folder `base` (a link in
+    docs/results.md reads ../results/...), else as given."""
+    return Path(os.path.relpath(p, base)).as_posix() if base else p.as_posix()
+
+
+def _shown(p: Path) -> str:
+    """A results file as a block names it: its kind's folder and its name
+    (results/<gpu>/<kind>/<name>), the folder saying what the name no longer does."""
+    return f"{p.parent.name}/{p.name}"
+
+
+def _source(run: dict, p: Path, base: Path | None = None) -> str:
     env = run["environment"]
     commit = run.get("corrected", {}).get("git_commit") or env.get("git_commit")
     return (f"on {env['gpu']} (driver {env.get('driver')}, commit {str(commit)[:10]}), from "
-            f"[`{p.name}`]({p.as_posix()})")
+            f"[`{_shown(p)}`]({_link(p, base)})")
 
 
-def tensor_board(paths: list[Path]) -> str:
+def tensor_board(paths: list[Path], base: Path | None = None) -> str:
     """The tensor-core block: per bench run a table of each problem's ratios (paired
     against cuBLAS SGEMM; against the anchor within the run), per accuracy run each
     candidate's verdict over the fuzz set."""
@@ -127,13 +143,13 @@ def tensor_board(paths: list[Path]) -> str:
     for p in paths:
         run = results.load(p)
         if run.get("kind") == "accuracy":
-            parts.append(_accuracy_table(run, p))
+            parts.append(_accuracy_table(run, p, base))
         else:
-            parts.append(_precision_table(run, p))
+            parts.append(_precision_table(run, p, base))
     return "\n".join(parts)
 
 
-def _precision_table(run: dict, p: Path) -> str:
+def _precision_table(run: dict, p: Path, base: Path | None) -> str:
     rows = vs_anchor(run["records"])
     kernels = list(dict.fromkeys(r["label"] for r in rows))
     anchors = {r["label"]: r["anchor"] for r in rows}
@@ -146,12 +162,12 @@ def _precision_table(run: dict, p: Path) -> str:
             cells.append("-" if r is None else f"{r['vs_cublas']:.2f}, " + (
                 f"{r['vs_anchor']:.2f}" if r["vs_anchor"] is not None else "-"))
         lines.append("| " + " | ".join(cells) + " |")
-    return (f"**precision={run.get('precision')!r}** {_source(run, p)}; times as ratios (×): "
-            "cuBLAS SGEMM's time over the kernel's, paired; the anchor's over the kernel's, "
-            "same run:\n\n" + "\n".join(lines) + "\n")
+    return (f"**precision={run.get('precision')!r}** {_source(run, p, base)}; times as ratios "
+            "(×): cuBLAS SGEMM's time over the kernel's, paired; the anchor's over the "
+            "kernel's, same run:\n\n" + "\n".join(lines) + "\n")
 
 
-def _accuracy_table(run: dict, p: Path) -> str:
+def _accuracy_table(run: dict, p: Path, base: Path | None) -> str:
     lines = ["| candidate | kind | cases at or below cuBLAS (max and median) | worst max "
              "ratio | worst median ratio |", "| --- | --- | --- | --- | --- |"]
     for s in run["summary"]:
@@ -162,7 +178,8 @@ def _accuracy_table(run: dict, p: Path) -> str:
                      + (f"{s['passed']}/{s['cases']}" if judged else "not judged")
                      + f" | {s['worst_max_ratio']:.2f} ({s['worst_max_case']}) | "
                      f"{s['worst_median_ratio']:.2f} ({s['worst_median_case']}) |")
-    return (f"**Accuracy over the fuzz set** ({len(run['cases'])} cases) {_source(run, p)}: "
+    return (f"**Accuracy over the fuzz set** ({len(run['cases'])} cases) "
+            f"{_source(run, p, base)}: "
             "error |C − C64| / (|A||B|) per element, max and median, as ratios to cuBLAS "
             "SGEMM's on the same inputs:\n\n" + "\n".join(lines) + "\n\n"
             + _by_distribution(run) + "\n")
@@ -197,7 +214,7 @@ def _by_distribution(run: dict) -> str:
             "\n\n" + "\n".join(lines) + "\n")
 
 
-def scoreboard(paths: list[Path]) -> str:
+def scoreboard(paths: list[Path], base: Path | None = None) -> str:
     parts = []
     for p in paths:
         run = results.load(p)
@@ -210,11 +227,11 @@ def scoreboard(paths: list[Path]) -> str:
             parts.append(
                 f"**{prob.label}** on {env['gpu']} (driver {env.get('driver')}, SM clock "
                 f"{env.get('sm_clock_mhz_before')}→{env.get('sm_clock_mhz_after')} MHz, "
-                f"commit {str(commit)[:10]}), from [`{p.name}`]({p.as_posix()}):"
+                f"commit {str(commit)[:10]}), from [`{_shown(p)}`]({_link(p, base)}):"
                 f"\n\n{markdown(recs)}{_anchored(recs)}{_why(env['gpu'], recs)}")
         chart = p.with_suffix(".png")
         if chart.is_file():
-            parts.append(f"![the ladder at {problems[0].label}]({chart.as_posix()})\n")
+            parts.append(f"![the ladder at {problems[0].label}]({_link(chart, base)})\n")
     return "\n".join(parts)
 
 
@@ -261,7 +278,7 @@ def update(documents: Path | list[Path], paths: list[Path]) -> None:
             raise ValueError(f"{', '.join(map(str, docs))}: no markers {begin} ... {end}")
         head, rest = texts[doc].split(begin, 1)
         _, tail = rest.split(end, 1)
-        texts[doc] = f"{head}{begin}\n{fn(todo)}\n{end}{tail}"
+        texts[doc] = f"{head}{begin}\n{fn(todo, doc.parent)}\n{end}{tail}"
     for doc, text in texts.items():
         write_atomic(doc, text)
 
