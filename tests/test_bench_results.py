@@ -122,6 +122,8 @@ def test_a_path_recorded_before_the_layout_is_located(tmp_path):
     moved.write_bytes(b"")
     old = "results/nvidia-h200/table-grid-20261201T150405Z.json.gz"
     assert results.locate(old, tmp_path / "results") == moved
+    since = "results/nvidia-h200/table/grid-20261201T150405Z.json.gz"  # compressed anew since
+    assert results.locate(since, tmp_path / "results") == moved
     assert results.locate("results/nvidia-h200/table-gone-20261201T150405Z.json",
                           tmp_path / "results") is None
 

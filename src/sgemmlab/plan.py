@@ -171,7 +171,7 @@ def describe(a: Geometry, b: Geometry, c: Geometry, c_name: str = "out") -> Gemm
     # column-major B at full speed, and the swapped N = 1 problem was slower at 6 of 9
     # layer shapes on the H200 (in results/nvidia-h200/bench/:
     # 1x2048x2048-NT-1x5632x2048-NT-a05f02-20261202T210055Z.json
-    # against 2048x1x2048-5632x1x2048-265cae-20261202T210102Z.json.gz)
+    # against 2048x1x2048-5632x1x2048-265cae-20261202T210102Z.json.xz)
     a_opts, b_opts = {t for t, _ in la}, {t for t, _ in lb}
     forced = [next(iter(o)) for o in (a_opts, b_opts) if len(o) == 1]
     c_opts = {t for t, _ in lc}

@@ -269,22 +269,22 @@ def sibling(path: Path, suffix: str) -> Path:
 
 
 def locate(named: str | Path, root: Path | None = None) -> Path | None:
-    """The results file a path recorded before the layout by kind names (a table's sources,
-    a report's: results/nvidia-h200/table-grid-….json.gz): at that path under the checkout,
-    else where `place` puts that name now, compressed either way; None when neither."""
+    """The results file a recorded path names (a table's sources, a report's), compressed
+    since or not: results/<gpu>/<kind>/<name>, or a path from before the layout by kind
+    (results/<gpu>/<kind>-<name>: where `place` puts that name now); None when missing."""
     root = root or results_root()
-    named = Path(named)
-    if (root.parent / named).is_file():
-        return root.parent / named
-    parts = named.parts[named.parts.index("results") + 1:] if "results" in named.parts \
-        else named.parts
+    parts = Path(named).parts
+    parts = parts[parts.index("results") + 1:] if "results" in parts else parts
     if len(parts) < 2:
         return None
-    stem, _ = split_suffix(parts[-1])
-    moved = place(parts[0], stem, root)
-    for suffix in (".json", ".json.xz", ".json.gz", split_suffix(parts[-1])[1]):
-        if (found := moved.with_name(moved.name + suffix)).is_file():
-            return found
+    stem, suffix = split_suffix(parts[-1])
+    where = [root.joinpath(*parts[:-1]) / stem]
+    if len(parts) == 2:
+        where.append(place(parts[0], stem, root))
+    for base in where:
+        for ending in (suffix, ".json", ".json.xz", ".json.gz"):
+            if (found := base.with_name(base.name + ending)).is_file():
+                return found
     return None
 
 

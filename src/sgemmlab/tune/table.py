@@ -28,7 +28,6 @@ regenerates the shipped file from the committed results.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -328,15 +327,13 @@ def _source_path(source: str, gpu_name: str) -> tuple[Path, str] | None:
     path under the checkout, or where results/ files are now placed (bench.results.place,
     results/<gpu>/<kind>/...); None when neither holds it."""
     from ..bench import results
-    from ..runtime.device import slug
 
     root = results.results_root()
     named = root.parent / source
     if named.is_file():
         return named, source
-    place = getattr(results, "place", None)
-    moved = place(slug(gpu_name), Path(source).name, root) if place else None
-    if moved is None or not moved.is_file():
+    moved = results.locate(source, root)
+    if moved is None:
         return None
     return moved, f"{root.name}/{moved.relative_to(root).as_posix()}"
 
@@ -346,6 +343,8 @@ def full_table(table: dispatch.Table) -> dict:
     files its sources name, merged oldest first as `build_table` merged them (every entry
     as `entries_from` makes it: its spread, source and flags again); where one of them is
     not at hand (an installed package has no results/), its own entries in the full form."""
+    from ..bench import results
+
     if not table.compact:
         return dict(table.data)
     runs = []
@@ -353,9 +352,7 @@ def full_table(table: dispatch.Table) -> dict:
         found = _source_path(source, table.gpu)
         if found is None:
             return table.full()
-        raw = found[0].read_bytes()
-        runs.append((json.loads(gzip.decompress(raw) if found[0].suffix == ".gz" else raw),
-                     found[1]))
+        runs.append((json.loads(results.read_text(found[0])), found[1]))
     entries: list[dict] = []
     for run, source in sorted(runs, key=lambda r: r[0].get("created", "")):
         entries = dispatch.merge_entries(entries, entries_from(run["records"], source))

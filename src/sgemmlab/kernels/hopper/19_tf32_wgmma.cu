@@ -14,7 +14,7 @@
 // The bill (BM=128, BN=256): 42.7 FLOP per byte of L2 (rung 13's tile); wgmma reads 0.078 B
 // of shared memory per FMA, TMA writes 0.047: 128 B/clk at the tensor peak, all the SM has.
 // Prediction: ~270 TFLOP/s at 4096^3 (the shared-memory bill binds).
-// <measured> (results/nvidia-h200/probe/hopper-20261201T142210Z.json.gz; bench-4096x4096x4096-
+// <measured> (results/nvidia-h200/probe/hopper-20261201T142210Z.json.xz; bench-4096x4096x4096-
 // 8192x8192x8192-20261201T170115Z.json, through the API, B transposed by prep.cu)
 // 381.9 TFLOP/s at 4096^3 (probe: 1.04x cuBLAS TF32); API 96.2 % of cuBLAS TF32 at 4096^3,
 // 93.0 % at 8192^3. The shared-memory bill did not bind; why: docs/worklog.md, rung 19.

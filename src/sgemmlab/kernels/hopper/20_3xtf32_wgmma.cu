@@ -15,8 +15,8 @@
 // The bill (BM = BN = 128): 0.073 + 0.031 B of shared memory per tensor FMA; per k-tile and
 // thread 16 LDS, 32 roundings, 16 FADD, 64 FADD every PROMOTE k-tiles; 230 of 232 registers.
 // Prediction: 2.65x cuBLAS SGEMM at 4096^3, 2.5x at 8192^3, error ~0.2x SGEMM's.
-// <measured> (results/nvidia-h200/probe/hopper-20261201T152016Z.json.gz, ...171158Z.json;
-// bench/square-ragged-skinny-20261201T165801Z.json.gz; accuracy/20261201T165754Z.json.gz)
+// <measured> (results/nvidia-h200/probe/hopper-20261201T152016Z.json.xz, ...171158Z.json;
+// bench/square-ragged-skinny-20261201T165801Z.json.xz; accuracy/20261201T165754Z.json.xz)
 // probe: 4096^3 2.75x SGEMM, err/SGEMM 0.18; 8192^3 2.33x (power-capped). matmul: 2.43x at
 // 4096^3, 2.26x at 8192^3, 2.11x at 2048^3; error below cuBLAS's on normal and uniform
 // inputs, 1.76x its median on positive ones (truncation: docs/worklog.md, session 7).

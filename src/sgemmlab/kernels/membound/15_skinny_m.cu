@@ -33,8 +33,8 @@
 //
 // <measured>
 // H200, paired with cuBLAS (docs/worklog.md, sessions 4 and 6): 1x1024x16384 split 41.3 us,
-// 96.2 % (unsplit 65.6 us, 69.7 %: results/nvidia-h200/table/grid-20261201T150405Z.json.gz);
-// the vector and decode suites: bench/vector-decode-tinyk-20261201T100213Z.json.gz.
+// 96.2 % (unsplit 65.6 us, 69.7 %: results/nvidia-h200/table/grid-20261201T150405Z.json.xz);
+// the vector and decode suites: bench/vector-decode-tinyk-20261201T100213Z.json.xz.
 // </measured>
 #include "membound/skinny.cuh"
 

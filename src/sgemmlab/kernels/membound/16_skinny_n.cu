@@ -27,8 +27,8 @@
 //
 // <measured>
 // H200, paired with cuBLAS (docs/worklog.md, sessions 4 and 6): 1024x1x16384 split 46.8 us,
-// 94.1 % (results/nvidia-h200/table/grid-20261201T150405Z.json.gz); the vector suite:
-// results/nvidia-h200/bench/vector-decode-tinyk-20261201T100213Z.json.gz.
+// 94.1 % (results/nvidia-h200/table/grid-20261201T150405Z.json.xz); the vector suite:
+// results/nvidia-h200/bench/vector-decode-tinyk-20261201T100213Z.json.xz.
 // </measured>
 #include "membound/skinny.cuh"
 

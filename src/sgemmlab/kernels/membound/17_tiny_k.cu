@@ -33,7 +33,7 @@
 //
 // <measured>
 // H200 (docs/worklog.md, sessions 4 and 6): 4093x4093x64 97.5 us, 86.4 % of cuBLAS (grid:
-// results/nvidia-h200/table/grid-20261201T150405Z.json.gz); K <= 16: bench-vector-...-100213Z.
+// results/nvidia-h200/table/grid-20261201T150405Z.json.xz); K <= 16: bench-vector-...-100213Z.
 // </measured>
 #include "epilogue.cuh"
 

@@ -26,10 +26,10 @@
 // <measured>
 // NVIDIA H200 4096x4096x4096: 2713.2 us, 50656 GFLOP/s, 101.2 % of cuBLAS, 255 registers
 //   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=0,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
-//   (results/nvidia-h200/bench/2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.gz)
+//   (results/nvidia-h200/bench/2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.xz)
 // NVIDIA H200 8192x8192x8192: 21342.2 us, 51518 GFLOP/s, 101.6 % of cuBLAS, 255 registers
 //   BK=8,BM=128,BN=256,FIXUP=2,PAD=4,REG_TRANSPOSE=0,SPLIT=0,STAGES=3,TM=16,TN=8,WM=32,WN=128
-//   (results/nvidia-h200/bench/2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.gz)
+//   (results/nvidia-h200/bench/2048x2048x2048-3072x3072x3072-6d360f-20261202T025914Z.json.xz)
 // </measured>
 #pragma once
 // Step t of tile_product (ladder/13_hoisted.cu) multiplies k-tile t while it copies in

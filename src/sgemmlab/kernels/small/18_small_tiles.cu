@@ -32,7 +32,7 @@
 // <measured>
 // H200, through dispatch, isolated calls (host work inside): 127x129x131 14.1 us, 163 % of
 // cuBLAS; 32 x 128^3 214 %; cubes 17..257 154-195 %, 511^3 77 % (the blend's miss: rung 14
-// at 512^3 126 %) (results/nvidia-h200/bench/square-ragged-skinny-small-vector-d5eae6-20261201T113555Z.json.gz);
+// at 512^3 126 %) (results/nvidia-h200/bench/square-ragged-skinny-small-vector-d5eae6-20261201T113555Z.json.xz);
 // 29x32x3635 179 % (tune-18_small_tiles-...-20261201T112352Z.json). docs/worklog.md, session 5.
 // </measured>
 #include "splitk.cuh"
