@@ -222,6 +222,8 @@ m = native.load(); print('native:', m and m.__file__, round(time.time() - t, 1),
   esac
   exec 1>&3 2>&1 3>&-
 done
+# results/index.json as results/ now stands (`sgemmlab index`), so it travels back too
+sg index > /dev/null || echo "WARNING: sgemmlab index failed; run it before committing"
 # what changed under results/, the package data and tests/data (the fuzz stage's kept
 # failures); big results files exceed what one transfer brings back: the archive is compressed
 tar czf "$OUT/results.tgz" $(find results src/sgemmlab/data tests/data -type f \
