@@ -26,6 +26,11 @@ where no candidate was timed against it). tflops counts every product of a batch
 
 `source_digest` hashes every file of the installed package, so a result names the exact
 code that produced it even where no git metadata travelled with the tree.
+
+Where files go: results/<gpu>/<kind>/<name>-<stamp>.json, by kind (`place`, `PLACES`: bench,
+ladder, tune, table, accuracy, sanitizer, pytest, profile, models, host, ceilings, pairs,
+probe), compressed to .json.xz from 128 kB; `read_text` reads every form, and
+results/index.json (bench/index.py, `sgemmlab index`) lists every file.
 """
 
 from __future__ import annotations
