@@ -2,7 +2,7 @@
 //
 // Not a rung. Each thread holds NOPS operand registers and NACC accumulators, and its loop
 // runs STEPS x NACC multiply-adds per trip, every accumulator once a step. ptxas compiles it
-// into a straight run of FFMAs; bench/operands.py then rewrites the registers each FFMA
+// into a straight run of FFMAs; bench/probes/operands.py then rewrites the registers each FFMA
 // reads, its reuse flags and (for the dependent patterns) which accumulator it updates, in
 // the cubin itself (anatomy/sasspatch.py), and times the result with the SM's own clock.
 // The values computed are meaningless once patched; only the issue rate is measured.
