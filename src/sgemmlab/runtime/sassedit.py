@@ -1,6 +1,7 @@
 """The machine code of a cubin, edited: sm_90 FFMA fields, and the operand-order pass.
 
-Issue 19 measured how Hopper feeds FFMA its operands (bench/operands.py, docs/operands-h200.md):
+The operand probe measured how Hopper feeds FFMA its operands (bench/probes/operands.py,
+docs/operands-h200.md):
 the register file has two banks, even and odd register numbers, each giving one 32-bit
 operand a cycle to a scheduler; a register an instruction reads twice is read once; an
 operand the previous FFMA flagged `.reuse` in the same slot comes from the reuse cache and
