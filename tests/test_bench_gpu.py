@@ -85,7 +85,9 @@ def test_a_tiny_bench_writes_a_valid_results_file(tmp_path, monkeypatch):
     rung = registry.rung(3)  # a small rung that exists in every checkout
     cands = [runner.rung_candidate(rung, rung.seed), candidate("tf32")]
     run, path = runner.run("bench", "test", [(256, 256, 256), (67, 45, 33)], cands, TINY)
-    assert path.parent.parent == tmp_path and path.is_file()
+    # results/<gpu>/<kind>/<name>-<stamp>.json (bench.results.place)
+    assert path.parent.parent.parent == tmp_path and path.parent.name == "bench"
+    assert path.is_file()
     data = results.load(path)
     assert data == json.loads(json.dumps(run))  # what was returned is what was written
     assert data["kind"] == "bench" and data["command"]

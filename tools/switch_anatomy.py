@@ -4,7 +4,7 @@ host time of each piece of the switch's path. A probe, run on the GPU machine:
     tools/h200.sh anatomy      # PYTHONPATH=src python3 tools/switch_anatomy.py
 
 For each layer shape, F.linear and mm(x, W.t()) without and with sgemmlab.torch_mode():
-host µs per call (the GPU kept busy by a sleep kernel: bench/overhead.py's method) and GPU
+host µs per call (the GPU kept busy by a sleep kernel: bench/measure.py's method) and GPU
 µs per call (CUDA events around 200 calls queued behind a sleep: the kernels back to back),
 and the rung dispatch ran. Then, at 1x1024x1024, the host µs of the pieces: allocation, the
 bias copy, the hot path's key and launch, a ctypes cuLaunchKernel on the same packed
@@ -126,7 +126,7 @@ def main() -> None:
     res["pieces 1x1024x1024"] = pieces()
     gpu = gpu_info(0)
     run = results.new_run("switch-anatomy", gpu, {
-        "host": "µs per call, the GPU kept busy (bench/overhead.py)",
+        "host": "µs per call, the GPU kept busy (bench/measure.py)",
         "gpu": "µs per call, 200 calls queued behind a sleep, CUDA events"})
     run["measurements"] = res
     print(json.dumps(res, indent=1))
