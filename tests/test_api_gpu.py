@@ -777,3 +777,24 @@ def test_free_workspaces_gives_memory_back_and_the_same_calls_still_match_float6
         if step >= 1:
             assert sgemmlab.free_workspaces() > 0, f"step {step}: the call held no workspace"
     assert sgemmlab.free_workspaces() == 0
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (257, 131, 67), (1000, 1000, 1000)])
+def test_a_configuration_without_a_kernel_runs_the_top_of_the_ladder_for_this_gpu(shape):
+    """`matmul(config=...)` without `kernel` names registry.best(arch): rung 24 on sm_90
+    (rung 14's space, the steady walk and the operand-order pass), rung 14 elsewhere; the
+    product matches float64 at ragged shapes, its output poisoned first."""
+    import torch
+
+    from sgemmlab.runtime.device import gpu_info
+
+    M, N, K = shape
+    a = torch.rand(M, K, device="cuda") * 2 - 1
+    b = torch.rand(K, N, device="cuda") * 2 - 1
+    out = torch.full((M, N), float("nan"), device="cuda")
+    top = registry.best(gpu_info(0).arch)
+    cfg = dict(top.default(gpu_info(0).name))
+    got = sgemmlab.matmul(a, b, out=out, config=cfg)
+    g = plan.describe(((M, K), (K, 1)), ((K, N), (N, 1)), ((M, N), (N, 1)))
+    assert plan.named_rung(g, 0, None, cfg, False)[0].label == top.label
+    assert_matches(got, reference(a, b, None, 1.0, 0.0), K)

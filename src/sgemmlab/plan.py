@@ -213,7 +213,8 @@ def named_rung(g: Gemm, device_id: int, kernel, config, deterministic: bool,
     if kernel is None and precision != "ieee":
         rung = dispatch.tensor_rung(precision)  # config= alone: the precision's rung
     else:
-        rung = registry.rung(kernel) if kernel is not None else registry.best()
+        rung = (registry.rung(kernel) if kernel is not None
+                else registry.best(gpu_info(device_id).arch))
     if rung.precision != precision:
         raise ConfigError(f"rung {rung.label} computes in {rung.precision!r} precision and "
                           f"this call asks for {precision!r}: pass precision="
