@@ -41,9 +41,10 @@ def main() -> None:
                          text=True, env=env, cwd=root.parent)
     if out.stdout.strip() != f"sgemmlab {sgemmlab.__version__}":
         fail(f"`sgemmlab --version` printed {out.stdout!r} {out.stderr[-300:]!r}")
-    for r in registry.ALL + registry.TENSOR + registry.HISTORY:
-        if not (compiler.KERNEL_DIR / r.source).is_file():
-            fail(f"{r.label}: {r.source} is not in the wheel")
+    for r in registry.ALL + registry.TENSOR + registry.HISTORY + registry.ORDERED:
+        for rel in {r.source, r.page}:  # what it compiles, and where its header is
+            if not (compiler.KERNEL_DIR / rel).is_file():
+                fail(f"{r.label}: {rel} is not in the wheel")
     for rel in ("data/defaults.json", "data/tables/nvidia-h200.json.gz",
                 "data/visualizer/index.html", "data/visualizer/app.js"):
         if not (pkg / rel).is_file():
