@@ -15,7 +15,7 @@
 // 1160 without a source); with the bias alone the loop is the one without a source, cycle
 // for cycle. On the H200 at 8192 x 3072 x 1024 (x @ W^T + b): 0.938 of cuBLAS with the
 // general source, 1.007 with the bias variant, 1.011 with no source at all
-// (results/nvidia-h200/source-pair-20261203T090517Z.json).
+// (results/nvidia-h200/pairs/source-20261203T090517Z.json).
 #pragma once
 #include "common.cuh"
 

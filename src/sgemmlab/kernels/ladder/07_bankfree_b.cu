@@ -16,7 +16,7 @@
 //
 // Prediction: a few % to 10 % over rung 6 at TN = 8, identical at TN = 4: 62-70 % of cuBLAS.
 // The hardware's count at the seed, 4096^3: 268.9 M shared-load bank conflicts in rung 6,
-// 0.43 M here (results/nvidia-h200/ncu-bank-conflicts-4096.txt).
+// 0.43 M here (results/nvidia-h200/profile/ncu-bank-conflicts-4096.txt).
 //
 // Measured: the generated block below; the longer story: docs/worklog.md, rung notes.
 // <measured>
