@@ -414,10 +414,10 @@ def test_tail_split_and_workspace_by_hand():
     where = decompose
     # 8192^3, 128 x 128 tiles: 4096 = 31 x 132 + 4 leftover tiles, 8 parts of 32 k-tiles each
     assert where.tail_splits(4096, 132, 256) == 8
-    assert where.tail_workspace(4096, 132, 256) == (4 * 8 * 128 * 128, 4 * 256)
+    assert where.split_workspace(4096, 132, 8) == (4 * 8 * 128 * 128, 4 * 256)
     # 4096^3: 100 leftover tiles of 132: no room to split
     assert where.tail_splits(1024, 132, 128) == 1
-    assert where.tail_workspace(1024, 132, 128) == (0, 0)
+    assert where.split_workspace(1024, 132, 1) == (0, 0)
     assert where.tail_splits(64, 64, 32) == 1  # whole waves
     assert where.tail_splits(4, 3, 8) == 3  # the 3-block check: 1 leftover, 3 parts
     assert where.tail_splits(4, 3, 2) == 2  # at most one k-tile a part

@@ -114,15 +114,15 @@ def test_an_unaligned_k_copies_a_row_major_a_whose_lda_is_k():
 def test_tail_split_and_workspace_by_hand():
     # 140 tiles on 132 blocks: 8 leftover tiles, 132 // 8 = 16 parts would fit, 8 at most
     assert decompose.tail_splits(140, 132, 128) == 8
-    assert decompose.tail_workspace(140, 132, 128) == (8 * 8 * 128 * 128, 8 * 2 * 128)
+    assert decompose.split_workspace(140, 132, 8) == (8 * 8 * 128 * 128, 8 * 2 * 128)
     # 133 tiles: 1 leftover, as many parts as k-tiles when fewer than 8
     assert decompose.tail_splits(133, 132, 5) == 5
-    assert decompose.tail_workspace(133, 132, 5) == (5 * 128 * 128, 256)
+    assert decompose.split_workspace(133, 132, 5) == (5 * 128 * 128, 256)
     # 200 tiles: 68 leftover, 132 // 68 = 1 part each: nothing split, nothing needed
     assert decompose.tail_splits(200, 132, 128) == 1
-    assert decompose.tail_workspace(200, 132, 128) == (0, 0)
+    assert decompose.split_workspace(200, 132, 1) == (0, 0)
     assert decompose.tail_splits(264, 132, 128) == 1  # two whole waves
-    assert decompose.tail_workspace(264, 132, 128) == (0, 0)
+    assert decompose.split_workspace(264, 132, 1) == (0, 0)
     assert decompose.tail_splits(7, 2, 1) == 1  # a single k-tile cannot be split
 
 

@@ -245,16 +245,6 @@ def tail_splits(tiles: int, grid: int, ktiles: int) -> int:
     return max(1, min(TAIL_MAX, grid // rest, ktiles))
 
 
-def tail_workspace(tiles: int, grid: int, ktiles: int) -> tuple[int, int]:
-    """(floats of partial sums, counters) the kernel's TAIL needs on `grid` blocks: per part
-    a 128 x 128 tile, per leftover tile a counter for each of the 256 consumer threads."""
-    splits = tail_splits(tiles, grid, ktiles)
-    if splits == 1:
-        return 0, 0
-    rest = tiles % grid
-    return rest * splits * TILE_M * 128, rest * 2 * 128
-
-
 def split_plan(tiles: int, ktiles: int, sms: int, tail: bool) -> tuple[int, int]:
     """(grid, splits) of rung 20's persistent launch. Without TAIL: min(tiles, SMs) blocks,
     nothing split. With it: at least a wave of tiles, the last partial wave's tiles split
