@@ -111,3 +111,78 @@ def test_the_compact_table_decides_as_the_full_one(both_tables):
     differ = [(r, x, y) for r, x, y in zip(requests, a, b) if x != y]
     assert not differ, differ[:3]
     assert {d[3] for d in a} >= {"table", "model", "heuristic"}  # every source exercised
+
+
+def test_the_shipped_file_packs_its_columns_and_they_read_back_exactly(tmp_path):
+    """The package's table stores its entries' columns as little-endian arrays (base64):
+    written and read again, every number is the same, to the bit."""
+    import gzip
+    import json
+
+    path = dispatch.package_table_path(GPU)
+    on_disk = json.loads(gzip.decompress(path.read_bytes()))
+    assert all(set(col) == {"dtype", "base64"} for col in on_disk["entries"].values())
+    shipped = dispatch.read_table(path, "package")
+    assert all(type(col) is list for col in shipped.data["entries"].values())
+    again = dispatch.read_table(dispatch.write_table(shipped.data, tmp_path / "t.json.gz"))
+    assert again.data == shipped.data
+    listed = dict(shipped.data)  # a compact table may also give its columns as lists
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(listed))
+    assert dispatch.read_table(plain).data == shipped.data
+
+
+@pytest.mark.parametrize("spoil, says", [
+    (lambda c: c["shape"].update(dtype="<f8"), "shape is not packed"),
+    (lambda c: c["median_us"].update(base64="not base64!"), "median_us is not base64"),
+    (lambda c: c["vs_cublas"].update(base64=c["vs_cublas"]["base64"][:-8]), "vs_cublas"),
+    (lambda c: c["candidate"].update(base64=_packed([0, 10**6], "<i4")),
+     "the columns differ in length"),
+    (lambda c: c["shape"].update(base64=_packed([-1], "<i4")), "differ in length"),
+    (lambda c: c["median_us"].update(extra=1), "median_us is not packed"),
+])
+def test_a_spoiled_packed_column_is_refused_by_name(tmp_path, spoil, says):
+    import gzip
+    import json
+
+    data = json.loads(gzip.decompress(dispatch.package_table_path(GPU).read_bytes()))
+    spoil(data["entries"])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(dispatch.TableError, match=says):
+        dispatch.read_table(bad)
+
+
+def test_packed_indices_and_times_are_checked(tmp_path):
+    import json
+
+    def table(shape, cand, us):
+        return {"schema": dispatch.COMPACT_SCHEMA, "gpu": GPU,
+                "candidates": [["14_streamk", {"BM": 128}]],
+                "shapes": [[64, 64, 64, "NN", 1, True]],
+                "entries": {"shape": {"dtype": "<i4", "base64": _packed(shape, "<i4")},
+                            "candidate": {"dtype": "<i4", "base64": _packed(cand, "<i4")},
+                            "median_us": {"dtype": "<f8", "base64": _packed(us, "<f8")},
+                            "vs_cublas": {"dtype": "<f8", "base64": _packed([1.0], "<f8")}}}
+
+    for data, says in ((table([0], [0], [2.5]), None),
+                       (table([1], [0], [2.5]), "shape is not an index into shapes"),
+                       (table([0], [3], [2.5]), "candidate is not an index"),
+                       (table([0], [0], [0.0]), "median_us holds a value that is not > 0"),
+                       (table([0], [0], [float("nan")]), "not > 0")):
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(data))
+        if says is None:
+            t = dispatch.read_table(path)
+            assert t.data["entries"]["median_us"] == [2.5] and t.entries[0]["M"] == 64
+        else:
+            with pytest.raises(dispatch.TableError, match=says):
+                dispatch.read_table(path)
+
+
+def _packed(values, dtype: str) -> str:
+    import base64
+
+    import numpy as np
+
+    return base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode()

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from sgemmlab.runtime import fastcall as fastcall_mod
+from sgemmlab.runtime import driver as driver_mod
 from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime import workspace as ws
 
@@ -23,10 +23,10 @@ def test_arguments_are_packed_in_order_as_their_c_types():
     args = (np.int32(-7), np.float32(0.1), 0x7F00_0000_1000, np.int64(1 << 40), np.int32(3))
     p = launch_mod.Packed(KERNEL, STREAM, (5, 2, 1), (256, 1, 1), args)
     seen = []
-    p._fn = lambda *a: seen.append(a) or (0,)
+    p._fn = lambda *a: seen.append(a) or 0
     p()
     (call,) = seen
-    assert call[:9] == ("CUkernel", 5, 2, 1, 256, 1, 1, 0, "CUstream") and call[10] == 0
+    assert call[:9] == ("CUkernel", 5, 2, 1, 256, 1, 1, 0, "CUstream") and call[10] is None
     ptrs = (ctypes.c_void_p * len(args)).from_address(call[9])
     read = [ctypes.c_int32.from_address(ptrs[0]).value,
             ctypes.c_float.from_address(ptrs[1]).value,
@@ -39,8 +39,14 @@ def test_arguments_are_packed_in_order_as_their_c_types():
 
 def test_a_failed_launch_raises():
     p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1),))
-    p._fn = lambda *a: (701,)  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    p._fn = lambda *a: 701  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
     with pytest.raises(RuntimeError, match="cuLaunchKernel failed"):
+        p()
+
+
+def test_a_launch_on_stand_in_handles_has_no_driver_to_run_it():
+    p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1),))
+    with pytest.raises(TypeError, match="no driver to run it"):
         p()
 
 
@@ -52,58 +58,47 @@ def test_an_argument_of_no_known_type_is_refused(bad):
 
 def test_the_capture_probe_resolves_the_handle_once_and_asks_the_driver_every_call(
         monkeypatch):
-    from cuda.bindings import driver
-
     asked, reads = [], []
 
-    class Handle:  # a CUstream: int() gives its address
-        def __int__(self):
-            return 0x7F00
-
-    handle = Handle()
+    def is_capturing(handle, status):
+        asked.append(handle)
+        status._obj.value = driver_mod.CAPTURE_ACTIVE if len(asked) == 2 else 0
+        return driver_mod.SUCCESS
 
     class Stream:
         @property
         def handle(self):
             reads.append(1)
-            return handle
+            return 0x7F00
 
-    class FakeDriver:
-        CUresult = driver.CUresult
-        CUstreamCaptureStatus = driver.CUstreamCaptureStatus
-
-        @staticmethod
-        def cuStreamIsCapturing(handle):
-            asked.append(handle)
-            status = (driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
-                      if len(asked) == 2 else
-                      driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
-            return driver.CUresult.CUDA_SUCCESS, status
-
-    monkeypatch.setattr(ws, "_driver", FakeDriver)
+    monkeypatch.setitem(driver_mod._protos, "cuStreamIsCapturing", is_capturing)
     probe = ws.capture_probe(Stream())
     assert [probe(), probe(), probe()] == [False, True, False]
-    assert asked == [handle] * 3 and len(reads) == 1
+    assert asked == [0x7F00] * 3 and len(reads) == 1
+
+
+def test_a_failed_capture_query_counts_as_not_capturing(monkeypatch):
+    monkeypatch.setitem(driver_mod._protos, "cuStreamIsCapturing", lambda h, s: 400)
+    assert ws.capturing(types.SimpleNamespace(handle=0x7F00)) is False
 
 
 @pytest.mark.parametrize("legacy", [0, 1])
 def test_the_legacy_default_stream_needs_no_capture_query(monkeypatch, legacy):
     """CUDA cannot capture the legacy stream (torch's default): no probe, no driver call."""
-    class NoDriver:
-        def __getattr__(self, name):
-            raise AssertionError(f"the driver was asked ({name})")
+    def no_driver(*a):
+        raise AssertionError("the driver was asked")
 
     class Stream:
         handle = legacy
 
-    monkeypatch.setattr(ws, "_driver", NoDriver())
+    monkeypatch.setattr(driver_mod, "stream_is_capturing", no_driver)
     assert ws.capture_probe(Stream()) is None
     assert ws.capturing(Stream()) is False
 
 
 def test_integer_handles_launch_through_ctypes_on_plain_integers(monkeypatch):
     seen = []
-    monkeypatch.setattr(fastcall_mod, "launch_kernel",
+    monkeypatch.setattr(driver_mod, "launch_kernel",
                         lambda: lambda *a: seen.append(a) or 0)
     kernel, stream = types.SimpleNamespace(handle=0xABC0), types.SimpleNamespace(handle=0x51)
     p = launch_mod.Packed(kernel, stream, (3, 1, 1), (128, 1, 1), (np.int32(9),))
@@ -122,7 +117,7 @@ def _record_pointers(p, seen):
     def call(*a):
         ptrs = (ctypes.c_void_p * len(p.args)).from_address(a[9])
         seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in (4, 6, 9)))
-        return (0,)
+        return 0
 
     p._fn = call
 
@@ -179,7 +174,7 @@ def test_repointing_checks_its_pointers():
 
 
 def _driver_recorder(monkeypatch, nargs):
-    """A fake cuLaunchKernel (through fastcall) recording every argument as the kernel
+    """A fake cuLaunchKernel (through runtime/driver.py) recording every argument as the kernel
     would read it, for launches on integer handles."""
     seen = []
 
@@ -188,7 +183,7 @@ def _driver_recorder(monkeypatch, nargs):
         seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in range(nargs)))
         return 0
 
-    monkeypatch.setattr(fastcall_mod, "launch_kernel", lambda: call)
+    monkeypatch.setattr(driver_mod, "launch_kernel", lambda: call)
     return seen
 
 
@@ -355,7 +350,7 @@ def test_a_plan_keeps_a_template_per_source_stride_and_repoints_x_too(monkeypatc
         def call(*a):
             ptrs = (ctypes.c_void_p * len(args)).from_address(a[9])
             seen.append(tuple(ctypes.c_uint64.from_address(ptrs[i]).value for i in slots))
-            return (0,)
+            return 0
 
         p._fn = call
         packs.append(p)

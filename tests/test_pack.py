@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from sgemmlab import plan as plan_mod
 from sgemmlab.cli import app
-from sgemmlab.runtime import fastcall as fastcall_mod
+from sgemmlab.runtime import driver as driver_mod
 from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime import workspace as ws
 
@@ -76,7 +76,7 @@ def test_a_packed_plan_plans_the_product_on_the_copy(monkeypatch):
 
 
 def _recorder(monkeypatch):
-    """cuLaunchKernel through fastcall, recording (kernel, arguments as 64-bit cells)."""
+    """cuLaunchKernel through runtime/driver.py, recording (kernel, arguments as 64-bit cells)."""
     seen = []
 
     def call(*a):
@@ -86,7 +86,7 @@ def _recorder(monkeypatch):
                                  for i in range(n))))
         return 0
 
-    monkeypatch.setattr(fastcall_mod, "launch_kernel", lambda: call)
+    monkeypatch.setattr(driver_mod, "launch_kernel", lambda: call)
     monkeypatch.setattr(launch_mod, "load_kernel", lambda *a, **k: (
         types.SimpleNamespace(handle=PACK_KERNEL), None))
     monkeypatch.setattr(launch_mod, "_PACK_KERNELS", {})

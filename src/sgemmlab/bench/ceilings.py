@@ -83,7 +83,7 @@ def sass_count(cubin: bytes, opcode: str) -> int | None:
 
 
 def ffma_kernel():
-    """(cuda.core Kernel, Compiled, FFMA count in its SASS or None), after checking that
+    """(driver.Function, Compiled, FFMA count in its SASS or None), after checking that
     the compiler kept every FMA of the loop body."""
     from ..runtime.launch import load_kernel
 
@@ -99,20 +99,17 @@ def ffma_kernel():
 def measure_ffma(gpu, launches: int) -> dict:
     import numpy as np
     import torch
-    from cuda.core import LaunchConfig, launch
 
     from ..runtime.arrays import stream_for
+    from ..runtime.packed import Packed
 
     kernel, compiled, count = ffma_kernel()
     blocks = gpu.sm_count * BLOCKS_PER_SM
     out = torch.empty(blocks * THREADS, device="cuda")
     stream = stream_for(int(torch.cuda.current_stream().cuda_stream), gpu.index)
-    config = LaunchConfig(grid=(blocks, 1, 1), block=(THREADS, 1, 1))
     # x -> 0.999 x + 0.001 settles at 1.0: no overflow, no denormals to slow anything down
     args = (out.data_ptr(), np.float32(0.999), np.float32(1e-3), np.int32(ITERS))
-
-    def fn() -> None:
-        launch(stream, config, kernel, *args)
+    fn = Packed(kernel, stream, (blocks, 1, 1), (THREADS, 1, 1), args)
 
     times = _time(fn, launches)
     us = median(times)

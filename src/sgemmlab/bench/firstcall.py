@@ -10,9 +10,10 @@ difference is what the first call cost. SGEMMLAB_FIRSTCALL_PROFILE=PATH writes a
 of the process's very first call there. The process makes its CUDA context (torch's) and
 the first problem's operands, and times torch.matmul's own first call, as a program would;
 then it times `import sgemmlab` and, right after it, the first problem's first call: that
-one pays sgemmlab's whole one-time set-up (the library, cuda.core and the shipped table are
-loaded by the first product, not by the import), and its record carries
-`import_to_first_ms`, from the import to the first product synchronised. (The process runs
+one pays sgemmlab's whole one-time set-up (the shipped table is read by the first product,
+not by the import; cuda.core only where a kernel must be compiled), and its record carries
+`import_to_first_ms`, from the import to the first product synchronised, and which CUDA
+Python libraries it loaded (`library_imports` times what each would cost). (The process runs
 as `python -m sgemmlab.bench.firstcall`, so sgemmlab's own __init__, the error types alone,
 is loaded before that; `import_times` times the import in processes of their own.)
 Whether a call had to compile is read from the cache directory (a compile writes an entry
@@ -125,7 +126,9 @@ def _child(todo_path: str, out_path: str) -> None:
         _dump(prof, profile)
     import_ms = 1e3 * (t_first - t_import)  # after torch, as a program has it
     first0 = {"first_ms": 1e3 * (t_done - t_first), "import_ms": import_ms,
-              "import_to_first_ms": 1e3 * (t_done - t_import), "first_gc_ms": sum(pauses)}
+              "import_to_first_ms": 1e3 * (t_done - t_import), "first_gc_ms": sum(pauses),
+              # which of the CUDA Python libraries the first product loaded
+              "loaded": sorted(m for m in LIBRARIES if m in sys.modules)}
     from sgemmlab.runtime.compiler import cache_dir
 
     cubins = cache_dir() / "cubins"
@@ -189,6 +192,27 @@ def measure(todo: list[dict], timeout: int = 900) -> dict:
         return json.loads(out_path.read_text())
 
 
+#: The CUDA Python libraries whose import a first product would pay for (none, when its
+#: kernels come from the bundle: runtime/driver.py)
+LIBRARIES = ("cuda.bindings.driver", "cuda.bindings.nvrtc", "cuda.core")
+
+
+def library_imports() -> dict[str, float]:
+    """What importing each of LIBRARIES costs (ms, in that order, each after the ones before
+    it) in a fresh process that has imported torch and made its CUDA context, as the first
+    calls' process has: what a first product that needed them would pay."""
+    code = ("import json, time, torch; torch.zeros(1, device='cuda'); out = {}\n"
+            f"for name in {LIBRARIES!r}:\n"
+            "    t = time.perf_counter(); __import__(name)\n"
+            "    out[name] = 1e3 * (time.perf_counter() - t)\n"
+            "print(json.dumps(out))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=os.environ)
+    if done.returncode != 0:
+        raise RuntimeError("timing the libraries' imports failed: " + done.stderr[-400:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 #: `import sgemmlab` alone, in a fresh process (no torch before it): the budget a library
 #: import should keep
 IMPORT_TARGET_MS = 100.0
@@ -221,7 +245,8 @@ def summary(records: list[dict]) -> dict:
             "over_target": sum(r["first_ms"] >= TARGET_MS for r in records),
             "target_ms": TARGET_MS,
             # the process's first product, from `import sgemmlab` to its result
-            "import_to_first_ms": records[0].get("import_to_first_ms") if records else None}
+            "import_to_first_ms": records[0].get("import_to_first_ms") if records else None,
+            "first_product_loaded": records[0].get("loaded") if records else None}
 
 
 if __name__ == "__main__":

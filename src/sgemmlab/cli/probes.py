@@ -213,6 +213,11 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
     imports = fc.import_times()
     s["import_ms"] = {"runs": imports, "median": sorted(imports)[len(imports) // 2],
                       "target": fc.IMPORT_TARGET_MS}
+    s["libraries_ms"] = fc.library_imports()
+    from ..runtime.compiler import bundle_dir
+
+    bundle = bundle_dir()
+    s["bundle"] = bool(bundle and bundle.is_dir() and any(bundle.iterdir()))
     path = results.write(run, gpu.slug, f"firstcall-{results.stamp()}")
     w = s["worst"]
     typer.echo(f"{s['problems']} problems, first call median {s['median_first_ms']:.2f} ms, "
@@ -224,7 +229,13 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
                f"{s['max_first_ms_without_gc']:.2f} ms)")
     typer.echo(f"import sgemmlab: median {s['import_ms']['median']:.1f} ms in a fresh process "
                f"(target {fc.IMPORT_TARGET_MS:.0f} ms); after torch "
-               f"{s['import_after_torch_ms'] or float('nan'):.1f} ms")
+               f"{s['import_after_torch_ms'] or float('nan'):.1f} ms; the process's first "
+               f"product {recs[0]['first_ms']:.1f} ms after it, loading "
+               f"{', '.join(s['first_product_loaded']) or 'none'} of "
+               f"{', '.join(fc.LIBRARIES)}")
+    typer.echo("those libraries' imports after torch: " + ", ".join(
+        f"{k} {v:.1f} ms" for k, v in s["libraries_ms"].items())
+        + ("" if s["bundle"] else "; no bundle of prebuilt cubins in the package"))
     typer.echo(f"results: {path}")
     if s["over_target"]:
         fail(f"{s['over_target']} first call(s) took {s['target_ms']:.0f} ms or more", 3)

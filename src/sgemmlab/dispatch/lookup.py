@@ -125,21 +125,69 @@ def _key(e: Mapping[str, Any]) -> tuple[str, str]:
 
 
 class _Index:
-    """A table made ready for lookups, once per loaded table: its measured shapes, each
-    entry's rung checked against the registry once (not per request), and the shapes' log
-    sizes as one array, so a request's distances to all of them are one numpy expression."""
+    """A table made ready for lookups, once per loaded table: its measured shapes and their
+    log sizes as one array, so a request's distances to all of them are one numpy
+    expression. A shape's entries (and each one's rung, checked against the registry once
+    per distinct configuration) are made when a request first looks at that shape: a
+    request reads a few shapes of a thousand, and the first product of a program pays for
+    what it reads (a compact table's columns are grouped by shape in one pass)."""
 
     def __init__(self, table: Table):
-        self.keys, self.entries, self.rungs = [], [], []
-        known: dict[tuple[str, int], Rung | None] = {}  # (rung, id(config)) -> _known(e)
-        for shape, entries in table.shapes().items():
-            self.keys.append(shape)
-            self.entries.append(entries)
-            self.rungs.append([_known_shared(e, known) for e in entries])
+        self._known: dict[tuple[str, int], Rung | None] = {}  # (rung, id(config)) -> _known
+        if table.compact:
+            d = table.data
+            shapes, column = d["shapes"], d["entries"]["shape"]
+            group: dict[tuple, int] = {}  # a shape_key -> its place, in order of first use
+            aligned: list[bool] = []  # each place's first entry's alignment class
+            place = np.full(len(shapes), -1)  # a row of `shapes` -> its place
+            col = np.asarray(column, dtype=np.int64)
+            rows, first = np.unique(col, return_index=True)
+            for r in rows[np.argsort(first)]:  # the shapes in the order entries use them
+                key = tuple(shapes[r][:5])  # (two rows may differ in alignment alone)
+                if key not in group:
+                    group[key] = len(group)
+                    aligned.append(bool(shapes[r][5]))
+                place[r] = group[key]
+            of = place[col]  # each entry's place
+            order = np.argsort(of, kind="stable")  # entries by place, in their order
+            ends = np.cumsum(np.bincount(of, minlength=len(group))).tolist()
+            self.keys = list(group)
+            self._members, self._data = (order, [0] + ends), d
+            self._entries: list[list[dict] | None] = [None] * len(group)
+        else:
+            grouped = table.shapes()
+            self.keys, self._entries = list(grouped), list(grouped.values())
+            aligned = [aligned_of(es[0]) for es in self._entries]
+        self._rungs: list[list[Rung | None] | None] = [None] * len(self.keys)
         self.logs = np.log(np.array([[M, N, K, b] for M, N, K, _, b in self.keys] or
                                     np.zeros((0, 4)), dtype=np.float64).reshape(-1, 4))
         self.layouts = np.array([k[3] for k in self.keys], dtype=object)
-        self.aligned = np.array([aligned_of(es[0]) for es in self.entries], dtype=bool)
+        self.aligned = np.array(aligned, dtype=bool)
+
+    def entries(self, i: int) -> list[dict]:
+        """Shape i's entries, as the full form's dicts (table.py's `_expand`, for its rows)."""
+        out = self._entries[i]
+        if out is None:
+            d = self._data
+            cands, shapes, cols = d["candidates"], d["shapes"], d["entries"]
+            shape, cand, us, vs = (cols["shape"], cols["candidate"], cols["median_us"],
+                                   cols["vs_cublas"])
+            out = []
+            order, starts = self._members
+            for row in order[starts[i]:starts[i + 1]].tolist():
+                M, N, K, layout, batch, aligned = shapes[shape[row]]
+                rung, config = cands[cand[row]]
+                out.append({"M": M, "N": N, "K": K, "layout": layout, "batch": batch,
+                            "aligned": aligned, "rung": rung, "config": config,
+                            "median_us": us[row], "vs_cublas": vs[row]})
+            self._entries[i] = out
+        return out
+
+    def rungs(self, i: int) -> list[Rung | None]:
+        out = self._rungs[i]
+        if out is None:
+            out = self._rungs[i] = [_known_shared(e, self._known) for e in self.entries(i)]
+        return out
 
     def distances(self, req: Request) -> np.ndarray:
         """`distance(req, shape)` for every shape (the module docstring's formula)."""
@@ -150,12 +198,12 @@ class _Index:
 
     def usable(self, i: int, req: Request) -> list[dict]:
         """The entries of shape i that can serve the request (as `_usable` decides)."""
-        return [e for e, r in zip(self.entries[i], self.rungs[i]) if r is not None
+        return [e for e, r in zip(self.entries(i), self.rungs(i)) if r is not None
                 and req.needs <= r.features and r.serves(req.M, req.N, req.K)
                 and (not req.deterministic or r.deterministic(e["config"]))]
 
     def known(self, i: int) -> list[dict]:
-        return [e for e, r in zip(self.entries[i], self.rungs[i]) if r is not None]
+        return [e for e, r in zip(self.entries(i), self.rungs(i)) if r is not None]
 
 
 _INDEXES: dict[int, tuple[Table, _Index]] = {}  # id(table) -> (the table, its index)

@@ -24,6 +24,10 @@ of it, each (rung, configuration) and each shape written once and the entries as
      "entries": {"shape": [index], "candidate": [index], "median_us": [...],
                  "vs_cublas": [...]}}
 
+In a file each column may be packed (`write_table` packs them): {"dtype": "<i4" or "<f8",
+"base64": the little-endian array}. The numbers then read back exactly without parsing
+their decimals, which was most of the time a first product spent reading the table.
+
 It leaves out what only a reader of the measurement needs (each entry's spread, source and
 derived flags; the winners): those are in the results files named by `sources`, from which
 `sgemmlab tune --export` rebuilds the whole table (tune/table.py). The entries keep the full
@@ -41,13 +45,17 @@ by group or others; otherwise the package's table is used, with one warning sayi
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import json
 import warnings
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 from ..errors import TableError
 from ..runtime import trust
@@ -61,6 +69,8 @@ TABLE_SCHEMA = "sgemmlab.table/1"
 COMPACT_SCHEMA = "sgemmlab.table.compact/1"
 #: The columns of a compact table's entries, and the header both forms carry.
 COLUMNS = ("shape", "candidate", "median_us", "vs_cublas")
+#: How a file packs each column (little-endian int32 indices, float64 times and ratios).
+PACKED = {"shape": "<i4", "candidate": "<i4", "median_us": "<f8", "vs_cublas": "<f8"}
 HEADER = ("schema", "gpu", "compute_capability", "sm_count", "created", "command", "method",
           "sources")
 PACKAGE_TABLE_DIR = Path(__file__).resolve().parent.parent / "data" / "tables"
@@ -198,6 +208,8 @@ def validate_compact(data: dict) -> list[str]:
                                                     (s[0], s[1], s[2], s[4]))
             and s[3] in LAYOUTS and type(s[5]) is bool for s in shapes):
         problems.append("shapes is not a list of [M, N, K, layout, batch, aligned]")
+    if isinstance(cols, dict) and all(type(cols.get(c)) is dict for c in COLUMNS):
+        return problems or _packed_problems(cols, len(shapes), len(cands))
     if not isinstance(cols, dict) or not all(type(cols.get(c)) is list for c in COLUMNS):
         return problems + [f"entries is not an object of the columns {', '.join(COLUMNS)}"]
     if problems:
@@ -214,6 +226,63 @@ def validate_compact(data: dict) -> list[str]:
             problems.append(f"entries: {name} holds " + (
                 "a value that is not > 0" if _types(col) <= {int, float} else "a non-number"))
     return problems
+
+
+def _array(name: str, packed: Any) -> np.ndarray:
+    """A packed column as its array; ValueError naming what is wrong."""
+    if set(packed) != {"dtype", "base64"} or packed["dtype"] != PACKED[name] or \
+            type(packed["base64"]) is not str:
+        raise ValueError(f"entries: {name} is not packed as {{'dtype': {PACKED[name]!r}, "
+                         "'base64': ...}")
+    out = _decoded(PACKED[name], packed["base64"])
+    if out is None:
+        raise ValueError(f"entries: {name} is not base64 of whole {PACKED[name]} values")
+    return out
+
+
+@lru_cache(maxsize=len(COLUMNS))
+def _decoded(dtype: str, text: str) -> np.ndarray | None:
+    """The array `text` packs (read-only), decoded once for validation and reading both;
+    None when it is not base64 of whole values."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return None
+    return None if len(raw) % np.dtype(dtype).itemsize else np.frombuffer(raw, dtype)
+
+
+def _packed_problems(cols: dict, shapes: int, cands: int) -> list[str]:
+    try:
+        arrays = {name: _array(name, cols[name]) for name in COLUMNS}
+    except ValueError as exc:
+        return [str(exc)]
+    problems = []
+    if len({len(a) for a in arrays.values()}) != 1:
+        problems.append("entries: the columns differ in length")
+    for name, count in (("shape", shapes), ("candidate", cands)):
+        a = arrays[name]
+        if len(a) and (a.min() < 0 or a.max() >= count):
+            problems.append(f"entries: {name} is not an index into {name}s")
+    us = arrays["median_us"]
+    if len(us) and not (us > 0).all():
+        problems.append("entries: median_us holds a value that is not > 0")
+    return problems
+
+
+def pack(data: Mapping[str, Any]) -> dict:
+    """A compact table with its columns packed (as `write_table` writes it)."""
+    cols = data["entries"]
+    return {**data, "entries": {name: {"dtype": PACKED[name], "base64": base64.b64encode(
+        np.asarray(cols[name], dtype=PACKED[name]).tobytes()).decode()} for name in COLUMNS}}
+
+
+def unpack(data: dict) -> dict:
+    """A compact table with packed columns as lists of numbers (what dispatch reads); a
+    table whose columns are lists already is returned as it is. Validate it first."""
+    cols = data.get("entries")
+    if not (isinstance(cols, dict) and all(type(cols.get(c)) is dict for c in COLUMNS)):
+        return data
+    return {**data, "entries": {name: _array(name, cols[name]).tolist() for name in COLUMNS}}
 
 
 def compact_table(data: Mapping[str, Any]) -> dict:
@@ -317,7 +386,7 @@ def read_table(path: str | Path, where: str | None = None, *, checked: bool = Fa
         raise TableError(f"{path}: cannot read a tuning table ({exc})") from None
     if problems := validate(data):
         raise TableError(f"{path}: not a valid tuning table: " + "; ".join(problems[:3]))
-    return Table(data, where or str(path), path)
+    return Table(unpack(data), where or str(path), path)
 
 
 def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
@@ -331,7 +400,8 @@ def write_table(data: Mapping[str, Any], path: str | Path) -> Path:
     path = Path(path)
     if path.parent == cache_dir() / "tables":
         make_cache_subdir("tables")
-    text = (json.dumps(data, separators=(",", ":")) if data.get("schema") == COMPACT_SCHEMA
+    compact = data.get("schema") == COMPACT_SCHEMA
+    text = (json.dumps(pack(unpack(dict(data))), separators=(",", ":")) if compact
             else json.dumps(data, indent=1)) + "\n"
     write_atomic(path, gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text,
                  mode=0o644)

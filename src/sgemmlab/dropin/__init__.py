@@ -60,7 +60,7 @@ from .. import product
 from ..dispatch import check_precision
 from ..errors import ConfigError, OperandError
 from ..plan import PLANS, describe, make_plan, source_key
-from ..runtime import fastcall, native, workspace
+from ..runtime import driver, native, workspace
 from ..runtime.arrays import stream_for
 from ..runtime.launch import POINTERS, SOURCE_POINTERS
 from .fill import _broadcast  # noqa: F401 (tests patch and call them here)
@@ -187,7 +187,7 @@ _PRECISION_CODES = {None: -1, "ieee": 0, "tf32x3": 1}  # csrc/switch.cpp's g_pre
 def _driver_calls() -> tuple[int, int] | None:
     """The addresses of cuLaunchKernel and cuStreamIsCapturing for the native kernels, or
     None where the driver library is not reachable through ctypes."""
-    return fastcall.addresses()
+    return driver.addresses()
 
 
 def _activate() -> None:

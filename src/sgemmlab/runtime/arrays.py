@@ -17,14 +17,13 @@ with a `LayoutError` that says so.
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import LayoutError, OperandError
-from . import workspace
+from . import driver, workspace
 
 
 def library_of(obj: Any) -> str:
@@ -317,8 +316,6 @@ def _view(obj: Any, name: str, stream: int | None = None) -> _View:
 
 
 def _view_cai_v2(cai: dict, name: str) -> _View:
-    from cuda.bindings import driver
-
     dtype = np.dtype(cai["typestr"])
     ptr = int(cai["data"][0])
     strides = cai.get("strides")
@@ -328,25 +325,14 @@ def _view_cai_v2(cai: dict, name: str) -> _View:
         strides = tuple(s // dtype.itemsize for s in strides)
     device_id, on_device = 0, True
     if ptr:
-        err, ordinal = driver.cuPointerGetAttribute(
-            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-        on_device = err == driver.CUresult.CUDA_SUCCESS
-        device_id = int(ordinal) if on_device else 0
+        ordinal = driver.pointer_device(ptr)
+        on_device = ordinal is not None
+        device_id = ordinal or 0
     return _View(ptr, tuple(cai["shape"]), strides, dtype, device_id, on_device,
                  bool(cai["data"][1]))
 
 
 # -- streams ---------------------------------------------------------------------------------
-
-
-class _StreamHandle:
-    """Hands a raw CUDA stream handle to cuda.core through the __cuda_stream__ protocol."""
-
-    def __init__(self, handle: int):
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
 
 
 def current_stream_handle(obj: Any) -> int:
@@ -377,8 +363,8 @@ _watched: dict[int, Any] = {}  # handle -> weak reference to the library's strea
 
 def _watch(owner: Any, handle: int) -> None:
     """When the library destroys its stream (CuPy does when the Stream object goes), forget
-    everything kept for its handle: the cuda.core wrapper and the stream's workspace (a
-    later stream may get the same handle; a destroyed one must not be used)."""
+    what is kept for its handle: the stream's workspace (a later stream may get the same
+    handle; a destroyed one must not be used)."""
     ref = _watched.get(handle)
     if ref is not None and ref() is owner:
         return
@@ -391,14 +377,12 @@ def _watch(owner: Any, handle: int) -> None:
 
 
 def stream_gone(handle: int, ref: Any = None) -> None:
-    """A stream was destroyed: what is kept for its handle goes (the wrapper at the next
-    stream_for, the workspace at the next allocation: runtime/workspace.py). This runs as a
-    weak reference's callback, which may interrupt any code of this thread: no lock, no
-    CUDA call, only notes."""
+    """A stream was destroyed: its workspace goes (at the next allocation:
+    runtime/workspace.py). This runs as a weak reference's callback, which may interrupt any
+    code of this thread: no lock, no CUDA call, only notes."""
     if ref is not None and _watched.get(handle) is not ref:
         return  # the handle already belongs to a newer stream, watched in its own right
     _watched.pop(handle, None)
-    _gone.append(handle)
     workspace.stream_gone(handle)
 
 
@@ -408,50 +392,16 @@ def order_after(producer: int, consumer: int, device_id: int) -> None:
     consumer). Used when an operand's library is not the one whose stream runs the call."""
     if producer == consumer:
         return
-    from cuda.bindings import driver
-
     from .device import device
 
     device(device_id)  # its primary context current in this thread
-    err, ev = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-    if err == driver.CUresult.CUDA_SUCCESS:
-        try:
-            for call in (lambda: driver.cuEventRecord(ev, producer),
-                         lambda: driver.cuStreamWaitEvent(consumer, ev, 0)):
-                (err,) = call()
-                if err != driver.CUresult.CUDA_SUCCESS:
-                    break
-        finally:
-            driver.cuEventDestroy(ev)  # released once the wait has passed it
-    if err != driver.CUresult.CUDA_SUCCESS:
+    try:
+        driver.order_after(producer, consumer)
+    except driver.DriverError as exc:
         raise RuntimeError(f"ordering stream {consumer:#x} after stream {producer:#x} "
-                           f"failed: {err!r}")
+                           f"failed: {exc}") from None
 
 
-#: cuda.core wrappers of raw handles, most recent last (bounded: a program that makes and
-#: destroys streams must not grow it for ever; a wrapper is cheap to make again)
-STREAMS_KEPT = 64
-_streams: dict[tuple[int, int], Any] = {}
-_streams_lock = threading.Lock()
-_gone: list[int] = []  # handles of destroyed streams whose wrappers are still kept
-
-
-def stream_for(handle: int, device_id: int):
-    """A cuda.core Stream wrapping an existing handle (kept: wrapping costs microseconds)."""
-    key = (handle, device_id)
-    s = _streams.get(key) if not _gone else None
-    if s is None:
-        from .device import device
-
-        with _streams_lock:
-            while _gone:
-                h = _gone.pop()
-                for k in [k for k in _streams if k[0] == h]:
-                    del _streams[k]
-            s = _streams.get(key)
-            if s is None:
-                s = device(device_id).create_stream(_StreamHandle(handle))
-                if len(_streams) >= STREAMS_KEPT:
-                    del _streams[next(iter(_streams))]
-                _streams[key] = s
-    return s
+def stream_for(handle: int, device_id: int) -> driver.Stream:
+    """The raw stream `handle` of device `device_id`, as launches and workspaces take it."""
+    return driver.Stream(handle, device_id)

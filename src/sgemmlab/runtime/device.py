@@ -1,4 +1,5 @@
-"""The GPU at hand: whether there is one, what it is, and the cuda.core objects for it."""
+"""The GPU at hand: whether there is one, what it is, and the device object the runtime
+works through (runtime/driver.py: its context, memory and streams)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import NoGPUError
+from . import driver
 
 
 def slug(gpu_name: str) -> str:
@@ -36,11 +38,34 @@ class GPUInfo:
         return slug(self.name)
 
 
-@cache
-def _device(index: int):
-    try:
-        from cuda.core import Device
+class Device:
+    """GPU `index`, as the runtime uses it: its primary context made current (`set_current`),
+    stream-ordered memory (`allocate`), a raw stream wrapped (`create_stream`), `sync`."""
 
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def set_current(self) -> None:
+        driver.make_current(self.index)
+
+    def allocate(self, size: int, *, stream) -> "driver.Buffer":
+        return driver.allocate(self.index, size, stream)
+
+    def create_stream(self, obj) -> "driver.Stream":
+        """A Stream of this device for the raw handle `obj.handle` (not created: wrapped)."""
+        return driver.Stream(int(obj.handle), self.index)
+
+    def sync(self) -> None:
+        driver.synchronize(self.index)
+
+
+@cache
+def _device(index: int) -> Device:
+    try:
+        if not 0 <= index < driver.device_count():
+            raise ValueError(f"there is no GPU {index} ({driver.device_count()} found)")
         return Device(index)
     except Exception as exc:  # no libcuda, no device, driver too old: all mean "no GPU"
         raise NoGPUError(
@@ -49,8 +74,8 @@ def _device(index: int):
         ) from None
 
 
-def device(index: int = 0):
-    """The cuda.core Device, made current on every call (a module loads into the current
+def device(index: int = 0) -> Device:
+    """The Device, its context made current on every call (a module loads into the current
     context, so the last device used must not decide). Raises NoGPUError in one sentence."""
     dev = _device(index)
     try:
@@ -62,16 +87,15 @@ def device(index: int = 0):
 
 @cache
 def gpu_info(index: int = 0) -> GPUInfo:
-    dev = device(index)
-    props = dev.properties
-    cc = dev.compute_capability
+    device(index)
     return GPUInfo(
         index=index,
-        name=dev.name,
-        compute_capability=(cc.major, cc.minor),
-        sm_count=props.multiprocessor_count,
-        l2_bytes=props.l2_cache_size,
-        max_smem_per_block_optin=props.max_shared_memory_per_block_optin,
+        name=driver.name(index),
+        compute_capability=(driver.attribute(index, driver.ATTR_CC_MAJOR),
+                            driver.attribute(index, driver.ATTR_CC_MINOR)),
+        sm_count=driver.attribute(index, driver.ATTR_MULTIPROCESSOR_COUNT),
+        l2_bytes=driver.attribute(index, driver.ATTR_L2_CACHE_SIZE),
+        max_smem_per_block_optin=driver.attribute(index, driver.ATTR_MAX_SMEM_PER_BLOCK_OPTIN),
     )
 
 

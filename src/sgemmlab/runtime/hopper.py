@@ -31,11 +31,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import TILE_K, TILE_M, Config, Rung, config_key
-from . import decompose
+from . import decompose, driver
 from .compiler import compile_kernel
 from .device import device, gpu_info
 from .packed import Packed, WorkspaceLaunch
-from .tma import RawKernel, Tiled2D, encode_tiled_2d
+from .tma import Tiled2D, encode_tiled_2d
 from .variants import source_kind
 
 BM, BK = TILE_M, TILE_K  # the kernels' row tile and k-tile (the registry states them)
@@ -103,12 +103,12 @@ def _check_gpu(rung: Rung, device_id: int) -> None:
                           f"{cc[0]}.{cc[1]}: use precision='ieee' here")
 
 
-_loaded: dict[tuple, tuple[RawKernel, RawKernel]] = {}
+_loaded: dict[tuple, tuple[driver.Function, driver.Function]] = {}
 _lock = threading.Lock()
 
 
 def load(rung: Rung, cfg: Config, device_id: int = 0,
-         source: int = 0) -> tuple[RawKernel, RawKernel]:
+         source: int = 0) -> tuple[driver.Function, driver.Function]:
     """(the GEMM, the pre-pass) loaded on the device (compiled for sm_90a, or from the
     disk cache), once per (rung, configuration, source kind, device); `source` as
     variants.source_kind gives it (kernels/epilogue.cuh's SGEMM_SOURCE)."""
@@ -125,8 +125,8 @@ def load(rung: Rung, cfg: Config, device_id: int = 0,
     macros = gemm_macros(rung, cfg, source)
     gemm = compile_kernel(rung.source, macros, rung.arch)
     prep = compile_kernel(PREP, {"PREP": 1}, rung.arch)  # (cuda.core refuses no macros)
-    pair = (RawKernel(gemm.cubin, "sgemm", rung.dynamic_smem(cfg)),
-            RawKernel(prep.cubin, "prep"))
+    pair = (driver.load(gemm.cubin, "sgemm", device_id, rung.dynamic_smem(cfg)),
+            driver.load(prep.cubin, "prep", device_id))
     with _lock:
         _loaded.setdefault(key, pair)
         return _loaded[key]
@@ -213,7 +213,7 @@ class Workspace:
     scratch_bytes: int
 
 
-def _prep_step(prep: RawKernel, sms: int, src: int, ld: int, rows: int, cols: int,
+def _prep_step(prep: driver.Function, sms: int, src: int, ld: int, rows: int, cols: int,
                trans: bool, dst: int, dst2: int, ld_dst: int, split: bool, stream) -> Packed:
     """One launch of hopper/prep.cu: dst (rows x cols, ld_dst) from src as the kernel's
     comment says; a grid of at most 32 blocks per SM (it loops over the rest)."""

@@ -5,7 +5,7 @@ device pointers, on a given stream. Kernels are compiled (or read from the disk 
 per (rung, configuration, alignment variant, architecture) and kept loaded.
 
 A bound launch is a `Packed` launch: its arguments packed into C memory once, so a call
-is one cuLaunchKernel (through ctypes: runtime/fastcall.py), and a call on other operands
+is one cuLaunchKernel (through ctypes: runtime/driver.py), and a call on other operands
 of the same plan writes their three pointers into that memory (`repointed`) instead of
 packing it again. cuda.core's `launch()` packs the arguments and converts the
 configuration on every call; bench's isolated mode counts the host time of a call, which
@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import Config, Rung, config_key
+from . import driver
 from .compiler import ENTRY, Compiled, compile_kernel
 from .device import device, gpu_info
 from .limits import (
@@ -66,7 +67,7 @@ _NO_SOURCE = ("rung {} reads beta's term from C alone; a source of its own needs
 
 def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool = False,
          trans_b: bool = False, source: int = NO_SOURCE, store4: bool = True):
-    """(cuda.core Kernel, Compiled) for the rung, compiled for this device, cached."""
+    """(driver.Function, Compiled) for the rung, compiled for this device, cached."""
     if problems := rung.violations(cfg):
         raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {rung.label}: "
                           + "; ".join(problems))
@@ -86,25 +87,21 @@ def load(rung: Rung, cfg: Config, vec4: bool, device_id: int = 0, trans_a: bool 
         hit = _loaded.get(key)
     if hit is not None:
         return hit
-    from cuda.core import ObjectCode
-
-    device(device_id)  # makes the device's context current for the module load
+    device(device_id)  # no GPU: NoGPUError, before anything is compiled
     macros = rung.macros(cfg) | variant_macros(rung, vec4, trans_a, trans_b, source, store4)
     compiled = compile_kernel(rung.source, macros, gpu_info(device_id).arch)
-    kernel = ObjectCode.from_cubin(compiled.cubin).get_kernel(ENTRY)
+    kernel = driver.load(compiled.cubin, ENTRY, device_id)
     with _lock:
         _loaded.setdefault(key, (kernel, compiled))
         return _loaded[key]
 
 
 def load_kernel(source: str, entry: str, macros: Mapping[str, int], device_id: int = 0):
-    """(cuda.core Kernel, Compiled) for any kernel file that is not a rung (the ceilings):
+    """(driver.Function, Compiled) for any kernel file that is not a rung (the ceilings):
     kernels/`source` compiled for this device, `entry` being its extern "C" name."""
-    from cuda.core import ObjectCode
-
     device(device_id)
     compiled = compile_kernel(source, macros, gpu_info(device_id).arch)
-    return ObjectCode.from_cubin(compiled.cubin).get_kernel(entry), compiled
+    return driver.load(compiled.cubin, entry, device_id), compiled
 
 
 def float4_paths(rung: Rung, M: int, N: int, K: int, trans_a: bool, trans_b: bool,
@@ -179,8 +176,7 @@ class Launcher:
         with _lock:
             hit = _occupancy.get(key)
         if hit is None:
-            hit = max(1, kernel.occupancy.max_active_blocks_per_multiprocessor(
-                self.rung.threads(self.config), 0))
+            hit = max(1, kernel.max_active_blocks(self.rung.threads(self.config)))
             with _lock:
                 _occupancy[key] = hit
         return hit

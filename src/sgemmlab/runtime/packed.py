@@ -1,5 +1,5 @@
 """The one way the library launches a kernel: `Packed`, its arguments packed into C memory
-once, so a call is one cuLaunchKernel (through ctypes: runtime/fastcall.py), and a call on
+once, so a call is one cuLaunchKernel (through ctypes: runtime/driver.py), and a call on
 other operands writes their pointers into that memory (`repointed`) instead of packing it
 again; and `WorkspaceLaunch`, launches whose arguments point into the stream's workspace
 (runtime/workspace.py), packed again when a bigger call replaces it. Every binder of
@@ -15,10 +15,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import fastcall
+from . import driver
 from .tma import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
 
-_C_TYPES = {np.int32: ctypes.c_int32, np.int64: ctypes.c_int64, np.float32: ctypes.c_float}
+_C_TYPES = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32, np.int64: ctypes.c_int64,
+            np.float32: ctypes.c_float}
 
 
 class Repointable:
@@ -53,7 +54,7 @@ class _TensorMap:
 
 def _cell(a):
     """One kernel argument in the bytes the driver copies: a numpy scalar of a known width
-    (np.int32, np.int64, np.float32), 128 tensor-map bytes, or a device pointer (a Python
+    (np.int32, np.uint32, np.int64, np.float32), 128 tensor-map bytes, or a device pointer (a Python
     int). A Python float or bool is refused: its width in the kernel is not knowable."""
     if type(a) in _C_TYPES:
         return _C_TYPES[type(a)](a)
@@ -68,12 +69,12 @@ def _address(cell) -> int:
 
 class Packed(Repointable):
     """One kernel launch on `stream`, its arguments packed once (the module docstring):
-    calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.int64,
+    calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.uint32, np.int64,
     np.float32), tensor maps (128 bytes, passed by value) or Python ints (device pointers);
     `smem` bytes of dynamic shared memory. Every launch of the library goes through it: the
-    rungs' (kernels loaded by cuda.core) and the tensor rungs' and their pre-pass (modules
-    loaded by the driver, runtime/tma.py's Module). The kernel launches into the current
-    context, which must be the kernel's device's (the API makes it so before a launch)."""
+    rungs', the tensor rungs' and their pre-pass's (kernels loaded by runtime/driver.load).
+    The kernel launches into the current context, which must be the kernel's device's (the
+    API makes it so before a launch)."""
 
     __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
                  "_call", "pointer_slots", "_lock")
@@ -93,24 +94,15 @@ class Packed(Repointable):
             *[_address(v) for v in self._values])
         # cuLaunchKernel's arguments, resolved once: the kernel, grid, block, dynamic shared
         # memory, the CUstream, the address of the argument pointers, no extra; through
-        # ctypes on integer handles where it can (runtime/fastcall.py)
+        # ctypes on integer handles (runtime/driver.py)
         handles = _integers(kernel.handle, stream.handle)
-        fast = fastcall.launch_kernel() if handles is not None else None
-        if fast is not None:
-            self._fn = fast
-            self._call = (handles[0], *grid, *block, int(smem), handles[1],
-                          ctypes.addressof(self._params), None)
-        else:
-            from cuda.bindings import driver
-
-            self._fn = driver.cuLaunchKernel
-            self._call = (kernel.handle, *grid, *block, int(smem), stream.handle,
-                          ctypes.addressof(self._params), 0)
+        fast = driver.launch_kernel() if handles is not None else None
+        self._fn = fast if fast is not None else _cannot_launch
+        k, s = handles or (kernel.handle, stream.handle)
+        self._call = (k, *grid, *block, int(smem), s, ctypes.addressof(self._params), None)
 
     def __call__(self) -> None:
         err = self._fn(*self._call)
-        if err.__class__ is tuple:  # cuda.bindings returns (CUresult,)
-            err = err[0]
         if err:
             raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
                                f"{self.grid}, block {self.block})")
@@ -155,12 +147,12 @@ def _integers(*handles) -> tuple[int, ...] | None:
 
 
 def _result_name(err) -> str:
-    try:
-        from cuda.bindings import driver
+    return driver.error_name(err)
 
-        return repr(driver.CUresult(int(err)))
-    except Exception:
-        return repr(err)
+
+def _cannot_launch(*args) -> int:
+    raise TypeError("this launch has no driver to run it: its kernel or stream is not a "
+                    "driver handle, or there is no CUDA driver library")
 
 
 def _pointer(a) -> int:

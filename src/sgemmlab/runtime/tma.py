@@ -1,4 +1,4 @@
-"""Tensor maps for the copy engine (TMA), and the driver-loaded module their kernels live in.
+"""Tensor maps for the copy engine (TMA).
 
 A Hopper kernel that loads tiles with `cp.async.bulk.tensor` reads a *tensor map*: the
 driver's CUtensorMap, 128 opaque bytes made on the host by `cuTensorMapEncodeTiled` and
@@ -9,19 +9,18 @@ numpy and ctypes scalars, its Buffers and its own TensorMapDescriptor (built fro
 StridedMemoryView), and refuses every other struct or byte string ("the argument is of
 unsupported type"; its source notes struct support as a TODO). The maps here come from
 cuda.bindings as bytes, so these kernels are launched by the library's one packer,
-runtime/launch.Packed, which hands `cuLaunchKernel` an array of pointers, one per
+runtime/packed.Packed, which hands `cuLaunchKernel` an array of pointers, one per
 parameter, each to the bytes the driver copies in (the parameter's size and alignment
 come from the cubin; a map's 128 bytes sit 64-byte aligned).
 
-`tiled_2d_problems` needs no GPU; encoding and loading need the driver.
+`tiled_2d_problems` needs no GPU; encoding needs the driver. The kernels that read the maps
+are loaded like every other (runtime/driver.load).
 """
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..errors import OperandError
 
@@ -127,60 +126,3 @@ def _check(err, what: str) -> None:
     if err != driver.CUresult.CUDA_SUCCESS:
         _, name = driver.cuGetErrorName(err)
         raise RuntimeError(f"{what} failed: {name.decode() if name else err}")
-
-
-# -- a module the driver loads ----------------------------------------------------------------
-class RawKernel:
-    """One extern "C" kernel of a cubin, loaded with the driver API into the current context
-    (torch's and cuda.core's primary context, made current if none is), with the dynamic
-    shared memory it opts in to; runtime/launch.Packed launches it like any kernel."""
-
-    def __init__(self, cubin: bytes, name: str, dynamic_smem: int = 0) -> None:
-        from cuda.bindings import driver
-
-        (err,) = driver.cuInit(0)
-        _check(err, "cuInit")
-        err, ctx = driver.cuCtxGetCurrent()
-        _check(err, "cuCtxGetCurrent")
-        if not int(ctx):
-            err, dev = driver.cuDeviceGet(0)
-            _check(err, "cuDeviceGet")
-            err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
-            _check(err, "cuDevicePrimaryCtxRetain")
-            (err,) = driver.cuCtxSetCurrent(ctx)
-            _check(err, "cuCtxSetCurrent")
-        self._image = np.frombuffer(cubin, np.uint8).copy()
-        err, self.module = driver.cuModuleLoadData(self._image.ctypes.data)
-        _check(err, f"cuModuleLoadData ({name})")
-        err, self.function = driver.cuModuleGetFunction(self.module, name.encode())
-        _check(err, f"cuModuleGetFunction({name})")
-        self.name = name
-        self.dynamic_smem = dynamic_smem
-        if dynamic_smem > 48 * 1024:  # above the default limit a kernel must opt in
-            (err,) = driver.cuFuncSetAttribute(
-                self.function,
-                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic_smem)
-            _check(err, f"cuFuncSetAttribute({name}, max dynamic shared = {dynamic_smem})")
-
-    def global_symbol(self, name: str) -> tuple[int, int]:
-        """(device address, bytes) of the module's global `name` (extern "C" in the source)."""
-        from cuda.bindings import driver
-
-        err, ptr, size = driver.cuModuleGetGlobal(self.module, name.encode())
-        _check(err, f"cuModuleGetGlobal({name})")
-        return int(ptr), int(size)
-
-    def attribute(self, which: str) -> int:
-        """A CU_FUNC_ATTRIBUTE_* of the loaded function, e.g. 'NUM_REGS'."""
-        from cuda.bindings import driver
-
-        err, v = driver.cuFuncGetAttribute(
-            getattr(driver.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{which}"), self.function)
-        _check(err, f"cuFuncGetAttribute({which})")
-        return int(v)
-
-    @property
-    def handle(self):
-        """The CUfunction: what runtime/launch.Packed launches."""
-        return self.function

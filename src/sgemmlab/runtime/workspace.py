@@ -35,6 +35,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from . import driver
+
 ALIGN = 256
 
 
@@ -79,8 +81,6 @@ def _moved() -> None:
 def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, int]:
     """(zeroed, scratch) device pointers with at least the given sizes, for work on
     `stream`."""
-    from cuda.core import LEGACY_DEFAULT_STREAM
-
     from .device import device
 
     key = (device_id, int(stream.handle))
@@ -99,7 +99,7 @@ def workspace(device_id: int, stream, zeroed: int, scratch: int) -> tuple[int, i
             buf = device(device_id).allocate(z + s, stream=stream)
             buf.fill(0, stream=stream)
             # freed on a stream that never dies (_free synchronizes first), not on this one
-            buf.set_deallocation_stream(LEGACY_DEFAULT_STREAM)
+            buf.set_deallocation_stream(driver.LEGACY)
             if ws is not None:
                 _retired.append(ws.buffer)  # a captured graph may still point into it
             _moved()
@@ -125,8 +125,6 @@ def release_all() -> int:
 def _free(buffers: list) -> int:
     """Free `buffers` (emptied) after the work queued on their devices, on the legacy default
     stream, and return their bytes. Never on the stream a buffer served: it may be gone."""
-    from cuda.core import LEGACY_DEFAULT_STREAM
-
     from .device import device
 
     freed = 0
@@ -134,7 +132,7 @@ def _free(buffers: list) -> int:
         device(dev).sync()  # current, and idle: no stream still uses its buffers
         for buf in [b for b in buffers if int(b.device_id) == dev]:
             freed += int(buf.size)
-            buf.close(LEGACY_DEFAULT_STREAM)
+            buf.close(driver.LEGACY)
     buffers.clear()
     return freed
 
@@ -158,9 +156,6 @@ def _bury() -> None:
             _dead.append(_spaces.pop(key).buffer)
 
 
-_driver = None
-
-
 # The legacy default stream (handle 0, or CU_STREAM_LEGACY): CUDA refuses to capture it
 LEGACY_STREAMS = (0, 1)
 
@@ -178,25 +173,7 @@ def capture_probe(stream) -> Callable[[], bool] | None:
     handle = stream.handle
     if int(handle) in LEGACY_STREAMS:
         return None
-    from .fastcall import stream_is_capturing
-
-    fast = stream_is_capturing(int(handle))
-    if fast is not None:
-        return fast
-    global _driver
-    if _driver is None:
-        from cuda.bindings import driver
-
-        _driver = driver
-    query = _driver.cuStreamIsCapturing
-    ok = _driver.CUresult.CUDA_SUCCESS
-    active = _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
-
-    def probe() -> bool:
-        err, status = query(handle)
-        return err == ok and status == active
-
-    return probe
+    return driver.stream_is_capturing(int(handle))
 
 
 def for_capture(device_id: int, stream, zeroed: int, scratch: int

@@ -284,10 +284,11 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
     `slots`, per variant and SLOTS pattern in blocks of 16 warps instead."""
     import numpy as np
     import torch
-    from cuda.core import LaunchConfig, ObjectCode, launch
 
+    from ...runtime import driver
     from ...runtime.arrays import stream_for
     from ...runtime.device import device
+    from ...runtime.packed import Packed
 
     device(gpu.index)
     stream = stream_for(int(torch.cuda.current_stream().cuda_stream), gpu.index)
@@ -301,17 +302,17 @@ def measure(gpu, bodies: dict, items: list[tuple[dict, bytes]], iters: int = ITE
              for name, mask in SLOTS.items()] if slots else
             [(None, 4 * w, (1 << 4 * w) - 1, w) for w in WARPS])
     for meta, cubin in items:
-        kernel = ObjectCode.from_cubin(cubin).get_kernel(KERNEL)
+        kernel = driver.load(cubin, KERNEL, gpu.index)
         body = bodies[str(meta["lds"])]
         for label, warps, mask, w in runs:
             threads = 32 * warps
-            config = LaunchConfig(grid=(blocks, 1, 1), block=(threads, 1, 1))
             args = (src.data_ptr(), out.data_ptr(), cycles.data_ptr(), np.int32(iters),
                     np.uint32(mask))
+            launch = Packed(kernel, stream, (blocks, 1, 1), (threads, 1, 1), args)
             per, own = [], []
             for _ in range(REPEATS + 1):  # the first warms the clocks and the module
                 cycles.zero_()
-                launch(stream, config, kernel, *args)
+                launch()
                 torch.cuda.synchronize()
                 c = cycles[:2 * blocks * warps].cpu().numpy().reshape(blocks, warps, 2)
                 ran = c[:, :, 1] > 0  # warps that ran (the mask's)
