@@ -21,10 +21,10 @@ from sgemmlab.bench.fuzz import OnlyDLPack
 pytestmark = pytest.mark.gpu
 
 
-def _close(c, ref, K):
+def _close(c, ref, K, **terms):
     import torch
 
-    res = check_result(torch.as_tensor(c, device="cuda"), ref, K)
+    res = check_result(torch.as_tensor(c, device="cuda"), ref, K, **terms)
     assert res.ok, res.reason
 
 
@@ -49,8 +49,11 @@ def test_negative_views_are_read_as_torch_sees_them(M, N, K):
         _close(sgemmlab.matmul(a, b, out=out), ref, K)
     c = torch.randn(M, N, device="cuda")
     expect = 0.5 * ref + 2.0 * c.double()
+    # the error is relative to the terms, not to their sum: at 1 x 1 x 1 the two can cancel
+    # to a few thousandths, where FP32's rounding of terms near 1 is 3e-6 of the sum
+    terms = {"alpha_ab": 0.5 * ref, "beta_c": 2.0 * c.double()}
     sgemmlab.sgemm(a, b, c, alpha=0.5, beta=2.0)
-    _close(c, expect, K)
+    _close(c, expect, K, **terms)
 
 
 def test_a_negative_view_is_never_written_through():

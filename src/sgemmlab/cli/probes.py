@@ -214,6 +214,7 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
     s["import_ms"] = {"runs": imports, "median": sorted(imports)[len(imports) // 2],
                       "target": fc.IMPORT_TARGET_MS}
     s["libraries_ms"] = fc.library_imports()
+    s["sgemmlab_first"] = got["sgemmlab_first"]
     from ..runtime.compiler import bundle_dir
 
     bundle = bundle_dir()
@@ -233,12 +234,16 @@ def firstcall(limit: Annotated[Optional[int], typer.Option(
                f"product {recs[0]['first_ms']:.1f} ms after it, loading "
                f"{', '.join(s['first_product_loaded']) or 'none'} of "
                f"{', '.join(fc.LIBRARIES)}")
+    early = s["sgemmlab_first"]
+    typer.echo(f"imported before torch: import {early['import_ms']:.1f} ms, the first product "
+               f"{early['first_ms']:.1f} ms after it")
     typer.echo("those libraries' imports after torch: " + ", ".join(
         f"{k} {v:.1f} ms" for k, v in s["libraries_ms"].items())
         + ("" if s["bundle"] else "; no bundle of prebuilt cubins in the package"))
     typer.echo(f"results: {path}")
-    if s["over_target"]:
-        fail(f"{s['over_target']} first call(s) took {s['target_ms']:.0f} ms or more", 3)
+    slow = s["over_target"] + (early["first_ms"] >= fc.TARGET_MS)
+    if slow:
+        fail(f"{slow} first call(s) took {s['target_ms']:.0f} ms or more", 3)
 
 
 @app.command()

@@ -5,10 +5,12 @@ What dispatch can choose on a GPU is finite: each (rung, configuration) of the s
 table's entries, every rung's default for that GPU, the grid's candidates (tune/grid.py) and
 the tensor-core rungs' defaults with their pre-pass, and on sm_90 the ordered twins (22, 23)
 of every rung 14 and 13 among them; each in every layout variant the rung
-reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses;
+reads (column-major A and/or B) and, for the float4 rungs, with and without float4 accesses
+(and with float4 reads of A and B but C written element by element, where C is unaligned);
 and the rungs with the epilogue's source (a bias read in the product's own launch) with it,
 where A is row-major (x @ W and x @ W^T: the products a linear layer's bias meets) and the
-float4 paths hold (other source variants compile on first use).
+float4 paths hold (other source variants compile on first use); and the helper kernels a
+product may launch beside its rung (HELPERS).
 `variants` lists those compiles; `compile_all` runs them in parallel (NVRTC needs no GPU);
 `write_bundle` copies the results into a directory that ships in the wheel
 (sgemmlab/data/cubins: runtime/compiler.py reads it before the user's cache).
@@ -37,6 +39,9 @@ from ..runtime.variants import SOURCE_BIAS, variant_macros
 
 #: One compile: (kernel source, NVRTC constants, architecture).
 Variant = tuple[str, dict[str, int], str]
+#: The kernels beside the rungs a product may launch: a packed plan's copy of an unaligned
+#: operand (runtime/launch.py) and the drop-in switch's broadcast of a bias (dropin/fill.py).
+HELPERS = ("pack.cu", "broadcast.cu")
 
 
 def chosen_configs(gpu_name: str) -> list[tuple[registry.Rung, dict]]:
@@ -69,6 +74,8 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
             seen.add(k)
             out.append((source, macros, target))
 
+    for source in HELPERS:  # a packed plan's copies (pack.cu), the switch's fill
+        add(source, {}, arch)
     pairs = chosen_configs(gpu_name)
     if arch in ORDERED_ARCHS:  # dispatch runs 14 and 13 as their ordered twins there
         pairs += [(registry.rung(registry.TWIN_OF[r.label]), cfg) for r, cfg in pairs
@@ -85,6 +92,9 @@ def variants(gpu_name: str, arch: str) -> list[Variant]:
         for (ta, tb), vec4 in itertools.product(list(layouts), (True, False) if r.vectorized
                                                 else (False,)):
             add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb), arch)
+            if vec4 and r.supports("store4"):  # A and B by float4, an unaligned C not
+                add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, store4=False),
+                    arch)
             if r.supports("source") and not ta and (vec4 or not r.vectorized):
                 # a bias: x @ W and x @ W^T, aligned (the rest compile on first use)
                 add(r.source, r.macros(cfg) | variant_macros(r, vec4, ta, tb, SOURCE_BIAS),
