@@ -186,3 +186,39 @@ def _packed(values, dtype: str) -> str:
     import numpy as np
 
     return base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode()
+
+
+def test_a_product_the_table_answers_loads_no_cost_model_and_no_cuda_library():
+    """What a first product needs, and nothing more: the cost model and the heuristic load
+    when a request needs them, and no CUDA Python library loads before a kernel must be
+    compiled (runtime/driver.py)."""
+    done = python(
+        "import sys, sgemmlab.api\n"
+        "from sgemmlab import dispatch\n"
+        "c = dispatch.choose(1024, 1024, 1024, gpu_name='NVIDIA H200', sm_count=132,\n"
+        "                    arch='sm_90')\n"
+        "assert c.source == 'table', c.source\n"
+        "late = [m for m in ('sgemmlab.dispatch.model', 'sgemmlab.dispatch.waves',\n"
+        "                    'sgemmlab.runtime.occupancy', 'cuda.core', 'cuda.bindings.driver',\n"
+        "                    'cuda.bindings.nvrtc') if m in sys.modules]\n"
+        "assert not late, late\n"
+        "assert dispatch.heuristic and dispatch.model.ranked and dispatch.HEURISTIC_FIXUP == 2\n"
+        "print('lean')\n")
+    assert done.returncode == 0 and "lean" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("column, groups", [
+    ([0, 0, 1, 1, 1, 2], [[0, 1], [2, 3, 4], [5]]),  # each shape's entries together
+    ([0, 1, 0, 2, 1], [[0, 2], [1, 4], [3]]),  # a shape met again: grouped, in table order
+    ([0, 3, 3, 0], [[0, 1, 2, 3]]),  # rows 0 and 3 differ in alignment alone: one key
+])
+def test_a_compact_tables_entries_are_grouped_by_shape_in_table_order(column, groups):
+    from sgemmlab.dispatch.lookup import _grouped
+
+    shapes = [[8, 8, 8, "NN", 1, True], [9, 8, 8, "NN", 1, True], [10, 8, 8, "TN", 1, False],
+              [8, 8, 8, "NN", 1, False]]
+    keys, aligned, (rows, starts) = _grouped(shapes, column)
+    got = [rows[starts[i]:starts[i + 1]].tolist() for i in range(len(keys))]
+    assert got == groups
+    assert keys == [tuple(shapes[column[g[0]]][:5]) for g in groups]
+    assert aligned == [shapes[column[g[0]]][5] for g in groups]

@@ -90,7 +90,7 @@ from .. import registry
 from ..errors import DispatchError, NoGPUError, TableError
 from ..registry import Rung, config_key
 from ..runtime.limits import check_depth, check_int32
-from . import cache, model
+from . import cache
 from .cache import clear_cache, on_clear
 from .lookup import MAX_DISTANCE, Blend, blend, distance, from_table
 from .request import LAYOUTS, Choice, Request, _frozen, decomposition, forced, layout_of
@@ -114,7 +114,6 @@ from .table import (
     write_table,
 )
 from .tensor import check_precision, tensor_choice, tensor_rung, why_not, with_note
-from .waves import HEURISTIC_FIXUP, Geometry, geometry, heuristic, registers_of
 
 __all__ = ["choose", "check_precision", "tensor_rung", "eligible_rungs", "target_gpu",
            "clear_cache", "on_clear", "Choice", "Request",
@@ -125,6 +124,25 @@ __all__ = ["choose", "check_precision", "tensor_rung", "eligible_rungs", "target
            "aligned_of", "compact_table", "load_table",
            "merge_entries", "new_table", "package_table_path", "read_table", "shape_key",
            "user_table_path", "validate", "winners", "write_table"]
+
+
+#: Imported when first used (the cost model's path, the heuristic's): a first product that
+#: the table answers loads neither (`__getattr__` gives their names as attributes).
+_LATER = {"model": ("model", None), "waves": ("waves", None),
+          **{name: ("waves", name) for name in ("HEURISTIC_FIXUP", "Geometry", "geometry",
+                                                 "heuristic", "registers_of")}}
+
+
+def __getattr__(name: str):
+    where = _LATER.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    module = import_module(f".{where[0]}", __name__)
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
 
 
 def choose(M: int, N: int, K: int, *, gpu_name: str, sm_count: int, trans_a: bool = False,
@@ -229,8 +247,13 @@ def _decide(req: Request) -> Choice:
                          f"{e.get('layout', 'NN')} is at distance {d:.2f} {why}")
     if family:  # where a memory-bound rung serves, it stays the choice (dispatch/model.py)
         return from_family(req, family[0], notes)
-    if table is not None and (best := model.ranked(req)):
-        return from_model(req, best, notes)
+    if table is not None:
+        from . import model
+
+        if best := model.ranked(req):
+            return from_model(req, best, notes)
+    from .waves import heuristic
+
     return heuristic(req, rungs, notes, small_rungs(req))
 
 
@@ -241,13 +264,15 @@ def from_model(req: Request, best: list, notes: list[str]) -> Choice:
     lines = notes + [f"the cost model (fitted to the table; median error "
                      f"{100 * (math.exp(f.error) - 1):.0f} % for this candidate) predicts "
                      f"{us:.1f} µs for {f.rung} {config_key(f.config)}"]
+    from .model import SHOWN
+
     lines += [f"  next: {g.rung} {config_key(g.config)} {u:.1f} µs"
-              for u, g in best[1:model.SHOWN]]
+              for u, g in best[1:SHOWN]]
     cfg = dict(f.config)
     return Choice(f.rung, _frozen(cfg), decomposition(registry.rung(f.rung), cfg), "model",
                   "\n".join(lines), details={"model": [
                       {"rung": g.rung, "config": dict(g.config), "predicted_us": u}
-                      for u, g in best[:model.SHOWN]]})
+                      for u, g in best[:SHOWN]]})
 
 
 def small_rungs(req: Request) -> list[Rung]:

@@ -124,6 +124,40 @@ def _key(e: Mapping[str, Any]) -> tuple[str, str]:
     return e["rung"], config_key(e["config"])
 
 
+def _grouped(shapes: list[list], column: list[int]
+             ) -> tuple[list[tuple], list[bool], tuple[np.ndarray, list[int]]]:
+    """A compact table's entries grouped by shape_key: (the keys in order of first use, each
+    one's alignment class (its first entry's), (rows, starts): group i's entries are
+    rows[starts[i]:starts[i + 1]], in table order). Two shape rows may differ in alignment
+    alone and share a key."""
+    col = np.asarray(column, dtype=np.int64)
+    # the common case: a table keeps a shape's entries together, each run of one shape row
+    # a group of its own, its entries a range of rows
+    starts = [0, *(np.flatnonzero(col[1:] != col[:-1]) + 1).tolist()] if len(col) else []
+    keys: dict[tuple, int] = {}
+    aligned: list[bool] = []
+    for r in col[starts].tolist():
+        key = tuple(shapes[r][:5])
+        if key in keys:
+            break  # a shape met again after others: sorted below
+        keys[key] = len(keys)
+        aligned.append(bool(shapes[r][5]))
+    else:
+        return list(keys), aligned, (np.arange(len(col)), starts + [len(col)])
+    keys, aligned = {}, []
+    place = np.full(len(shapes), -1)  # a row of `shapes` -> its group
+    rows, first = np.unique(col, return_index=True)
+    for r in rows[np.argsort(first)].tolist():  # shape rows in the order entries use them
+        key = tuple(shapes[r][:5])
+        if key not in keys:
+            keys[key] = len(keys)
+            aligned.append(bool(shapes[r][5]))
+        place[r] = keys[key]
+    of = place[col]
+    ends = np.cumsum(np.bincount(of, minlength=len(keys))).tolist()
+    return list(keys), aligned, (np.argsort(of, kind="stable"), [0] + ends)
+
+
 class _Index:
     """A table made ready for lookups, once per loaded table: its measured shapes and their
     log sizes as one array, so a request's distances to all of them are one numpy
@@ -136,28 +170,16 @@ class _Index:
         self._known: dict[tuple[str, int], Rung | None] = {}  # (rung, id(config)) -> _known
         if table.compact:
             d = table.data
-            shapes, column = d["shapes"], d["entries"]["shape"]
-            group: dict[tuple, int] = {}  # a shape_key -> its place, in order of first use
-            aligned: list[bool] = []  # each place's first entry's alignment class
-            place = np.full(len(shapes), -1)  # a row of `shapes` -> its place
-            col = np.asarray(column, dtype=np.int64)
-            rows, first = np.unique(col, return_index=True)
-            for r in rows[np.argsort(first)]:  # the shapes in the order entries use them
-                key = tuple(shapes[r][:5])  # (two rows may differ in alignment alone)
-                if key not in group:
-                    group[key] = len(group)
-                    aligned.append(bool(shapes[r][5]))
-                place[r] = group[key]
-            of = place[col]  # each entry's place
-            order = np.argsort(of, kind="stable")  # entries by place, in their order
-            ends = np.cumsum(np.bincount(of, minlength=len(group))).tolist()
-            self.keys = list(group)
-            self._members, self._data = (order, [0] + ends), d
-            self._entries: list[list[dict] | None] = [None] * len(group)
+            self.keys, aligned, self._members = _grouped(d["shapes"], d["entries"]["shape"])
+            self._data = d
+            self._entries: list[list[dict] | None] = [None] * len(self.keys)
         else:
             grouped = table.shapes()
             self.keys, self._entries = list(grouped), list(grouped.values())
             aligned = [aligned_of(es[0]) for es in self._entries]
+        self._finish(aligned)
+
+    def _finish(self, aligned: list[bool]) -> None:
         self._rungs: list[list[Rung | None] | None] = [None] * len(self.keys)
         self.logs = np.log(np.array([[M, N, K, b] for M, N, K, _, b in self.keys] or
                                     np.zeros((0, 4)), dtype=np.float64).reshape(-1, 4))

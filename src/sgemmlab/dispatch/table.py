@@ -187,8 +187,22 @@ def validate(data: Any) -> list[str]:
     return problems
 
 
-def _types(column: list) -> set:
+def _types(column: Iterable) -> set:
     return set(map(type, column))
+
+
+def _shapes_ok(shapes: Any) -> bool:
+    """Whether `shapes` is a list of [M, N, K, layout, batch, aligned] (sizes integers >= 1),
+    checked field by field across the rows (a thousand rows, read by a first product)."""
+    if not isinstance(shapes, list) or not all(type(s) is list and len(s) == 6
+                                               for s in shapes):
+        return False
+    if not shapes:
+        return True
+    M, N, K, layout, batch, aligned = zip(*shapes)
+    sizes = M + N + K + batch
+    return (_types(sizes) == {int} and min(sizes) >= 1 and _types(layout) == {str}
+            and set(layout) <= set(LAYOUTS) and _types(aligned) == {bool})
 
 
 def validate_compact(data: dict) -> list[str]:
@@ -203,10 +217,7 @@ def validate_compact(data: dict) -> list[str]:
             and all(type(k) is str and type(v) is int for k, v in c[1].items())
             for c in cands):
         problems.append("candidates is not a list of [rung, configuration]")
-    if not isinstance(shapes, list) or not all(
-            type(s) is list and len(s) == 6 and all(type(n) is int and n >= 1 for n in
-                                                    (s[0], s[1], s[2], s[4]))
-            and s[3] in LAYOUTS and type(s[5]) is bool for s in shapes):
+    if not _shapes_ok(shapes):
         problems.append("shapes is not a list of [M, N, K, layout, batch, aligned]")
     if isinstance(cols, dict) and all(type(cols.get(c)) is dict for c in COLUMNS):
         return problems or _packed_problems(cols, len(shapes), len(cands))
