@@ -222,3 +222,28 @@ def test_a_compact_tables_entries_are_grouped_by_shape_in_table_order(column, gr
     assert got == groups
     assert keys == [tuple(shapes[column[g[0]]][:5]) for g in groups]
     assert aligned == [shapes[column[g[0]]][5] for g in groups]
+
+
+def test_imported_before_torch_the_operator_registers_when_a_call_needs_it():
+    """sgemmlab first, then torch: a product on plain tensors leaves torch.library alone
+    (registering the operator imports it: 30 ms of a first product on the H200's host); a
+    call that needs the operator (autograd here) registers it."""
+    pytest.importorskip("torch")
+    done = python(
+        "import sys, sgemmlab, torch\n"
+        "a = torch.randn(4, 3)\n"
+        "try:\n"
+        "    sgemmlab.matmul(a, a.T)\n"
+        "except sgemmlab.OperandError:\n"
+        "    pass  # a CPU tensor: refused, after the plain path looked at it\n"
+        "assert not hasattr(torch.ops.sgemmlab, 'matmul')\n"
+        "assert 'sgemmlab.torch_ops' not in sys.modules\n"
+        "g = torch.randn(4, 3, requires_grad=True)\n"
+        "try:\n"
+        "    sgemmlab.matmul(g, g.T.detach())  # autograd: through the operator\n"
+        "except sgemmlab.OperandError:\n"
+        "    pass  # (on the CPU it refuses, once the operator is there)\n"
+        "assert torch.ops.sgemmlab.matmul.default\n"
+        "print('registered when needed')\n")
+    assert done.returncode == 0 and "registered when needed" in done.stdout, \
+        done.stderr[-2000:]

@@ -51,9 +51,9 @@ def __dir__() -> list[str]:
 
 
 def _register_torch_op() -> None:
-    """torch.ops.sgemmlab.matmul exists as soon as both are imported: when the caller has
-    imported torch already, the op registers now (torch_ops imports only what registering
-    needs); otherwise at the first call that sees a torch tensor (api.find_torch)."""
+    """When the caller has imported torch already, torch.ops.sgemmlab.matmul registers now;
+    otherwise at the first call that needs the operator (autograd, torch.compile, a tensor
+    subclass: api._via_op), or at `import sgemmlab.torch_ops`."""
     import sys
 
     if sys.modules.get("torch") is not None:
