@@ -226,8 +226,8 @@ def test_a_compact_tables_entries_are_grouped_by_shape_in_table_order(column, gr
 
 def test_imported_before_torch_the_operator_registers_when_a_call_needs_it():
     """sgemmlab first, then torch: a product on plain tensors leaves torch.library alone
-    (registering the operator imports it: 30 ms of a first product on the H200's host); a
-    call that needs the operator (autograd here) registers it."""
+    (registering the operator imports it, the largest part of such a program's first
+    product); a call that needs the operator (autograd here) registers it."""
     pytest.importorskip("torch")
     done = python(
         "import sys, sgemmlab, torch\n"

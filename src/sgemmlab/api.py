@@ -41,9 +41,10 @@ from .runtime import arrays
 def find_torch():
     """torch if the caller imported it (sgemmlab never imports it first). It does not
     register torch.ops.sgemmlab.matmul: a product on plain tensors does not need the
-    operator, and registering it imports torch.library, which took 30 ms of a first
-    product on the H200's host; the first call that needs it does (`_via_op`), as does
-    `import sgemmlab` after torch, or `import sgemmlab.torch_ops`."""
+    operator, and registering it imports torch.library, the largest part of a first product
+    in a program that imports sgemmlab before torch (docs/worklog.md); the first call that
+    needs it does (`_via_op`), as does `import sgemmlab` after torch, or `import
+    sgemmlab.torch_ops`."""
     if TORCH.module is None:
         TORCH.find()
     return TORCH.module

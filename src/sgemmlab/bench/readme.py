@@ -75,7 +75,8 @@ def startup_board(paths: list[Path], base: Path | None = None) -> str:
                   f"{s['median_first_ms']:.2f} ms, the slowest {s['max_first_ms']:.1f} ms, "
                   f"{s['compiled']} compiled, {s['over_target']} at or over "
                   f"{s['target_ms']:.0f} ms; torch.matmul's own first call in the same "
-                  f"process took {s['torch_first_ms']:.1f} ms. {_source(run, p, base)}."]
+                  f"process took {s['torch_first_ms']:.1f} ms. Measured "
+                  f"{_source(run, p, base)}."]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 

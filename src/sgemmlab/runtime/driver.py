@@ -7,10 +7,10 @@ freed in stream order, one stream ordered after another, and the launch itself.
 
 Why not cuda.core here (it compiles the kernels, runtime/compiler.py, and the lab uses it):
 the first product a program makes pays for whatever the library imports, and on the H200's
-host importing cuda.core costs about 130 ms (cuda.bindings.driver, its driver layer, about
-18 ms of it; `sgemmlab firstcall` measures both in the same fresh process as the first
-calls, results/nvidia-h200/host/firstcall-*.json, "libraries"), against a first call's
-budget of 50 ms. And a launch through cuda.bindings converts every argument through Python
+host, after torch, importing cuda.bindings.driver took 14 to 21 ms and cuda.core 63 to
+183 ms more (`sgemmlab firstcall`'s "libraries_ms", six runs:
+results/nvidia-h200/host/firstcall-20261204T15*.json.xz and -20261204T16*), against a first
+call's budget of 50 ms. And a launch through cuda.bindings converts every argument through Python
 objects on each call: a bound launch here is one cuLaunchKernel on plain integers. The
 driver's C interface is stable across versions (each function keeps its ABI; a changed
 one gets a new, suffixed name, which is what is called here: cuModuleGetGlobal_v2, ...).
