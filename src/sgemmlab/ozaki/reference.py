@@ -1,0 +1,145 @@
+"""Ozaki scheme II for FP32, in NumPy: C = A B from products of INT8 residues.
+
+The scheme (Ozaki, Uchino and Imamura, arXiv 2504.08009; its INT8 form on GPUs, Uchino et
+al., SC'25), as built here:
+
+1. **Scale to integers.** Row i of A is multiplied by 2^mu_i and column j of B by 2^nu_j,
+   then truncated toward zero: A' = trunc(2^mu A), B' = trunc(B 2^nu), integer matrices.
+   Cauchy-Schwarz bounds every entry of their product, |A'B'|_ij <= |A'_i|_2 |B'_j|_2, so
+   the exponents are the largest with 2^mu_i |A_i|_2 <= R and 2^nu_j |B_j|_2 <= R, where
+   R^2 = M / 2 and M is the product of the moduli: then |A'B'| < M / 2 for every i, j, the
+   condition under which the remainders below decide A'B' exactly. The rule depends on each
+   row's and column's norm only, so it is the same for A and for 1000 A (scale invariant).
+2. **Residues.** For each modulus m_l, A' mod m_l and B' mod m_l, taken symmetric (in
+   [-m_l/2, m_l/2)), fit INT8 (every modulus is at most 256).
+3. **INT8 products.** C_l = (A' mod m_l)(B' mod m_l), exact in INT32 for K <= 2^17 (each
+   term is at most 2^14 in magnitude).
+4. **Chinese remainder theorem.** A'B' is the one integer of magnitude below M / 2 that
+   leaves the remainders C_l: found here digit by digit in a balanced mixed radix (Garner's
+   method: integer operations on numbers below 2^16 each), then summed in FP64.
+5. **Scale back.** C = 2^-mu_i (A'B')_ij 2^-nu_j, rounded to FP32.
+
+Error. Truncating A_i loses less than 2^-mu_i per entry, which is about |A_i|_2 / R: with
+N moduli R is about 2^(4N) (2^31.5 for 8 moduli), so an entry keeps about 4N bits relative
+to its row's norm (an FP32 entry has 24 relative to itself). The product's error is then
+about (sum_k |B_kj|) |A_i|_2 / R plus its mirror for B, against FP32's K u (|A||B|)_ij. A row
+whose entries span many binades keeps fewer bits in its small entries, and a product that
+only those small entries feed (its large partners in B being zero, say) can lose them all:
+`scaling_loss` measures that per row and column, so a caller can refuse such inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+#: The largest modulus: symmetric residues of 256 fill INT8 exactly ([-128, 127]).
+LARGEST = 256
+#: K at most this: an INT8 x INT8 term is at most 2^14 in magnitude, a sum of K of them stays
+#: inside INT32 (a longer K is split into parts whose products are added before the CRT).
+MAX_K = 2**17
+
+
+@lru_cache(maxsize=None)
+def moduli(count: int) -> tuple[int, ...]:
+    """`count` pairwise coprime moduli, the largest first from 256 down (each a larger
+    modulus, so each carries as many bits as it can)."""
+    if not 1 <= count <= 20:
+        raise ValueError(f"count must be 1..20 moduli, got {count}")
+    out: list[int] = []
+    m = LARGEST
+    while len(out) < count:
+        if all(math.gcd(m, p) == 1 for p in out):
+            out.append(m)
+        m -= 1
+    return tuple(out)
+
+
+def product_bound(count: int) -> int:
+    """M: the product of the first `count` moduli."""
+    return math.prod(moduli(count))
+
+
+def exponents(norms: np.ndarray, count: int) -> np.ndarray:
+    """The scaling exponents for rows (or columns) of these 2-norms: the largest integer e with
+    2^e norm <= R, R = sqrt(M / 2); 0 for a zero row (it stays zero)."""
+    log_r = (math.log2(product_bound(count)) - 1) / 2
+    with np.errstate(divide="ignore"):
+        e = np.floor(log_r - np.log2(norms))
+    # float64 log2 can round up across an integer: step down where 2^e norm still exceeds R
+    e = np.where(np.ldexp(norms, np.where(norms > 0, e, 0).astype(np.int64)) > 2.0 ** log_r,
+                 e - 1, e)
+    return np.where(norms > 0, e, 0).astype(np.int64)
+
+
+def to_integers(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
+    """trunc(2^e x) as int64, e per row (axis=1: e scales rows) or per column (axis=0)."""
+    scale = e[:, None] if axis == 1 else e[None, :]
+    return np.trunc(np.ldexp(x.astype(np.float64), scale)).astype(np.int64)
+
+
+def residues(x: np.ndarray, m: int) -> np.ndarray:
+    """x mod m, symmetric: in [-(m // 2), m - 1 - m // 2], as int8."""
+    h = m // 2
+    return (np.mod(x + h, m) - h).astype(np.int8)
+
+
+def crt(products: list[np.ndarray], mods: tuple[int, ...]) -> np.ndarray:
+    """The integers X with X = products[l] (mod mods[l]) for every l and |X| < M / 2, as
+    float64 (exact up to FP64's rounding of the final sum): balanced mixed-radix digits
+    d_l in [-(m_l // 2), m_l - 1 - m_l // 2], X = d_0 + m_0 (d_1 + m_1 (d_2 + ...))."""
+    digits: list[np.ndarray] = []
+    for c, m in zip(products, mods):
+        h = m // 2
+        # the value of the digits so far, mod m: d_0 + m_0 d_1 + ... (each step below 2^16)
+        partial = np.zeros_like(c, dtype=np.int64)
+        weight = 1
+        for d, p in zip(digits, mods):
+            partial = np.mod(partial + d * weight, m)
+            weight = weight * p % m
+        inverse = pow(weight, -1, m)  # weight = m_0 ... m_(l-1) mod m (1 for the first)
+        d = np.mod((np.mod(c, m) - partial) * inverse + h, m) - h
+        digits.append(d.astype(np.int64))
+    x = np.zeros(products[0].shape, dtype=np.float64)
+    for d, m in zip(reversed(digits), reversed(mods)):
+        x = x * m + d  # Horner from the top digit: exact while |x| < 2^53
+    return x
+
+
+def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
+    """A @ B (float32 operands) by the scheme with `count` moduli, as float32."""
+    A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
+    if A.shape[1] > MAX_K:
+        raise ValueError(f"K = {A.shape[1]} is above {MAX_K}: split K first")
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+        raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
+    mods = moduli(count)
+    mu = exponents(np.linalg.norm(A.astype(np.float64), axis=1), count)
+    nu = exponents(np.linalg.norm(B.astype(np.float64), axis=0), count)
+    Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
+    products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
+                for m in mods]
+    exact = crt(products, mods)
+    return np.ldexp(exact, -(mu[:, None] + nu[None, :])).astype(np.float32)
+
+
+def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8) -> float:
+    """The largest ratio, over the product's entries, of the truncation's error bound to
+    FP32's own rounding bound K u (|A||B|)_ij: above 1 the scheme may be less accurate than an
+    FP32 product there (inputs whose rows or columns span many binades)."""
+    A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
+    mu = exponents(np.linalg.norm(A64, axis=1), count)
+    nu = exponents(np.linalg.norm(B64, axis=0), count)
+    # |error_ij| <= 2^-mu_i (sum_k |B_kj|) + (sum_k |A_ik|) 2^-nu_j + K 2^-mu_i 2^-nu_j
+    k = A64.shape[1]
+    bound = (np.ldexp(1.0, -mu)[:, None] * B64.sum(axis=0)[None, :]
+             + A64.sum(axis=1)[:, None] * np.ldexp(1.0, -nu)[None, :]
+             + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])))
+    fp32 = max(k, 1) * 2.0**-24 * (A64 @ B64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))
+    return float(ratio.max()) if ratio.size else 0.0

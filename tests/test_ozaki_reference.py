@@ -1,0 +1,131 @@
+"""Ozaki scheme II in NumPy (sgemmlab/ozaki/reference.py), on the CPU: the moduli, residues
+and the CRT are exact; products of small integers come out exact; the scaling is scale
+invariant; with 8 moduli the error (componentwise, over |A||B|, as `sgemmlab accuracy`
+measures it) is at most an FP32 product's on the accuracy set's distributions at long K;
+and `scaling_loss` flags the inputs where it is not (short products of mixed magnitudes,
+a row spanning 2^60), so that a caller can refuse them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sgemmlab.ozaki import reference as oz
+
+
+def test_the_moduli_are_pairwise_coprime_int8_sized_and_largest_first():
+    mods = oz.moduli(12)
+    assert mods[0] == 256 and list(mods) == sorted(mods, reverse=True)
+    assert all(math.gcd(a, b) == 1 for i, a in enumerate(mods) for b in mods[i + 1:])
+    assert oz.moduli(8) == mods[:8] and math.log2(oz.product_bound(8)) > 63
+    with pytest.raises(ValueError, match="1..20"):
+        oz.moduli(0)
+
+
+@pytest.mark.parametrize("m", [256, 255, 253, 251])
+def test_residues_are_symmetric_int8_and_congruent(m):
+    x = np.random.default_rng(m).integers(-2**40, 2**40, size=1000)
+    r = oz.residues(x, m)
+    assert r.dtype == np.int8 and r.min() >= -(m // 2) and r.max() <= m - 1 - m // 2
+    assert (np.mod(x - r.astype(np.int64), m) == 0).all()
+
+
+def test_the_crt_finds_every_integer_below_half_the_moduli_product():
+    mods = oz.moduli(4)  # M about 2^32: every value exact in FP64
+    half = math.prod(mods) // 2
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.integers(-half + 1, half, size=2000), [0, 1, -1, half - 1,
+                                                                     -half + 1]])
+    got = oz.crt([np.mod(x, m) for m in mods], mods)
+    assert (got == x.astype(np.float64)).all()
+
+
+def test_products_of_small_integers_are_exact():
+    rng = np.random.default_rng(4)
+    A = rng.integers(-250, 251, size=(33, 257)).astype(np.float32)
+    B = rng.integers(-250, 251, size=(257, 17)).astype(np.float32)
+    exact = A.astype(np.float64) @ B.astype(np.float64)  # below 257 * 250^2 < 2^24: exact
+    # in FP32 too
+    assert (oz.matmul(A, B) == exact.astype(np.float32)).all()
+
+
+def test_scaling_is_scale_invariant():
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((16, 300)).astype(np.float32)
+    B = rng.standard_normal((300, 12)).astype(np.float32)
+    base = oz.matmul(A, B)
+    for s in (2.0**-70, 2.0**-3, 1024.0, 2.0**60):
+        assert (oz.matmul(A * np.float32(s), B) == base * np.float32(s)).all()
+        assert (oz.matmul(A, B * np.float32(s)) == base * np.float32(s)).all()
+
+
+def _draw(rng, distribution, rows, cols):
+    if distribution == "normal":
+        x = rng.standard_normal((rows, cols))
+    elif distribution == "uniform":
+        x = rng.uniform(-1, 1, (rows, cols))
+    elif distribution == "positive":
+        x = rng.uniform(0, 1, (rows, cols))
+    else:  # "mixed", as bench/accuracy.py draws it: a normal times 2^e, e in [-16, 16]
+        x = rng.standard_normal((rows, cols)) * np.ldexp(1.0, rng.integers(-16, 17,
+                                                                           (rows, cols)))
+    return x.astype(np.float32)
+
+
+def _errors(C, A, B):
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    err = np.abs(C.astype(np.float64) - A64 @ B64) / (np.abs(A64) @ np.abs(B64))
+    return float(err.max()), float(np.median(err))
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed"])
+@pytest.mark.parametrize("K", [1000, 4096])
+def test_eight_moduli_are_as_accurate_as_fp32_at_long_k(distribution, K):
+    rng = np.random.default_rng(K + len(distribution))
+    A, B = _draw(rng, distribution, 48, K), _draw(rng, distribution, K, 40)
+    ours, fp32 = _errors(oz.matmul(A, B, 8), A, B), _errors(A @ B, A, B)
+    assert ours[0] <= fp32[0] and ours[1] <= fp32[1], (ours, fp32)
+    assert oz.scaling_loss(A, B, 8) < 1
+
+
+def test_seven_moduli_are_not_on_all_positive_inputs():
+    """What decides the count: with 7 moduli the median error on [0, 1) inputs at K = 4096
+    is several times FP32's (the truncation's bias adds up where nothing cancels)."""
+    rng = np.random.default_rng(7)
+    A, B = _draw(rng, "positive", 48, 4096), _draw(rng, "positive", 4096, 40)
+    assert _errors(oz.matmul(A, B, 7), A, B)[1] > 2 * _errors(A @ B, A, B)[1]
+
+
+@pytest.mark.parametrize("case", ["short-mixed", "row-spanning-2^60"])
+def test_scaling_loss_flags_the_inputs_where_the_scheme_is_worse_than_fp32(case):
+    rng = np.random.default_rng(8)
+    if case == "short-mixed":  # a short product of mixed magnitudes
+        A, B = _draw(rng, "mixed", 48, 17), _draw(rng, "mixed", 17, 40)
+    else:  # one huge entry in a row, its partner zero in one column of B
+        A, B = _draw(rng, "normal", 4, 64), _draw(rng, "normal", 64, 4)
+        A[0, 0], B[0, 1] = 2.0**60, 0.0
+    ours, fp32 = _errors(oz.matmul(A, B, 8), A, B), _errors(A @ B, A, B)
+    assert ours[0] > 100 * fp32[0], "the scheme loses the small entries' bits here"
+    assert oz.scaling_loss(A, B, 8) > 1
+
+
+def test_operands_it_cannot_take_are_refused():
+    A, B = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    A[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        oz.matmul(A, B)
+    with pytest.raises(ValueError, match="do not multiply"):
+        oz.matmul(np.ones((2, 3), np.float32), np.ones((4, 2), np.float32))
+    with pytest.raises(ValueError, match="split K"):
+        oz.matmul(np.ones((1, oz.MAX_K + 1), np.float32), np.ones((oz.MAX_K + 1, 1),
+                                                                  np.float32))
+
+
+def test_zero_rows_and_columns_stay_zero():
+    A = np.random.default_rng(9).standard_normal((5, 7)).astype(np.float32)
+    B = np.random.default_rng(10).standard_normal((7, 6)).astype(np.float32)
+    A[2], B[:, 4] = 0, 0
+    C = oz.matmul(A, B)
+    assert (C[2] == 0).all() and (C[:, 4] == 0).all()
