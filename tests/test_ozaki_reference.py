@@ -129,3 +129,34 @@ def test_zero_rows_and_columns_stay_zero():
     A[2], B[:, 4] = 0, 0
     C = oz.matmul(A, B)
     assert (C[2] == 0).all() and (C[:, 4] == 0).all()
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
+                                          "subnormal", "spikes"])
+def test_on_the_accuracy_sets_inputs_it_is_as_accurate_as_fp32_or_says_it_may_not_be(
+        distribution):
+    """The accuracy harness's distributions (bench/accuracy.py, drawn on the CPU): wherever
+    8 moduli are less accurate than an FP32 product (max or median), scaling_loss is above 1,
+    so a caller that refuses there never returns the worse answer; and on the plain
+    distributions at K >= 255 it is below 1 (the scheme serves them)."""
+    torch = pytest.importorskip("torch")
+    from sgemmlab.bench import accuracy as acc
+
+    for K in (17, 255, 1000, 4096):
+        g = torch.Generator().manual_seed(K + 7)
+        A = acc.draw(distribution, 64, K, g, "cpu").numpy()
+        B = acc.draw(distribution, K, 48, g, "cpu").numpy()
+        ours, fp32 = _errors_guarded(oz.matmul(A, B, 8), A, B), _errors_guarded(A @ B, A, B)
+        worse = ours[0] > fp32[0] or ours[1] > fp32[1]
+        loss = oz.scaling_loss(A, B, 8)
+        assert not worse or loss > 1, (K, ours, fp32, loss)
+        if distribution in ("normal", "uniform", "positive", "subnormal") and K >= 255:
+            assert loss <= 1, (K, loss)
+
+
+def _errors_guarded(C, A, B):
+    """_errors with |A||B| = 0 taken as 1 (the absolute error there, as the harness does)."""
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    scale = np.abs(A64) @ np.abs(B64)
+    err = np.abs(C.astype(np.float64) - A64 @ B64) / np.where(scale > 0, scale, 1.0)
+    return float(err.max()), float(np.median(err))

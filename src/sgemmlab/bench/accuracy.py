@@ -12,6 +12,16 @@ as accurate as cuBLAS SGEMM, over inputs chosen to break a product that is only 
                A and B alike: a wide dynamic range within every row of A and column of B,
                where dropping the low bits of a large term swamps the small ones.
 
+And three that break schemes which scale a whole row or column to integers (Ozaki's,
+sgemmlab/ozaki/): the full set has them, the quick one not (on subnormal outputs FP32
+itself is far from its bound, which the quick set's GPU test holds every FP32 product to):
+
+    span       as mixed, e uniform in [-30, 30]: every row and column spans 2^60;
+    subnormal  a standard normal, with every other row of A times 2^-135 (below FP32's
+               normal range: those rows are subnormal, and so are their outputs);
+    spikes     a standard normal, one entry in 256 times 2^40: a few huge entries among
+               small ones.
+
 K runs from 1 (one rounding, no sum) to 65536 (a long sum); a few ragged shapes (one row, one
 column, no tile multiple) join them. The inputs are float32, drawn on the GPU from a
 generator seeded per case; the reference is the float64 product of those same inputs.
@@ -42,7 +52,13 @@ from typing import Any, Callable, Iterable, Sequence
 from ..errors import ConfigError, DispatchError
 from .check import relative_error
 
-DISTRIBUTIONS = ("normal", "uniform", "positive", "mixed")
+DISTRIBUTIONS = ("normal", "uniform", "positive", "mixed", "span", "subnormal", "spikes")
+#: The distributions that break row and column scaling (the module docstring)
+SCALING = ("span", "subnormal", "spikes")
+SCALING_K = (17, 1000, 16384)
+SPAN_EXPONENTS = (-30, 30)
+SUBNORMAL_EXPONENT = -135
+SPIKE_EXPONENT, SPIKE_EVERY = 40, 256
 K_VALUES = (1, 2, 3, 8, 17, 64, 128, 255, 256, 512, 1000, 2048, 4096, 16384, 65536)
 POSITIVE_K = (16, 256, 4096, 65536)
 QUICK_K = (1, 17, 4096)
@@ -77,6 +93,8 @@ def fuzz_set(quick: bool = False) -> list[Case]:
     out = [_square(d, K) for d in ("normal", "uniform", "mixed") for K in ks]
     out += [_square("positive", K) for K in ((4096,) if quick else POSITIVE_K)]
     out += [case(*r) for r in (RAGGED[:1] if quick else RAGGED)]
+    if not quick:
+        out += [_square(d, K) for d in SCALING for K in SCALING_K]
     return out
 
 
@@ -97,12 +115,21 @@ def draw(distribution: str, rows: int, cols: int, generator, device="cuda"):
         return torch.rand(rows, cols, **kw) * 2 - 1
     if distribution == "positive":
         return torch.rand(rows, cols, **kw)
-    if distribution == "mixed":
-        lo, hi = MIXED_EXPONENTS
+    if distribution in ("mixed", "span"):
+        lo, hi = MIXED_EXPONENTS if distribution == "mixed" else SPAN_EXPONENTS
         # exact powers of two, indexed: no pow or exp2 rounding can creep in
         powers = torch.tensor([2.0**e for e in range(lo, hi + 1)], device=device)
         e = torch.randint(0, hi - lo + 1, (rows, cols), **kw)
         return torch.randn(rows, cols, **kw) * powers[e]
+    if distribution == "subnormal":  # (B's rows: every other one too; B's tiny rows meet
+        # A's tiny columns only where both are, so most outputs stay in range)
+        x = torch.randn(rows, cols, **kw)
+        x[1::2] *= 2.0**SUBNORMAL_EXPONENT  # one rounding, into the subnormal range
+        return x
+    if distribution == "spikes":
+        x = torch.randn(rows, cols, **kw)
+        spike = torch.randint(0, SPIKE_EVERY, (rows, cols), **kw) == 0
+        return torch.where(spike, x * 2.0**SPIKE_EXPONENT, x)
     raise ValueError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
 
 

@@ -22,7 +22,8 @@ al., SC'25), as built here:
 Error. Truncating A_i loses less than 2^-mu_i per entry, which is about |A_i|_2 / R: with
 N moduli R is about 2^(4N) (2^31.5 for 8 moduli), so an entry keeps about 4N bits relative
 to its row's norm (an FP32 entry has 24 relative to itself). The product's error is then
-about (sum_k |B_kj|) |A_i|_2 / R plus its mirror for B, against FP32's K u (|A||B|)_ij. A row
+about (sum_k |B_kj|) |A_i|_2 / R plus its mirror for B, against FP32's typical
+sqrt(K) u (|A||B|)_ij. A row
 whose entries span many binades keeps fewer bits in its small entries, and a product that
 only those small entries feed (its large partners in B being zero, say) can lose them all:
 `scaling_loss` measures that per row and column, so a caller can refuse such inputs.
@@ -128,9 +129,11 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
 
 
 def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8) -> float:
-    """The largest ratio, over the product's entries, of the truncation's error bound to
-    FP32's own rounding bound K u (|A||B|)_ij: above 1 the scheme may be less accurate than an
-    FP32 product there (inputs whose rows or columns span many binades)."""
+    """The largest ratio, over the product's entries, of the truncation's worst-case error to
+    an FP32 product's typical one, sqrt(K) u (|A||B|)_ij (round-to-nearest errors of K terms
+    add up as a random walk; FP32's worst case, K u (|A||B|)_ij, is rarely approached): above
+    1 the scheme may be less accurate than an FP32 product there (inputs whose rows or
+    columns span many binades)."""
     A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
     mu = exponents(np.linalg.norm(A64, axis=1), count)
     nu = exponents(np.linalg.norm(B64, axis=0), count)
@@ -139,7 +142,7 @@ def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8) -> float:
     bound = (np.ldexp(1.0, -mu)[:, None] * B64.sum(axis=0)[None, :]
              + A64.sum(axis=1)[:, None] * np.ldexp(1.0, -nu)[None, :]
              + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])))
-    fp32 = max(k, 1) * 2.0**-24 * (A64 @ B64)
+    fp32 = math.sqrt(max(k, 1)) * 2.0**-24 * (A64 @ B64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))
     return float(ratio.max()) if ratio.size else 0.0
