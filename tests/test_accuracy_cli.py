@@ -58,3 +58,14 @@ def test_config_specs_name_a_rung_at_its_defaults_with_the_keys_given():
                        ("20:BOGUS=1", "configuration must set exactly")):
         with pytest.raises(ValueError, match=words):
             acc.configured(bad, "NVIDIA H200")
+
+
+def test_an_unknown_distribution_is_a_usage_error(cli):
+    result = cli("accuracy", "-d", "normal,cauchy")
+    assert result.exit_code == 2 and "unknown cauchy" in result.stderr
+    assert "span, subnormal, spikes" in result.stderr
+
+
+def test_a_distribution_the_quick_set_lacks_is_a_usage_error(cli):
+    result = cli("accuracy", "--quick", "--distribution", "spikes")
+    assert result.exit_code == 2 and "the quick set has no case of spikes" in result.stderr

@@ -25,11 +25,25 @@ def accuracy(
         config: Annotated[Optional[list[str]], typer.Option(
             "--config", help="also a rung forced at a configuration, RUNG:KEY=V,KEY=V "
             "(repeatable; the keys given replace the rung's defaults), e.g. "
-            "20:K8RUNS=1")] = None):
+            "20:K8RUNS=1")] = None,
+        distribution: Annotated[Optional[list[str]], typer.Option(
+            "--distribution", "-d", help="only these distributions of the set "
+            "(comma-separated or repeatable): normal, uniform, positive, mixed, span, "
+            "subnormal, spikes")] = None):
     """Each candidate's error against float64 over a fuzz set (normal, uniform, positive
-    and mixed-magnitude inputs, K 1 to 65536), beside cuBLAS SGEMM's on the same inputs;
-    FP32 candidates are judged (max and median <= cuBLAS's), TF32 ones only reported."""
+    and mixed-magnitude inputs, K 1 to 65536; the full set also rows spanning 2^60,
+    subnormal rows and rare huge entries), beside cuBLAS SGEMM's on the same inputs; FP32
+    candidates are judged (max and median <= cuBLAS's), TF32 ones only reported."""
     from ..bench import accuracy as acc
+
+    only = split(distribution)
+    if unknown := [d for d in only if d not in acc.DISTRIBUTIONS]:
+        fail(f"--distribution: unknown {', '.join(unknown)}; known: "
+             f"{', '.join(acc.DISTRIBUTIONS)}", 2)
+    cases = [c for c in acc.fuzz_set(quick) if not only or c.distribution in only]
+    if not cases:
+        fail(f"--distribution: the {'quick ' if quick else ''}set has no case of "
+             f"{', '.join(only)}", 2)
 
     try:
         entrants = acc.contenders(split(candidates))
@@ -48,7 +62,6 @@ def accuracy(
              "float64 reference are drawn and computed on the GPU with torch")
     from rich.progress import Progress
 
-    cases = acc.fuzz_set(quick)
     with Progress(transient=True) as progress:
         task = progress.add_task("accuracy", total=len(cases))
         run, path = acc.run(cases, entrants, seed,
