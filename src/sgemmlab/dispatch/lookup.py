@@ -34,7 +34,7 @@ from .. import registry
 from ..registry import Rung, config_key
 from . import cache
 from .request import Choice, Request, _frozen, decomposition
-from .table import Table, _rank, aligned_of, shape_key
+from .table import Table, _rank, aligned_of, expand, shape_key
 
 MAX_DISTANCE = 1.25  # farther than this, a measured shape says little about the request
 LAYOUT_PENALTY = 0.5
@@ -177,9 +177,6 @@ class _Index:
             grouped = table.shapes()
             self.keys, self._entries = list(grouped), list(grouped.values())
             aligned = [aligned_of(es[0]) for es in self._entries]
-        self._finish(aligned)
-
-    def _finish(self, aligned: list[bool]) -> None:
         self._rungs: list[list[Rung | None] | None] = [None] * len(self.keys)
         self.logs = np.log(np.array([[M, N, K, b] for M, N, K, _, b in self.keys] or
                                     np.zeros((0, 4)), dtype=np.float64).reshape(-1, 4))
@@ -187,22 +184,11 @@ class _Index:
         self.aligned = np.array(aligned, dtype=bool)
 
     def entries(self, i: int) -> list[dict]:
-        """Shape i's entries, as the full form's dicts (table.py's `_expand`, for its rows)."""
+        """Shape i's entries, as the full form's dicts."""
         out = self._entries[i]
         if out is None:
-            d = self._data
-            cands, shapes, cols = d["candidates"], d["shapes"], d["entries"]
-            shape, cand, us, vs = (cols["shape"], cols["candidate"], cols["median_us"],
-                                   cols["vs_cublas"])
-            out = []
-            order, starts = self._members
-            for row in order[starts[i]:starts[i + 1]].tolist():
-                M, N, K, layout, batch, aligned = shapes[shape[row]]
-                rung, config = cands[cand[row]]
-                out.append({"M": M, "N": N, "K": K, "layout": layout, "batch": batch,
-                            "aligned": aligned, "rung": rung, "config": config,
-                            "median_us": us[row], "vs_cublas": vs[row]})
-            self._entries[i] = out
+            rows, starts = self._members
+            out = self._entries[i] = expand(self._data, rows[starts[i]:starts[i + 1]].tolist())
         return out
 
     def rungs(self, i: int) -> list[Rung | None]:

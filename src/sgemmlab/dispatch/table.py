@@ -320,16 +320,20 @@ def compact_table(data: Mapping[str, Any]) -> dict:
             "candidates": configs, "shapes": [list(s) for s in shapes], "entries": cols}
 
 
-def _expand(data: Mapping[str, Any]) -> list[dict]:
-    """A compact table's entries as the full form's (those fields dispatch reads); a
-    candidate's configuration is one dict shared by its entries, to be read, not changed."""
+def expand(data: Mapping[str, Any], rows: Iterable[int] | None = None) -> list[dict]:
+    """A compact table's entries (those at `rows`, else all) as the full form's (the fields
+    dispatch reads); a candidate's configuration is one dict shared by its entries, to be
+    read, not changed."""
     cands, shapes, cols = data["candidates"], data["shapes"], data["entries"]
-    return [{"M": M, "N": N, "K": K, "layout": layout, "batch": batch, "aligned": aligned,
-             "rung": rung, "config": config, "median_us": us, "vs_cublas": vs}
-            for (M, N, K, layout, batch, aligned), (rung, config), us, vs in zip(
-                map(shapes.__getitem__, cols["shape"]),
-                map(cands.__getitem__, cols["candidate"]), cols["median_us"],
-                cols["vs_cublas"])]
+    shape, cand, us, vs = cols["shape"], cols["candidate"], cols["median_us"], cols["vs_cublas"]
+    out = []
+    for row in range(len(shape)) if rows is None else rows:
+        M, N, K, layout, batch, aligned = shapes[shape[row]]
+        rung, config = cands[cand[row]]
+        out.append({"M": M, "N": N, "K": K, "layout": layout, "batch": batch,
+                    "aligned": aligned, "rung": rung, "config": config,
+                    "median_us": us[row], "vs_cublas": vs[row]})
+    return out
 
 
 @dataclass(frozen=True)
@@ -355,7 +359,7 @@ class Table:
     @cached_property
     def entries(self) -> list[dict]:
         """Every entry, as dicts (a compact table's made once, on first use)."""
-        return _expand(self.data) if self.compact else self.data["entries"]
+        return expand(self.data) if self.compact else self.data["entries"]
 
     def winners(self) -> list[dict]:
         """The fastest entry of each shape (`winners`), in the order shapes first appear."""

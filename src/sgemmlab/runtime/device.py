@@ -40,7 +40,8 @@ class GPUInfo:
 
 class Device:
     """GPU `index`, as the runtime uses it: its primary context made current (`set_current`),
-    stream-ordered memory (`allocate`), a raw stream wrapped (`create_stream`), `sync`."""
+    stream-ordered memory (`allocate`), and `sync` (streams are raw handles:
+    arrays.stream_for)."""
 
     __slots__ = ("index",)
 
@@ -52,10 +53,6 @@ class Device:
 
     def allocate(self, size: int, *, stream) -> "driver.Buffer":
         return driver.allocate(self.index, size, stream)
-
-    def create_stream(self, obj) -> "driver.Stream":
-        """A Stream of this device for the raw handle `obj.handle` (not created: wrapped)."""
-        return driver.Stream(int(obj.handle), self.index)
 
     def sync(self) -> None:
         driver.synchronize(self.index)
