@@ -160,3 +160,32 @@ def _errors_guarded(C, A, B):
     scale = np.abs(A64) @ np.abs(B64)
     err = np.abs(C.astype(np.float64) - A64 @ B64) / np.where(scale > 0, scale, 1.0)
     return float(err.max()), float(np.median(err))
+
+
+def test_the_magnitude_floor_is_a_lower_bound_within_a_factor_of_two_where_it_keeps_all():
+    rng = np.random.default_rng(11)
+    A = rng.uniform(0.5, 1.0, (20, 300)).astype(np.float32)  # one binade: every entry kept
+    B = rng.uniform(0.5, 1.0, (300, 30)).astype(np.float32)
+    exact = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+    floor = oz.magnitude_floor(A, B)
+    assert (floor <= exact).all() and (floor >= exact / 4).all()
+    A[0, :] = 0  # a zero row: zero, not NaN
+    assert (oz.magnitude_floor(A, B)[0] == 0).all()
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
+                                          "subnormal", "spikes"])
+def test_the_coarse_loss_never_accepts_what_the_exact_one_refuses(distribution):
+    """The refusal rule a kernel can afford (one more UINT8 product): at least the exact
+    ratio everywhere, and still below 1 on the plain distributions at K >= 255."""
+    torch = pytest.importorskip("torch")
+    from sgemmlab.bench import accuracy as acc
+
+    for K in (17, 255, 1000, 4096):
+        g = torch.Generator().manual_seed(K + 7)
+        A = acc.draw(distribution, 64, K, g, "cpu").numpy()
+        B = acc.draw(distribution, K, 48, g, "cpu").numpy()
+        exact, coarse = oz.scaling_loss(A, B, 8), oz.scaling_loss(A, B, 8, coarse=True)
+        assert coarse >= exact, (K, exact, coarse)
+        if distribution in ("normal", "uniform", "positive", "subnormal") and K >= 255:
+            assert coarse <= 1, (K, coarse)

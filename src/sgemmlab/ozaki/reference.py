@@ -128,12 +128,38 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
     return np.ldexp(exact, -(mu[:, None] + nu[None, :])).astype(np.float32)
 
 
-def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8) -> float:
+#: The binades below each row's (column's) largest entry that `magnitude_floor` keeps: its
+#: powers of two, 2^0 .. 2^WINDOW, fit an unsigned INT8 operand.
+WINDOW = 7
+
+
+def magnitude_floor(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A lower bound of |A| @ |B| from one product of small integers, as a kernel would get
+    it from one more UINT8 product: each entry becomes the power of two at or below it,
+    kept only within WINDOW binades of its row's (A) or column's (B) largest, as 2^p with p
+    in 0..WINDOW; smaller entries count as zero (so the bound stays below)."""
+    def powers(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(divide="ignore"):
+            e = np.floor(np.log2(x))  # x >= 2^e
+        top = np.max(np.where(x > 0, e, -np.inf), axis=axis, keepdims=True)
+        base = np.where(np.isfinite(top), top, 0) - WINDOW
+        p = e - base
+        keep = (x > 0) & (p >= 0)
+        return np.where(keep, np.exp2(np.where(keep, p, 0)), 0.0), base
+
+    a, ea = powers(np.abs(np.asarray(A, np.float64)), 1)
+    b, eb = powers(np.abs(np.asarray(B, np.float64)), 0)
+    return (a @ b) * np.exp2(ea) * np.exp2(eb)
+
+
+def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8, coarse: bool = False
+                 ) -> float:
     """The largest ratio, over the product's entries, of the truncation's worst-case error to
     an FP32 product's typical one, sqrt(K) u (|A||B|)_ij (round-to-nearest errors of K terms
     add up as a random walk; FP32's worst case, K u (|A||B|)_ij, is rarely approached): above
     1 the scheme may be less accurate than an FP32 product there (inputs whose rows or
-    columns span many binades)."""
+    columns span many binades). `coarse`: with |A||B| bounded from below by
+    `magnitude_floor` (what a kernel can afford), never below the exact ratio."""
     A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
     mu = exponents(np.linalg.norm(A64, axis=1), count)
     nu = exponents(np.linalg.norm(B64, axis=0), count)
@@ -142,7 +168,7 @@ def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8) -> float:
     bound = (np.ldexp(1.0, -mu)[:, None] * B64.sum(axis=0)[None, :]
              + A64.sum(axis=1)[:, None] * np.ldexp(1.0, -nu)[None, :]
              + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])))
-    fp32 = math.sqrt(max(k, 1)) * 2.0**-24 * (A64 @ B64)
+    fp32 = math.sqrt(max(k, 1)) * 2.0**-24 * (magnitude_floor(A, B) if coarse else A64 @ B64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))
     return float(ratio.max()) if ratio.size else 0.0
