@@ -189,3 +189,9 @@ def test_the_coarse_loss_never_accepts_what_the_exact_one_refuses(distribution):
         assert coarse >= exact, (K, exact, coarse)
         if distribution in ("normal", "uniform", "positive", "subnormal") and K >= 255:
             assert coarse <= 1, (K, coarse)
+
+
+def test_the_deepest_k_cannot_overflow_int32():
+    """The worst residues, -128 everywhere for the modulus 256, at MAX_K: the INT32 sum."""
+    assert oz.MAX_K * 128 * 128 <= 2**31 - 1 < (oz.MAX_K + 1) * 128 * 128
+    assert oz.residues(np.array([128, -128, 383]), 256).tolist() == [-128, -128, 127]

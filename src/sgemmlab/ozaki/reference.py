@@ -12,7 +12,7 @@ al., SC'25), as built here:
    row's and column's norm only, so it is the same for A and for 1000 A (scale invariant).
 2. **Residues.** For each modulus m_l, A' mod m_l and B' mod m_l, taken symmetric (in
    [-m_l/2, m_l/2)), fit INT8 (every modulus is at most 256).
-3. **INT8 products.** C_l = (A' mod m_l)(B' mod m_l), exact in INT32 for K <= 2^17 (each
+3. **INT8 products.** C_l = (A' mod m_l)(B' mod m_l), exact in INT32 for K < 2^17 (each
    term is at most 2^14 in magnitude).
 4. **Chinese remainder theorem.** A'B' is the one integer of magnitude below M / 2 that
    leaves the remainders C_l: found here digit by digit in a balanced mixed radix (Garner's
@@ -38,9 +38,10 @@ import numpy as np
 
 #: The largest modulus: symmetric residues of 256 fill INT8 exactly ([-128, 127]).
 LARGEST = 256
-#: K at most this: an INT8 x INT8 term is at most 2^14 in magnitude, a sum of K of them stays
-#: inside INT32 (a longer K is split into parts whose products are added before the CRT).
-MAX_K = 2**17
+#: K at most this: an INT8 x INT8 term is at most 2^14 in magnitude ((-128)^2), and a sum
+#: of K of them must stay at or below INT32's largest, 2^31 - 1 (a longer K is split into
+#: parts whose products are added before the CRT).
+MAX_K = 2**17 - 1
 
 
 @lru_cache(maxsize=None)
