@@ -76,6 +76,12 @@ def exponents(norms: np.ndarray, count: int) -> np.ndarray:
     return np.where(norms > 0, e, 0).astype(np.int64)
 
 
+def scales(A: np.ndarray, B: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mu, nu): the exponents of A's rows and B's columns (`exponents` of their 2-norms)."""
+    return (exponents(np.linalg.norm(np.asarray(A, np.float64), axis=1), count),
+            exponents(np.linalg.norm(np.asarray(B, np.float64), axis=0), count))
+
+
 def to_integers(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
     """trunc(2^e x) as int64, e per row (axis=1: e scales rows) or per column (axis=0)."""
     scale = e[:, None] if axis == 1 else e[None, :]
@@ -120,8 +126,7 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
     if not (np.isfinite(A).all() and np.isfinite(B).all()):
         raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
     mods = moduli(count)
-    mu = exponents(np.linalg.norm(A.astype(np.float64), axis=1), count)
-    nu = exponents(np.linalg.norm(B.astype(np.float64), axis=0), count)
+    mu, nu = scales(A, B, count)
     Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
     products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
                 for m in mods]
@@ -162,8 +167,7 @@ def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8, coarse: bool = Fa
     columns span many binades). `coarse`: with |A||B| bounded from below by
     `magnitude_floor` (what a kernel can afford), never below the exact ratio."""
     A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
-    mu = exponents(np.linalg.norm(A64, axis=1), count)
-    nu = exponents(np.linalg.norm(B64, axis=0), count)
+    mu, nu = scales(A, B, count)
     # |error_ij| <= 2^-mu_i (sum_k |B_kj|) + (sum_k |A_ik|) 2^-nu_j + K 2^-mu_i 2^-nu_j
     k = A64.shape[1]
     bound = (np.ldexp(1.0, -mu)[:, None] * B64.sum(axis=0)[None, :]

@@ -13,7 +13,7 @@ results/nvidia-h200/host/firstcall-20261204T15*.json.xz and -20261204T16*), agai
 call's budget of 50 ms. And a launch through cuda.bindings converts every argument through Python
 objects on each call: a bound launch here is one cuLaunchKernel on plain integers. The
 driver's C interface is stable across versions (each function keeps its ABI; a changed
-one gets a new, suffixed name, which is what is called here: cuModuleGetGlobal_v2, ...).
+one gets a new, suffixed name, which is what is called here: cuEventDestroy_v2).
 
 The library is the one the process has loaded or would load for any CUDA program
 (libcuda.so.1 by its soname, through the system's loader path, as torch and cuda.bindings
@@ -54,7 +54,6 @@ SIGNATURES: dict[str, list] = {
     "cuCtxSynchronize": [],
     "cuModuleLoadData": [_P(c_void_p), c_void_p],
     "cuModuleGetFunction": [_P(c_void_p), c_void_p, c_char_p],
-    "cuModuleGetGlobal_v2": [_P(c_void_p), _P(c_size_t), c_void_p, c_char_p],
     "cuFuncGetAttribute": [_P(c_int), c_int, c_void_p],
     "cuFuncSetAttribute": [c_void_p, c_int, c_int],
     "cuOccupancyMaxActiveBlocksPerMultiprocessor": [_P(c_int), c_void_p, c_int, c_size_t],
@@ -305,10 +304,6 @@ class Function:
              c_void_p(self.handle), int(threads), int(dynamic_smem))
         return v.value
 
-    def global_symbol(self, symbol: str) -> tuple[int, int]:
-        """(device address, bytes) of the module's global `symbol` (extern "C")."""
-        return self.module.global_symbol(symbol)
-
 
 class Module:
     """A cubin loaded into the current context (cuModuleLoadData; kept loaded)."""
@@ -333,12 +328,6 @@ class Module:
                  FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"], int(dynamic_smem),
                  what=f"cuFuncSetAttribute({name}, max dynamic shared = {dynamic_smem})")
         return out
-
-    def global_symbol(self, symbol: str) -> tuple[int, int]:
-        ptr, size = c_void_p(), c_size_t()
-        call("cuModuleGetGlobal_v2", ctypes.byref(ptr), ctypes.byref(size),
-             c_void_p(self.handle), symbol.encode(), what=f"cuModuleGetGlobal({symbol})")
-        return int(ptr.value or 0), int(size.value)
 
 
 def load(cubin: bytes, entry: str, device_id: int = 0, dynamic_smem: int = 0) -> Function:
