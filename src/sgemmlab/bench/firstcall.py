@@ -179,7 +179,9 @@ def _child(todo_path: str, out_path: str, order: str = ORDERS[0]) -> None:
             records.append({**p, "first_ms": times[0], "second_ms": times[1],
                             "compiled": entries() > before, "first_gc_ms": gc_ms[0]})
     Path(out_path).write_text(json.dumps({"records": records, "torch_first_ms": torch_first_ms,
-                                          "import_after_torch_ms": import_ms}))
+                                          # (imported before torch: not this figure)
+                                          "import_after_torch_ms": import_ms if early is None
+                                          else None}))
 
 
 def _dump(prof, path: str) -> None:
