@@ -85,9 +85,15 @@ def is_barrier(x: Insn) -> bool:
     return x.op.startswith(("BAR.SYNC", "BAR.RED"))
 
 
+def is_cas(x: Insn) -> bool:
+    """A compare-and-swap: rung 14 adds a partial below 2^-100 by one (an IEEE add that
+    keeps subnormals), so it writes data, as a float atomic does."""
+    return x.op.startswith("ATOMG") and ".CAS" in x.op
+
+
 def is_global_write(x: Insn) -> bool:
     return x.op.startswith(("STG", "RED.", "REDG")) or (
-        x.op.startswith("ATOMG") and ".F32" in x.op)
+        x.op.startswith("ATOMG") and ".F32" in x.op) or is_cas(x)
 
 
 def is_l2_read(x: Insn) -> bool:
@@ -95,12 +101,12 @@ def is_l2_read(x: Insn) -> bool:
 
 
 def is_float_atomic(x: Insn) -> bool:
-    return x.op.startswith(("ATOMG", "RED")) and ".F32" in x.op
+    return x.op.startswith(("ATOMG", "RED")) and ".F32" in x.op or is_cas(x)
 
 
 def is_counter(x: Insn) -> bool:
     """An integer atomic on global memory: a counter or a ticket."""
-    return x.op.startswith("ATOMG") and ".F32" not in x.op
+    return x.op.startswith("ATOMG") and ".F32" not in x.op and not is_cas(x)
 
 
 def is_flag_store(x: Insn) -> bool:

@@ -230,21 +230,18 @@ def test_a_destroyed_stream_never_crashes_a_later_call(tmp_path):
 
 
 # -- subnormal partial sums ------------------------------------------------------------------
-# Stream-K's and split-K's atomic fix-ups add partial tiles with red/atom.add.f32, which
-# flushes subnormal operands and results to zero (PTX ISA, atom: "flushes subnormal inputs
-# and results to sign-preserving zero"). On rows whose products are subnormal that loses
-# whole partial sums: `sgemmlab accuracy -d subnormal` on the H200 measured 56,456 times
-# cuBLAS's largest error at 256 x 192 x 16384 with FIXUP=1 and 2, and cuBLAS's own with the
-# ordered fix-up FIXUP=0 (results/nvidia-h200/accuracy/20261204T162629Z.json). Dispatch
-# picks an atomic fix-up there. Known and not yet fixed: these stay expected failures
-# (strict: a fix makes them pass, and then they must lose the mark).
-_SUBNORMAL = [pytest.param("ieee", id="dispatch",
-                           marks=pytest.mark.xfail(strict=True, reason="atomic fix-up")),
+# Stream-K's atomic fix-ups added partial tiles with red/atom.add.f32, which flushes subnormal
+# operands and results to zero (PTX ISA, atom: "flushes subnormal inputs and results to
+# sign-preserving zero"). On rows whose products are subnormal that lost whole partial sums:
+# `sgemmlab accuracy -d subnormal` on the H200 measured 56,456 times cuBLAS's largest error at
+# 256 x 192 x 16384 with FIXUP=1 and 2, and cuBLAS's own with the ordered fix-up FIXUP=0
+# (results/nvidia-h200/accuracy/20261204T162629Z.json). Rung 14 now adds a partial below
+# 2^-100 by compare-and-swap (an IEEE add): every fix-up, and dispatch's choice, must match
+# cuBLAS there.
+_SUBNORMAL = [pytest.param("ieee", id="dispatch"),
               pytest.param("14:FIXUP=0", id="ordered-fixup"),
-              pytest.param("14:FIXUP=1", id="atomic-fixup", marks=pytest.mark.xfail(
-                  strict=True, reason="red.add.f32 flushes subnormals")),
-              pytest.param("14:FIXUP=2", id="atomic-into-C", marks=pytest.mark.xfail(
-                  strict=True, reason="red.add.f32 flushes subnormals"))]
+              pytest.param("14:FIXUP=1", id="atomic-fixup"),
+              pytest.param("14:FIXUP=2", id="atomic-into-C")]
 
 
 @pytest.mark.parametrize("who", _SUBNORMAL)
@@ -258,3 +255,25 @@ def test_subnormal_partial_sums_survive_the_fix_up(who):
     mine = [r for r in records if r["candidate"] != acc.BASELINE]
     assert mine and all(r["status"] == "ok" for r in mine), mine
     assert all(r["passed"] for r in mine), [(r["candidate"], r["vs_cublas_max"]) for r in mine]
+
+
+@pytest.mark.parametrize("fixup", [1, 2])
+def test_a_subnormal_beta_term_survives_the_atomic_fix_up(fixup):
+    """`sgemmlab fuzz` found it (2049 x 2049 x 511, alpha = 0, beta = 1e-40, rung 14 with
+    FIXUP=2): the partial tiles' zeros were added by red.add, which flushed the subnormal
+    beta * C already in C. Now C must hold beta * C exactly, as FP32 gives it."""
+    import numpy as np
+    import torch
+
+    from sgemmlab import registry
+    from sgemmlab.runtime.device import gpu_info
+
+    M, N, K = 2049, 2049, 511
+    cfg = {**registry.rung(14).default(gpu_info().name), "FIXUP": fixup}
+    a, b = torch.randn(M, K, device="cuda"), torch.randn(K, N, device="cuda")
+    c0 = torch.randn(M, N, device="cuda")
+    c = c0.clone()
+    sgemmlab.sgemm(a, b, c, alpha=0.0, beta=1e-40, kernel=14, config=cfg)
+    want = np.float32(1e-40) * c0.cpu().numpy()
+    assert (want != 0).mean() > 0.99
+    np.testing.assert_array_equal(c.cpu().numpy(), want)

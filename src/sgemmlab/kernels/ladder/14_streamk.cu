@@ -61,6 +61,41 @@ __device__ __forceinline__ void set_quad(float (&acc)[TM][TN], int q, float4 v) 
     acc[i][j] = v.x, acc[i][j + 1] = v.y, acc[i][j + 2] = v.z, acc[i][j + 3] = v.w;
 }
 
+// The float atomic add (red/atom.add.f32) flushes subnormal inputs and results to zero
+// (PTX ISA, atom). A partial p with |p| >= 2^-100 loses at most 2^-126 that way, under 2^-26
+// of |p|: below half an FP32 step of the terms it was summed from. A smaller nonzero partial
+// is added by compare-and-swap, an IEEE add in registers, which keeps subnormals; a zero is
+// not added at all (x + 0 is x, but for -0, whose sign is not kept anyway). Data whose
+// partials all lie in the normal range pays four compares per quad.
+__device__ __forceinline__ bool red_safe(float v) { return !(fabsf(v) < 0x1p-100f); }
+
+__device__ __forceinline__ void add_by_cas(float* p, float v) {
+    unsigned* word = reinterpret_cast<unsigned*>(p);
+    unsigned seen = *word, before;  // a guess: the CAS reads the truth
+    do {
+        before = seen;
+        seen = atomicCAS(word, before, __float_as_uint(__uint_as_float(before) + v));
+    } while (seen != before);
+}
+
+__device__ __forceinline__ void add_exact(float* p, float v) {
+    if (red_safe(v))
+        atomicAdd(p, v);
+    else if (v != 0.0f)
+        add_by_cas(p, v);
+}
+
+// Four neighbours; p is 16-byte aligned when `vector` (one red.global.add.v4.f32).
+__device__ __forceinline__ void add_exact4(float* p, float4 v, bool vector) {
+#if __CUDA_ARCH__ >= 900
+    if (vector && red_safe(v.x) && red_safe(v.y) && red_safe(v.z) && red_safe(v.w)) {
+        atomicAdd(reinterpret_cast<float4*>(p), v);
+        return;
+    }
+#endif
+    add_exact(p, v.x), add_exact(p + 1, v.y), add_exact(p + 2, v.z), add_exact(p + 3, v.w);
+}
+
 // A block finished its part of split tile `t` (numbered within the stream): leave the
 // partial sum in the workspace; returns true in the one block that arrives last, with the
 // tile's whole sum in acc.
@@ -77,16 +112,9 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
     float4* mine = reinterpret_cast<float4*>(FIXUP == 1 ? ws + t * SLOT : slot(me));
 #pragma unroll
     for (int q = 0; q < QUADS; ++q) {
-        if (FIXUP == 1) {
-#if __CUDA_ARCH__ >= 900  // one vector atomic (red.global.add.v4.f32) from Hopper on
-            atomicAdd(mine + q * THREADS + tid, quad(acc, q));
-#else
-            const float4 v = quad(acc, q);
-            float* m = reinterpret_cast<float*>(mine + q * THREADS + tid);
-            atomicAdd(m, v.x), atomicAdd(m + 1, v.y), atomicAdd(m + 2, v.z),
-                atomicAdd(m + 3, v.w);
-#endif
-        } else
+        if (FIXUP == 1)
+            add_exact4(reinterpret_cast<float*>(mine + q * THREADS + tid), quad(acc, q), true);
+        else
             __stcg(mine + q * THREADS + tid, quad(acc, q));
     }
     __threadfence();  // the partial is visible GPU-wide before the counter says so
@@ -150,16 +178,13 @@ __device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, 
             float* c = row_ptr(C, r, ldc) + c0;
             const float4 v = make_float4(alpha * acc[i][j], alpha * acc[i][j + 1],
                                          alpha * acc[i][j + 2], alpha * acc[i][j + 3]);
-#if SGEMM_STORE4 && __CUDA_ARCH__ >= 900
             if (c0 + 3 < cols) {
-                atomicAdd(reinterpret_cast<float4*>(c), v);
+                add_exact4(c, v, SGEMM_STORE4);
                 continue;
             }
-#endif
-            if (c0 < cols) atomicAdd(c, v.x);
-            if (c0 + 1 < cols) atomicAdd(c + 1, v.y);
-            if (c0 + 2 < cols) atomicAdd(c + 2, v.z);
-            if (c0 + 3 < cols) atomicAdd(c + 3, v.w);
+            if (c0 < cols) add_exact(c, v.x);
+            if (c0 + 1 < cols) add_exact(c + 1, v.y);
+            if (c0 + 2 < cols) add_exact(c + 2, v.z);
         }
     }
 }
