@@ -279,6 +279,9 @@ def test_contenders_put_cublas_first_and_refuse_unknown_names():
     assert judged == {"ieee", "tf32x3", "tf32x3_rung"}
     with pytest.raises(KeyError, match="unknown candidate 'fp16'"):
         acc.contenders(["fp16"])
+    # the scheme's candidates run when named, never by default
+    assert [c.name for c in acc.contenders(["ozaki8"])] == ["cublas", "ozaki8"]
+    assert all(c.fp32 for c in acc.ON_REQUEST.values())
 
 
 # -- on the GPU -----------------------------------------------------------------------------

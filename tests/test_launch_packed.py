@@ -50,10 +50,25 @@ def test_a_launch_on_stand_in_handles_has_no_driver_to_run_it():
         p()
 
 
-@pytest.mark.parametrize("bad", [1.5, -1, 2**64, "0x10", np.float64(1.0)])
+@pytest.mark.parametrize("bad", [1.5, -1, 2**64, "0x10", np.float16(1.0), np.int8(1)])
 def test_an_argument_of_no_known_type_is_refused(bad):
     with pytest.raises(TypeError, match="numpy scalar or a device pointer"):
         launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.int32(1), bad))
+
+
+def test_doubles_and_structs_are_packed_as_their_bytes():
+    """rung 26's steps take a double (oz_scale's radius) and structs by value (the moduli)."""
+    import ctypes
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("m", ctypes.c_int * 3), ("w", ctypes.c_ulonglong)]
+
+    s = Pair((ctypes.c_int * 3)(5, 6, 7), 2**40 + 3)
+    p = launch_mod.Packed(KERNEL, STREAM, (1, 1, 1), (32, 1, 1), (np.float64(0.1), s))
+    first, second = p._values
+    assert bytes(first) == np.float64(0.1).tobytes()
+    assert second.address % 64 == 0
+    assert ctypes.string_at(second.address, ctypes.sizeof(s)) == bytes(s)
 
 
 def test_the_capture_probe_resolves_the_handle_once_and_asks_the_driver_every_call(

@@ -10,7 +10,8 @@ beta != 0 so C is read as well as written. Racecheck covers the rungs with share
 tensor-core rungs (19, 20: compute capability 9.0 only) run at their own precision under
 memcheck, racecheck and synccheck (their mbarrier ring and warpgroup barriers). Packed plans
 (kernels/pack.cu's copy, then the product on it) and F.linear's bias read in the epilogue,
-exact and at 3xTF32, run under memcheck and racecheck.
+exact and at 3xTF32, run under memcheck and racecheck. Ozaki scheme II (rung 26 and its steps)
+runs under all three.
 PyTorch's caching allocator is turned off in that process: with it on, every tensor would sit
 inside one larger allocation and an access past a matrix's
 end would land in memory the sanitizer considers valid.
@@ -251,3 +252,38 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
     script = (sys.executable, "-c", PACKED_SCRIPT)
     _warm_up(script)
     _under(tool, script, "packed plans and biases")
+
+
+# Ozaki scheme II (runtime/ozaki.py: rung 26 and hopper/ozaki.cu's steps), alone and in
+# clusters of two that share B's tiles by multicast: 1x1x1, ragged shapes in every layout
+# (an odd count of row-tiles leaves one block of a pair past M), a K that crosses several
+# k-tiles and norm chunks, and a row holding Inf (its outputs are FP32 dot products)
+OZAKI_SCRIPT = f"""
+import torch
+from sgemmlab.runtime import ozaki
+from sgemmlab.runtime.arrays import stream_for
+
+stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
+for cluster in (1, 2):
+    for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
+                            (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
+        a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")
+        b = torch.rand(N, K, device="cuda").t() if tb else torch.rand(K, N, device="cuda")
+        a[M // 2, K // 2] = float("inf")
+        c = torch.rand(M, N, device="cuda")
+        lda = a.stride(1) if ta else a.stride(0)
+        ldb = b.stride(1) if tb else b.stride(0)
+        ozaki.bind(0, M, N, K, 1.5, a.data_ptr(), lda, b.data_ptr(), ldb, 0.5, c.data_ptr(),
+                   N, stream, trans_a=bool(ta), trans_b=bool(tb),
+                   cfg=ozaki.GemmConfig(CLUSTER=cluster))()
+torch.cuda.synchronize()
+print({DONE!r}, flush=True)
+"""
+
+
+@HOPPER
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_the_ozaki_scheme_is_clean(tool):
+    script = (sys.executable, "-c", OZAKI_SCRIPT)
+    _warm_up(script)
+    _under(tool, script, "Ozaki scheme II")

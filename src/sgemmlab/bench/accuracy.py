@@ -243,6 +243,34 @@ def _cublas(tf32: bool) -> Callable[[Any, Any, Any], None]:
     return fn
 
 
+def _ozaki(count: int) -> Callable[[Any, Any, Any], None]:
+    """Ozaki scheme II with `count` moduli (runtime/ozaki.py: rung 26 and its steps), straight
+    on the arrays: not yet behind sgemmlab.matmul, which has no refusal rule for it yet."""
+    def fn(A, B, C) -> None:
+        import torch
+
+        from ..runtime import ozaki
+        from ..runtime.arrays import stream_for
+
+        def lay(x) -> tuple[bool, int]:  # (column-major, leading dimension)
+            if x.stride(1) == 1:
+                return False, max(x.stride(0), x.shape[1])
+            if x.stride(0) == 1:
+                return True, max(x.stride(1), x.shape[0])
+            raise ConfigError("the scheme's contender takes row- or column-major operands")
+
+        if not C.is_contiguous():
+            raise ConfigError("the scheme's contender writes a contiguous C")
+        (ta, lda), (tb, ldb) = lay(A), lay(B)
+        M, K = A.shape
+        stream = stream_for(torch.cuda.current_stream(A.device).cuda_stream, A.get_device())
+        ozaki.bind(A.get_device(), M, B.shape[1], K, 1.0, A.data_ptr(), lda, B.data_ptr(), ldb,
+                   0.0, C.data_ptr(), C.stride(0), stream, trans_a=ta, trans_b=tb,
+                   count=count)()
+
+    return fn
+
+
 def _anchor(A, B, C) -> None:
     from .baselines import tf32x3_torch_gemm
 
@@ -268,15 +296,25 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in (
               precision="tf32", kernel=19),
 )}
 
+#: Candidates run only when named: Ozaki scheme II straight through runtime/ozaki.py (it is
+#: not behind sgemmlab.matmul yet), with 7 and with 8 moduli.
+ON_REQUEST: dict[str, Contender] = {c.name: c for c in (
+    Contender("ozaki7", _ozaki(7), True, "Ozaki scheme II on INT8 tensor cores, 7 moduli "
+              "(rung 26, runtime/ozaki.py)", kernel=26),
+    Contender("ozaki8", _ozaki(8), True, "Ozaki scheme II on INT8 tensor cores, 8 moduli "
+              "(rung 26, runtime/ozaki.py)", kernel=26),
+)}
+
 
 def contenders(names: Iterable[str] = ()) -> list[Contender]:
-    """The named candidates (all when none are named), cuBLAS first always: every verdict
-    and ratio is against it. KeyError naming an unknown one."""
+    """The named candidates (all of CONTENDERS when none are named; ON_REQUEST's only by
+    name), cuBLAS first always: every verdict and ratio is against it. KeyError naming an
+    unknown one."""
     names = list(names) or list(CONTENDERS)
-    if unknown := [n for n in names if n not in CONTENDERS]:
-        raise KeyError(f"unknown candidate {unknown[0]!r}; known: {', '.join(CONTENDERS)}")
-    return [CONTENDERS[BASELINE]] + [CONTENDERS[n] for n in dict.fromkeys(names)
-                                     if n != BASELINE]
+    known = CONTENDERS | ON_REQUEST
+    if unknown := [n for n in names if n not in known]:
+        raise KeyError(f"unknown candidate {unknown[0]!r}; known: {', '.join(known)}")
+    return [CONTENDERS[BASELINE]] + [known[n] for n in dict.fromkeys(names) if n != BASELINE]
 
 
 def kind_of(c: Contender) -> str:

@@ -4,12 +4,17 @@ The scheme (Ozaki, Uchino and Imamura, arXiv 2504.08009; its INT8 form on GPUs, 
 al., SC'25), as built here:
 
 1. **Scale to integers.** Row i of A is multiplied by 2^mu_i and column j of B by 2^nu_j,
-   then truncated toward zero: A' = trunc(2^mu A), B' = trunc(B 2^nu), integer matrices.
-   Cauchy-Schwarz bounds every entry of their product, |A'B'|_ij <= |A'_i|_2 |B'_j|_2, so
-   the exponents are the largest with 2^mu_i |A_i|_2 <= R and 2^nu_j |B_j|_2 <= R, where
-   R^2 = M / 2 and M is the product of the moduli: then |A'B'| < M / 2 for every i, j, the
-   condition under which the remainders below decide A'B' exactly. The rule depends on each
-   row's and column's norm only, so it is the same for A and for 1000 A (scale invariant).
+   then rounded to the nearest integer: A' = rint(2^mu A), B' = rint(B 2^nu). (Rounding,
+   not truncation: a truncation's error always has the sign of the value, and on
+   all-positive inputs those errors add up instead of cancelling; rounded, 7 moduli are as
+   accurate as an FP32 product on flat rows, where truncated ones need 8.)
+   Cauchy-Schwarz bounds every entry of their product: |A'B'|_ij <= |A'_i|_2 |B'_j|_2
+   <= (2^mu_i |A_i|_2 + sqrt(K)/2)(2^nu_j |B_j|_2 + sqrt(K)/2). So the exponents are the
+   largest with 2^mu_i |A_i|_2 <= R and 2^nu_j |B_j|_2 <= R, where (R + sqrt(K)/2)^2 is
+   just below M / 2 (`radius`) and M is the product of the moduli: then |A'B'| < M / 2
+   for every i, j, the condition under which the remainders below decide A'B' exactly.
+   The rule depends on each row's and column's norm only, so it is the same for A and for
+   1000 A (scale invariant).
 2. **Residues.** For each modulus m_l, A' mod m_l and B' mod m_l, taken symmetric (in
    [-m_l/2, m_l/2)), fit INT8 (every modulus is at most 256).
 3. **INT8 products.** C_l = (A' mod m_l)(B' mod m_l), exact in INT32 for K < 2^17 (each
@@ -19,11 +24,11 @@ al., SC'25), as built here:
    method: integer operations on numbers below 2^16 each), then summed in FP64.
 5. **Scale back.** C = 2^-mu_i (A'B')_ij 2^-nu_j, rounded to FP32.
 
-Error. Truncating A_i loses less than 2^-mu_i per entry, which is about |A_i|_2 / R: with
-N moduli R is about 2^(4N) (2^31.5 for 8 moduli), so an entry keeps about 4N bits relative
-to its row's norm (an FP32 entry has 24 relative to itself). The product's error is then
-about (sum_k |B_kj|) |A_i|_2 / R plus its mirror for B, against FP32's typical
-sqrt(K) u (|A||B|)_ij. A row
+Error. Rounding A_i loses at most 2^-mu_i / 2 per entry, about |A_i|_2 / 2R: with N
+moduli R is about 2^(4N) (2^27.6 for 7 moduli, 2^31.5 for 8), so an entry keeps about 4N
+bits relative to its row's norm (an FP32 entry has 24 relative to itself). The product's
+worst-case error is then about (sum_k |B_kj|) |A_i|_2 / 2R plus its mirror for B, against
+FP32's typical sqrt(K) u (|A||B|)_ij. A row
 whose entries span many binades keeps fewer bits in its small entries, and a product that
 only those small entries feed (its large partners in B being zero, say) can lose them all:
 `scaling_loss` measures that per row and column, so a caller can refuse such inputs.
@@ -64,28 +69,52 @@ def product_bound(count: int) -> int:
     return math.prod(moduli(count))
 
 
-def exponents(norms: np.ndarray, count: int) -> np.ndarray:
-    """The scaling exponents for rows (or columns) of these 2-norms: the largest integer e with
-    2^e norm <= R, R = sqrt(M / 2); 0 for a zero row (it stays zero)."""
-    log_r = (math.log2(product_bound(count)) - 1) / 2
-    with np.errstate(divide="ignore"):
-        e = np.floor(log_r - np.log2(norms))
-    # float64 log2 can round up across an integer: step down where 2^e norm still exceeds R
-    e = np.where(np.ldexp(norms, np.where(norms > 0, e, 0).astype(np.int64)) > 2.0 ** log_r,
-                 e - 1, e)
+#: R^2 stays this far below M / 2 (relatively): the recombination then finds the multiple of
+#: M to take away from a sum rounded in FP32 (kernels/hopper/ozaki.cu, oz_crt), with room to
+#: spare. It costs 2^-13 of R, nothing of the scheme's bits.
+MARGIN = 2.0**-12
+
+
+@lru_cache(maxsize=None)
+def radius(count: int, k: int = 1) -> float:
+    """R: the largest double with (R + sqrt(k) / 2)^2 <= (M / 2)(1 - MARGIN). Rows scaled to
+    2-norms at most R and rounded (each entry moves by at most 1/2: the norm by at most
+    sqrt(k) / 2) give |A'B'|_ij < M / 2 (Cauchy-Schwarz)."""
+    from fractions import Fraction
+
+    bound = Fraction(product_bound(count), 2) * (1 - Fraction(MARGIN))
+    step = Fraction(math.isqrt(k) + 1, 2)  # at least sqrt(k) / 2
+    r = math.sqrt(float(bound)) - float(step)
+    while r > 0 and (Fraction(r) + step) ** 2 > bound:
+        r = math.nextafter(r, -math.inf)
+    if r <= 0:
+        raise ValueError(f"{count} moduli cannot hold a product of K = {k} rounded terms")
+    return r
+
+
+def exponents(norms: np.ndarray, count: int, k: int = 1) -> np.ndarray:
+    """The scaling exponents for rows (or columns) of length k and these 2-norms: the largest
+    integer e with 2^e norm <= R (`radius`), found exactly from the binary exponents (frexp),
+    as the kernel does; 0 for a zero row (it stays zero)."""
+    norms = np.asarray(norms, np.float64)
+    f, en = np.frexp(norms)
+    g, eg = math.frexp(radius(count, k))
+    e = np.where(f <= g, eg - en, eg - en - 1)
     return np.where(norms > 0, e, 0).astype(np.int64)
 
 
 def scales(A: np.ndarray, B: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(mu, nu): the exponents of A's rows and B's columns (`exponents` of their 2-norms)."""
-    return (exponents(np.linalg.norm(np.asarray(A, np.float64), axis=1), count),
-            exponents(np.linalg.norm(np.asarray(B, np.float64), axis=0), count))
+    k = np.shape(A)[1]
+    return (exponents(np.linalg.norm(np.asarray(A, np.float64), axis=1), count, k),
+            exponents(np.linalg.norm(np.asarray(B, np.float64), axis=0), count, k))
 
 
 def to_integers(x: np.ndarray, e: np.ndarray, axis: int) -> np.ndarray:
-    """trunc(2^e x) as int64, e per row (axis=1: e scales rows) or per column (axis=0)."""
+    """rint(2^e x) as int64 (to the nearest, ties to even), e per row (axis=1: e scales rows)
+    or per column (axis=0)."""
     scale = e[:, None] if axis == 1 else e[None, :]
-    return np.trunc(np.ldexp(x.astype(np.float64), scale)).astype(np.int64)
+    return np.rint(np.ldexp(x.astype(np.float64), scale)).astype(np.int64)
 
 
 def residues(x: np.ndarray, m: int) -> np.ndarray:
@@ -96,8 +125,9 @@ def residues(x: np.ndarray, m: int) -> np.ndarray:
 
 def crt(products: list[np.ndarray], mods: tuple[int, ...]) -> np.ndarray:
     """The integers X with X = products[l] (mod mods[l]) for every l and |X| < M / 2, as
-    float64 (exact up to FP64's rounding of the final sum): balanced mixed-radix digits
-    d_l in [-(m_l // 2), m_l - 1 - m_l // 2], X = d_0 + m_0 (d_1 + m_1 (d_2 + ...))."""
+    float64: balanced mixed-radix digits d_l in [-(m_l // 2), m_l - 1 - m_l // 2],
+    X = d_0 + m_0 (d_1 + m_1 (d_2 + ...)), summed exactly in int64 and rounded to float64
+    once while M / 2 < 2^63 (up to 8 moduli), in float64 beyond."""
     digits: list[np.ndarray] = []
     for c, m in zip(products, mods):
         h = m // 2
@@ -110,14 +140,23 @@ def crt(products: list[np.ndarray], mods: tuple[int, ...]) -> np.ndarray:
         inverse = pow(weight, -1, m)  # weight = m_0 ... m_(l-1) mod m (1 for the first)
         d = np.mod((np.mod(c, m) - partial) * inverse + h, m) - h
         digits.append(d.astype(np.int64))
-    x = np.zeros(products[0].shape, dtype=np.float64)
+    exact = math.prod(mods) // 2 < 2**63
+    x = np.zeros(products[0].shape, dtype=np.int64 if exact else np.float64)
     for d, m in zip(reversed(digits), reversed(mods)):
-        x = x * m + d  # Horner from the top digit: exact while |x| < 2^53
-    return x
+        x = x * m + d  # Horner from the top digit: every partial sum below M / 2
+    return x.astype(np.float64)
 
 
-def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
-    """A @ B (float32 operands) by the scheme with `count` moduli, as float32."""
+#: The moduli of the FP32-accurate product. Rounded, 7 are as accurate as an FP32 product on
+#: normal, uniform and all-positive inputs; rows of mixed magnitudes (entries spread over
+#: 2^+-16) need 8 (tests/test_ozaki_reference.py).
+COUNT = 8
+
+
+def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
+           exps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """A @ B (float32 operands) by the scheme with `count` moduli, as float32. `exps`: (mu, nu)
+    to use instead of `scales`' (a kernel's, whose norms sum in another order)."""
     A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
@@ -126,7 +165,7 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = 8) -> np.ndarray:
     if not (np.isfinite(A).all() and np.isfinite(B).all()):
         raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
     mods = moduli(count)
-    mu, nu = scales(A, B, count)
+    mu, nu = scales(A, B, count) if exps is None else exps
     Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
     products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
                 for m in mods]
@@ -158,9 +197,9 @@ def magnitude_floor(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return (a @ b) * np.exp2(ea) * np.exp2(eb)
 
 
-def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8, coarse: bool = False
+def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = COUNT, coarse: bool = False
                  ) -> float:
-    """The largest ratio, over the product's entries, of the truncation's worst-case error to
+    """The largest ratio, over the product's entries, of the rounding's worst-case error to
     an FP32 product's typical one, sqrt(K) u (|A||B|)_ij (round-to-nearest errors of K terms
     add up as a random walk; FP32's worst case, K u (|A||B|)_ij, is rarely approached): above
     1 the scheme may be less accurate than an FP32 product there (inputs whose rows or
@@ -168,11 +207,12 @@ def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = 8, coarse: bool = Fa
     `magnitude_floor` (what a kernel can afford), never below the exact ratio."""
     A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
     mu, nu = scales(A, B, count)
-    # |error_ij| <= 2^-mu_i (sum_k |B_kj|) + (sum_k |A_ik|) 2^-nu_j + K 2^-mu_i 2^-nu_j
+    # |error_ij| <= (2^-mu_i (sum_k |B_kj|) + (sum_k |A_ik|) 2^-nu_j) / 2
+    #               + K 2^-mu_i 2^-nu_j / 4
     k = A64.shape[1]
     bound = (np.ldexp(1.0, -mu)[:, None] * B64.sum(axis=0)[None, :]
-             + A64.sum(axis=1)[:, None] * np.ldexp(1.0, -nu)[None, :]
-             + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])))
+             + A64.sum(axis=1)[:, None] * np.ldexp(1.0, -nu)[None, :]) / 2 \
+        + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])) / 4
     fp32 = math.sqrt(max(k, 1)) * 2.0**-24 * (magnitude_floor(A, B) if coarse else A64 @ B64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))

@@ -16,10 +16,10 @@ from typing import Callable
 import numpy as np
 
 from . import driver
-from .tma import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
+from .tma import TENSOR_MAP_ALIGN
 
 _C_TYPES = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32, np.int64: ctypes.c_int64,
-            np.float32: ctypes.c_float}
+            np.float32: ctypes.c_float, np.float64: ctypes.c_double}
 
 
 class Repointable:
@@ -39,27 +39,33 @@ class Repointable:
 
 
 class _TensorMap:
-    """A tensor map's 128 bytes in storage aligned as the driver reads them."""
+    """A parameter passed by value as bytes — a tensor map's 128, or a struct of the
+    kernel's (a ctypes.Structure: rung 26's moduli) — in storage aligned as the driver reads
+    them (64 bytes, a tensor map's alignment, which covers every struct's)."""
 
     __slots__ = ("_buf", "address")
 
     def __init__(self, data: bytes):
-        if len(data) != TENSOR_MAP_BYTES:
-            raise TypeError(f"{len(data)} bytes: a tensor map is {TENSOR_MAP_BYTES}")
-        self._buf = (ctypes.c_ubyte * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
+        size = len(data)
+        if not size:
+            raise TypeError("an empty byte string is no kernel argument")
+        self._buf = (ctypes.c_ubyte * (size + TENSOR_MAP_ALIGN))()
         base = ctypes.addressof(self._buf)
         self.address = base + (-base % TENSOR_MAP_ALIGN)
-        ctypes.memmove(self.address, bytes(data), TENSOR_MAP_BYTES)
+        ctypes.memmove(self.address, bytes(data), size)
 
 
 def _cell(a):
     """One kernel argument in the bytes the driver copies: a numpy scalar of a known width
-    (np.int32, np.uint32, np.int64, np.float32), 128 tensor-map bytes, or a device pointer (a Python
-    int). A Python float or bool is refused: its width in the kernel is not knowable."""
+    (np.int32, np.uint32, np.int64, np.float32, np.float64), tensor-map bytes or a ctypes
+    Structure (by value), or a device pointer (a Python int). A Python float or bool is
+    refused: its width in the kernel is not knowable."""
     if type(a) in _C_TYPES:
         return _C_TYPES[type(a)](a)
     if isinstance(a, (bytes, bytearray)):
         return _TensorMap(a)
+    if isinstance(a, ctypes.Structure):
+        return _TensorMap(bytes(a))
     return ctypes.c_uint64(_pointer(a))
 
 
@@ -70,7 +76,8 @@ def _address(cell) -> int:
 class Packed(Repointable):
     """One kernel launch on `stream`, its arguments packed once (the module docstring):
     calling it is one cuLaunchKernel. Arguments are numpy scalars (np.int32, np.uint32, np.int64,
-    np.float32), tensor maps (128 bytes, passed by value) or Python ints (device pointers);
+    np.float32, np.float64), tensor maps (128 bytes) and ctypes Structures (both passed by
+    value) or Python ints (device pointers);
     `smem` bytes of dynamic shared memory. Every launch of the library goes through it: the
     rungs', the tensor rungs' and their pre-pass's (kernels loaded by runtime/driver.load).
     The kernel launches into the current context, which must be the kernel's device's (the

@@ -34,7 +34,8 @@ MAX_STRIDE = 2**40  # bytes
 
 @dataclass(frozen=True)
 class Tiled2D:
-    """A row-major matrix of `rows` x `cols` elements of `elem_bytes` bytes at device address
+    """A row-major matrix (or a stack of `planes` of them, a box read from one plane at a
+    time) of `rows` x `cols` elements of `elem_bytes` bytes at device address
     `base`, rows `ld` elements apart, read in boxes of `box_rows` x `box_cols` that land in
     shared memory with `swizzle`-byte swizzling; elements outside the matrix read as zero."""
 
@@ -46,6 +47,8 @@ class Tiled2D:
     box_cols: int
     swizzle: int = 128
     elem_bytes: int = 4
+    planes: int = 1  # with plane_ld > 0: a 3-D map, `planes` such matrices `plane_ld`
+    plane_ld: int = 0  # elements apart (a kernel reading 3-D boxes needs one, even of 1)
 
     def problems(self) -> list[str]:
         return tiled_2d_problems(self)
@@ -71,6 +74,14 @@ def tiled_2d_problems(m: Tiled2D) -> list[str]:
         out.append(f"row stride {stride} bytes (ld = {m.ld}) is not a multiple of 16")
     if stride >= MAX_STRIDE:
         out.append(f"row stride {stride} bytes is not below 2^40")
+    if m.plane_ld:
+        if not 1 <= m.planes <= MAX_DIM:
+            out.append(f"planes = {m.planes} is outside 1..2^32")
+        if m.plane_ld < m.rows * m.ld:
+            out.append(f"plane_ld = {m.plane_ld} is less than rows x ld = {m.rows * m.ld}")
+        if (m.plane_ld * e) % 16 or m.plane_ld * e >= MAX_STRIDE:
+            out.append(f"plane stride {m.plane_ld * e} bytes is not a multiple of 16 below "
+                       "2^40")
     for name, v in (("box_rows", m.box_rows), ("box_cols", m.box_cols)):
         if not 1 <= v <= MAX_BOX:
             out.append(f"{name} = {v} is outside 1..{MAX_BOX}")
@@ -99,8 +110,14 @@ def encode_args(m: Tiled2D) -> tuple:
                 64: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
                 128: driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B}
     # dimension 0 is the contiguous one (columns); strides are given for dimensions 1..
-    return (dtypes[m.elem_bytes], 2, m.base, [u64(m.cols), u64(m.rows)],
-            [u64(m.ld * m.elem_bytes)], [u32(m.box_cols), u32(m.box_rows)], [u32(1), u32(1)],
+    dims, strides = [u64(m.cols), u64(m.rows)], [u64(m.ld * m.elem_bytes)]
+    box, steps = [u32(m.box_cols), u32(m.box_rows)], [u32(1), u32(1)]
+    if m.plane_ld:
+        dims.append(u64(m.planes))
+        strides.append(u64(m.plane_ld * m.elem_bytes))
+        box.append(u32(1))
+        steps.append(u32(1))
+    return (dtypes[m.elem_bytes], len(dims), m.base, dims, strides, box, steps,
             driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzles[m.swizzle],
             driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)  # zeros

@@ -1,0 +1,321 @@
+// Ozaki scheme II's steps around rung 26's INT8 products (sgemmlab/ozaki/reference.py is the
+// same scheme in NumPy, and the specification these kernels are checked against):
+//
+//   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2 and sum |x|
+//             (FP64, a fixed order: the same inputs give the same exponents every run)
+//   oz_scale  the chunks' sums, in order; the row's exponent e, the largest with
+//             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
+//             SPECIAL for a row holding Inf or NaN
+//   oz_split  rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
+//             each m_l, written as planes of INT8, K-major (what rung 26's tensor maps read)
+//   oz_crt    each output's residues R_l -> the integer X = (A'B')_ij by the Chinese
+//             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C
+//
+// An operand is read as X(r, k) = x[r sr + k sk]: A is X with r = i; B is read as B^T, r = j.
+// The pass picks its threads' order from the strides, so that a warp reads consecutive words
+// whichever of r and k is the contiguous one.
+//
+// The bill per element of an operand: 4 bytes read twice (norms, split) and count bytes
+// written; per output, count bytes read and 4 written (8 with beta). At 8192^3 with 8 moduli
+// that is about 1.5 GB: about 0.4 ms at the H200's HBM rate, against about 6 ms of products.
+#include "common.cuh"
+
+constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
+constexpr int CHUNK = 256;   // k per partial sum of oz_norms
+constexpr int THREADS = 256;
+constexpr int MAX_MODULI = 20;
+constexpr int SPECIAL = -2147483647 - 1;  // oz_scale's exponent for a row with Inf or NaN
+
+__device__ __forceinline__ float load_x(const float* x, long long sr, long long sk, long long r,
+                                        long long k) {
+    return x[r * sr + k * sk];
+}
+
+// part[(c * rows + r) * 2 + 0 | 1]: sum of x^2 | |x| over k in chunk c of row r.
+SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+                      double* __restrict__ part) {
+    __shared__ double sums[4][T][2];
+    const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int kend = min(K, k0 + CHUNK);
+    if (sk == 1) {
+        // k contiguous: a warp per row, lanes along k, a fixed butterfly to finish
+        for (int i = warp; i < T; i += THREADS / 32) {
+            const int r = r0 + i;
+            if (r >= rows) break;
+            double sq = 0.0, ab = 0.0;
+            for (int k = k0 + lane; k < kend; k += 32) {
+                const double v = load_x(x, sr, 1, r, k);
+                sq = fma(v, v, sq);
+                ab += fabs(v);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o /= 2) {
+                sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
+                ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
+            }
+            if (lane == 0) {
+                part[(static_cast<long long>(c) * rows + r) * 2] = sq;
+                part[(static_cast<long long>(c) * rows + r) * 2 + 1] = ab;
+            }
+        }
+        return;
+    }
+    // r contiguous (or neither): a thread per row and quarter of the chunk, then the quarters
+    const int i = tid % T, q = tid / T, r = r0 + i;
+    double sq = 0.0, ab = 0.0;
+    if (r < rows) {
+        const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
+        for (int k = kq; k < kqe; ++k) {
+            const double v = load_x(x, sr, sk, r, k);
+            sq = fma(v, v, sq);
+            ab += fabs(v);
+        }
+    }
+    sums[q][i][0] = sq;
+    sums[q][i][1] = ab;
+    __syncthreads();
+    if (q == 0 && r < rows) {
+        for (int p = 1; p < 4; ++p) sq += sums[p][i][0], ab += sums[p][i][1];
+        part[(static_cast<long long>(c) * rows + r) * 2] = sq;
+        part[(static_cast<long long>(c) * rows + r) * 2 + 1] = ab;
+    }
+}
+
+// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row, SPECIAL for one whose sum
+// is not finite); l1[r]: sum |x| of the row.
+SGEMM_KERNEL oz_scale(const double* __restrict__ part, int rows, int chunks, double radius,
+                      int* __restrict__ e, double* __restrict__ l1) {
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+        double sq = 0.0, ab = 0.0;
+        for (int c = 0; c < chunks; ++c) {
+            sq += part[(static_cast<long long>(c) * rows + r) * 2];
+            ab += part[(static_cast<long long>(c) * rows + r) * 2 + 1];
+        }
+        int out = 0;
+        if (!isfinite(sq)) {
+            out = SPECIAL;
+        } else if (sq > 0.0) {
+            int en, eg;
+            const double f = frexp(sqrt(sq), &en), g = frexp(radius, &eg);
+            out = f <= g ? eg - en : eg - en - 1;
+        }
+        e[r] = out;
+        l1[r] = ab;
+    }
+}
+
+// What the split needs of each modulus: its value, 1 / m (FP64), the largest symmetric
+// residue m - 1 - m / 2, and the factor y_l the residue is multiplied by first (1 for A; for
+// B, y_l = (M / m_l)^-1 mod m_l: then (A_l B_l) mod m_l is already the s_l oz_crt sums).
+struct SplitModuli {
+    int m[MAX_MODULI];
+    double inverse[MAX_MODULI];
+    int top[MAX_MODULI];
+    double factor[MAX_MODULI];
+    int scaled;  // factor is not all ones
+};
+
+// The integer in a double's low word after adding 1.5 * 2^52 (|v| < 2^51, v an integer):
+// rounding to an integer and reading it back without a conversion instruction.
+constexpr double MAGIC52 = 6755399441055744.0;
+constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
+
+// 2^e as a double, from its bits (|e| <= 1022: oz_scale's exponents are within about 200).
+__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
+
+// v mod m, symmetric (v an integer in a double, |v| < 2^51; `low`, v's low 32 bits): q = v / m
+// to the nearest integer (its low 32 bits suffice), then v - q m is in [-m/2, m/2] exactly in
+// 32-bit wrapping arithmetic, the true value being small.
+__device__ __forceinline__ unsigned residue_byte(double v, int low, double inverse, int m,
+                                                 int top) {
+    const int q = __double2loint(fma(v, inverse, MAGIC52));
+    int r = low - q * m;
+    if (r > top) r -= m;
+    return static_cast<unsigned>(r) & 0xFFu;
+}
+
+// The SPAN residues modulo m_l (times factor_l) of v (integers in doubles; low: their low
+// words), packed four to a word.
+__device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&low)[SPAN],
+                                         const SplitModuli& mods, int l) {
+    const int m = mods.m[l], top = mods.top[l];
+    const double inverse = mods.inverse[l], factor = mods.factor[l];
+    unsigned w[SPAN / 4] = {0u, 0u, 0u, 0u};
+    if (mods.scaled) {
+#pragma unroll
+        for (int j = 0; j < SPAN; ++j) {
+            const double y = v[j] * factor;  // exact: below 2^41
+            w[j / 4] |= residue_byte(y, __double2loint(y + MAGIC52), inverse, m, top)
+                        << (8 * (j % 4));
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < SPAN; ++j)
+            w[j / 4] |= residue_byte(v[j], low[j], inverse, m, top) << (8 * (j % 4));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// out + l * plane: the residues of X modulo m_l (times factor_l), row r at r * ldk, K-major
+// (ldk a multiple of 16; the row's bytes past K, up to a multiple of 16, are residues of 0).
+// A thread takes SPAN consecutive k of one row, so its 16 residues of a plane are one 16-byte
+// store. Blocks of 32 x 8 threads; threadIdx.x runs along X's contiguous index, so a warp's
+// loads are coalesced: along k (sk == 1: a warp stores 512 consecutive bytes of a row), or
+// along r (a warp's 16-byte pieces would land in 32 rows: they go through shared memory, and
+// leave as 128-byte rows).
+SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+                      const int* __restrict__ e, int count,
+                      const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
+                      long long ldk, long long plane) {
+    constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
+    __shared__ __align__(16) unsigned char stage[32 * ROW];
+    const bool kfast = sk == 1;
+    const int groups = (K + SPAN - 1) / SPAN;
+    const int fast = kfast ? groups : rows, slow = kfast ? rows : groups;
+    const int f = blockIdx.x * 32 + threadIdx.x;
+    const bool vec = kfast && ((sr & 3) == 0) && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+    for (int sb = blockIdx.y; sb * 8 < slow; sb += gridDim.y) {
+        const int sl = sb * 8 + threadIdx.y;
+        const bool live = f < fast && sl < slow;  // (every thread reaches the barriers)
+        const int r = kfast ? sl : f, g = kfast ? f : sl, k0 = g * SPAN;
+        double v[SPAN];
+        int low[SPAN];
+        if (live) {
+            const int ex = e[r];
+            const double scale = ex == SPECIAL ? 0.0 : pow2(ex);
+            const float* row = x + r * sr;
+            if (vec && k0 + SPAN <= K) {
+#pragma unroll
+                for (int q = 0; q < SPAN / 4; ++q) {
+                    const float4 t = reinterpret_cast<const float4*>(row + k0)[q];
+                    v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < SPAN; ++j) v[j] = k0 + j < K ? row[(k0 + j) * sk] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < SPAN; ++j) {
+                // x 2^e (exact) rounded to the nearest integer by the addition of 1.5 2^52
+                const double biased = fma(v[j], scale, MAGIC52);
+                low[j] = __double2loint(biased);
+                v[j] = biased - MAGIC52;
+            }
+        }
+        if (kfast) {
+            if (!live) continue;
+            signed char* dst = out + r * ldk + k0;
+#pragma unroll 1
+            for (int l = 0; l < count; ++l)
+                *reinterpret_cast<uint4*>(dst + l * plane) = residues(v, low, mods, l);
+            continue;
+        }
+        // r fast: the block's 32 rows x 8 groups, staged as 32 rows of 128 bytes; then
+        // thread t stores row t / 8's bytes (t % 8) * 16 (a warp: 4 rows of 128 bytes)
+        const int t = threadIdx.y * 32 + threadIdx.x, sr_ = t / 8, sg = sb * 8 + t % 8;
+        const int srow = blockIdx.x * 32 + sr_;
+#pragma unroll 1
+        for (int l = 0; l < count; ++l) {
+            if (live)
+                *reinterpret_cast<uint4*>(stage + threadIdx.x * ROW + threadIdx.y * SPAN) =
+                    residues(v, low, mods, l);
+            __syncthreads();
+            if (srow < rows && sg < groups)
+                *reinterpret_cast<uint4*>(out + l * plane + srow * ldk + sg * SPAN) =
+                    *reinterpret_cast<const uint4*>(stage + sr_ * ROW + (t % 8) * SPAN);
+            __syncthreads();
+        }
+    }
+}
+
+// What the recombination needs: X = S - k M with S = sum_l s_l W_l, W_l = M / m_l, s_l the
+// planes' bytes (B's residues were multiplied by y_l = W_l^-1 mod m_l, so (A_l B_l) mod m_l
+// is s_l, X's residue times y_l) and k the integer nearest S / M. W_l = w_hi 2^32 + w_lo
+// (both signed 32-bit): S = hi 2^32 + lo, two 64-bit multiply-add chains; k from hi and lo
+// in FP64; X from S and k modulo 2^64 (wrapping), the true X lying in (-M/2, M/2).
+struct CrtModuli {
+    int w_hi[MAX_MODULI];
+    int w_lo[MAX_MODULI];
+    double hi_scale;  // 2^32 / M
+    double lo_scale;  // 1 / M
+    unsigned long long product;  // M mod 2^64
+};
+
+constexpr int QUAD = 4;  // outputs per thread in oz_crt: one 4-byte load a plane
+
+// The FP32 dot product of row i of A and column j of B: the outputs whose row or column holds
+// Inf or NaN, so that IEEE's specials come out as an FP32 product gives them.
+__device__ float dot(const float* a, long long a_sr, long long a_sk, const float* b,
+                     long long b_sr, long long b_sk, int i, int j, int K) {
+    float s = 0.0f;
+    for (int k = 0; k < K; ++k)
+        s = fmaf(load_x(a, a_sr, a_sk, i, k), load_x(b, b_sr, b_sk, j, k), s);
+    return s;
+}
+
+// C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread,
+// threads along the row (blockIdx.x), rows along blockIdx.y (and beyond, in steps).
+SGEMM_KERNEL oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
+                    int N, int count, const __grid_constant__ CrtModuli mods,
+                    const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
+                    float beta, float* __restrict__ C, long long ldc,
+                    const float* __restrict__ a, long long a_sr, long long a_sk,
+                    const float* __restrict__ b, long long b_sr, long long b_sk, int K) {
+    const int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * QUAD;
+    if (j0 >= N) return;
+    const bool vec = j0 + QUAD <= N && (ldc & 3) == 0 &&
+                     (reinterpret_cast<unsigned long long>(C) & 15) == 0;
+    int ej[QUAD];
+#pragma unroll
+    for (int q = 0; q < QUAD; ++q) ej[q] = j0 + q < N ? nu[j0 + q] : 0;
+    for (int i = blockIdx.y; i < M; i += gridDim.y) {
+        long long lo[QUAD] = {0, 0, 0, 0}, hi[QUAD] = {0, 0, 0, 0};
+        const signed char* p = R + i * ldr + j0;
+#pragma unroll 1
+        for (int l = 0; l < count; ++l) {
+            const unsigned word = *reinterpret_cast<const unsigned*>(p + l * plane);
+            const int wl = mods.w_lo[l], wh = mods.w_hi[l];
+#pragma unroll
+            for (int q = 0; q < QUAD; ++q) {
+                const int s = static_cast<signed char>(word >> (8 * q));
+                lo[q] += static_cast<long long>(s) * wl;
+                hi[q] += static_cast<long long>(s) * wh;
+            }
+        }
+        const int ei = mu[i];
+        float* c = C + i * ldc + j0;
+        float out[QUAD];
+#pragma unroll
+        for (int q = 0; q < QUAD; ++q) {
+            if (ei == SPECIAL || ej[q] == SPECIAL) {
+                out[q] = j0 + q < N ? dot(a, a_sr, a_sk, b, b_sr, b_sk, i, j0 + q, K) : 0.0f;
+                continue;
+            }
+            // k: S / M to the nearest integer (|S / M| < 5; FP64 is exact to far below the
+            // margin the radius leaves), read back from the low word after adding 1.5 2^52
+            const double near = fma(static_cast<double>(hi[q]), mods.hi_scale,
+                                     fma(static_cast<double>(lo[q]), mods.lo_scale, MAGIC52));
+            const long long k = __double2loint(near);
+            const unsigned long long sum = static_cast<unsigned long long>(lo[q]) +
+                                           (static_cast<unsigned long long>(hi[q]) << 32);
+            const long long X =
+                static_cast<long long>(sum - static_cast<unsigned long long>(k) * mods.product);
+            // X to FP64 (rounded once), times a power of two (exact), to FP32
+            out[q] = static_cast<float>(static_cast<double>(X) * pow2(-(ei + ej[q])));
+        }
+        if (vec) {
+            float4 v = make_float4(alpha * out[0], alpha * out[1], alpha * out[2], alpha * out[3]);
+            if (beta != 0.0f) {
+                const float4 old = *reinterpret_cast<const float4*>(c);
+                v.x = fmaf(beta, old.x, v.x), v.y = fmaf(beta, old.y, v.y);
+                v.z = fmaf(beta, old.z, v.z), v.w = fmaf(beta, old.w, v.w);
+            }
+            *reinterpret_cast<float4*>(c) = v;
+        } else {
+#pragma unroll
+            for (int q = 0; q < QUAD; ++q)
+                if (j0 + q < N) c[q] = epilogue(out[q], alpha, beta, c + q);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+"""Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
+
+C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
+it (the tests compare the two bit for bit). Eight launches on the stream, all of their
+arrays in the stream's workspace:
+
+    oz_norms, oz_scale, oz_split   for A (rows i), then for B read as B^T (rows j): the
+                                   exponents mu, nu and the residue planes, K-major
+    rung 26                        the count products, each reduced modulo its m_l: R_l
+    oz_crt                         R -> X by the Chinese remainder theorem -> C
+
+The operands are read where they lie, in either layout (a row of X is a row of A, or a
+column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
+count at most MAX_COUNT (the recombination works in 64-bit integers: M/2 < 2^63).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from . import driver
+from .compiler import compile_kernel
+from .device import device, gpu_info
+from .packed import Packed, WorkspaceLaunch
+from .tma import Tiled2D, encode_tiled_2d
+
+GEMM = "hopper/26_ozaki_int8.cu"
+STEPS = "hopper/ozaki.cu"
+ARCH = "sm_90a"
+MAX_MODULI = 20  # the kernels' constant arrays
+MAX_COUNT = 8  # M / 2 below 2^63: the recombination's 64-bit integers
+MAX_K = 2**17 - 1  # a sum of K terms of at most 2^14 stays inside INT32
+TILE = 64  # oz_norms' rows per block (hopper/ozaki.cu: T)
+SPAN = 16  # oz_split's k per thread
+QUAD = 4  # oz_crt's outputs per thread
+CHUNK = 256  # k per partial sum of oz_norms
+BM, KB = 128, 128  # rung 26's row tile and k-tile (bytes)
+ALIGN = 256
+PLANE_ALIGN = 16  # a residue row's bytes: a multiple of 16 (the copy engine's stride)
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Rung 26's compile-time choices."""
+
+    BN: int = 256
+    STAGES: int = 4
+    GROUP_M: int = 8
+    CLUSTER: int = 1  # 2: pairs of blocks share B's tile (TMA multicast)
+
+    def macros(self) -> dict[str, int]:
+        return {"BN": self.BN, "STAGES": self.STAGES, "GROUP_M": self.GROUP_M, "TILE_M": BM,
+                "TILE_K": 32, "CLUSTER": self.CLUSTER, "SMEM_EXPECT": self.smem}
+
+    @property
+    def smem(self) -> int:
+        """The ring (A and B tiles of 128-byte rows), two mbarriers a stage, 1024 to align."""
+        return self.STAGES * (BM + self.BN) * KB + 16 * self.STAGES + 1024
+
+
+class _GemmModuli(ctypes.Structure):
+    _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("magic", ctypes.c_uint * MAX_MODULI),
+                ("offset", ctypes.c_uint * MAX_MODULI)]
+
+
+class _SplitModuli(ctypes.Structure):
+    _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("inverse", ctypes.c_double * MAX_MODULI),
+                ("top", ctypes.c_int * MAX_MODULI), ("factor", ctypes.c_double * MAX_MODULI),
+                ("scaled", ctypes.c_int)]
+
+
+class _CrtModuli(ctypes.Structure):
+    _fields_ = [("w_hi", ctypes.c_int * MAX_MODULI), ("w_lo", ctypes.c_int * MAX_MODULI),
+                ("hi_scale", ctypes.c_double), ("lo_scale", ctypes.c_double),
+                ("product", ctypes.c_ulonglong)]
+
+
+def gemm_moduli(mods: tuple[int, ...]) -> _GemmModuli:
+    """Rung 26's reduction constants: magic = ceil(2^32 / m), offset = the least multiple of
+    m at or above 2^31 (kernels/hopper/26_ozaki_int8.cu, residue)."""
+    s = _GemmModuli()
+    for i, m in enumerate(mods):
+        s.m[i], s.magic[i], s.offset[i] = m, -(-2**32 // m), m * -(-2**31 // m)
+    return s
+
+
+def crt_factors(mods: tuple[int, ...]) -> tuple[int, ...]:
+    """y_l = (M / m_l)^-1 mod m_l: B's residues are multiplied by it in the split, so that the
+    product's residue is already the s_l of X = sum_l s_l M / m_l - k M."""
+    big = math.prod(mods)
+    return tuple(pow(big // m, -1, m) for m in mods)
+
+
+def split_moduli(mods: tuple[int, ...], factors: tuple[int, ...] | None = None
+                 ) -> _SplitModuli:
+    """oz_split's constants; `factors` (B's: crt_factors) multiply each residue first."""
+    s = _SplitModuli()
+    for i, m in enumerate(mods):
+        s.m[i], s.inverse[i], s.top[i] = m, 1.0 / m, m - 1 - m // 2
+        s.factor[i] = float(factors[i]) if factors else 1.0
+    s.scaled = int(bool(factors))
+    return s
+
+
+def crt_moduli(mods: tuple[int, ...]) -> _CrtModuli:
+    """X = S - k M, S = sum_l s_l W_l, W_l = M / m_l, k the integer nearest S / M; W_l as
+    w_hi 2^32 + w_lo with both halves signed 32-bit (w_lo in [-2^31, 2^31))."""
+    big = math.prod(mods)
+    s = _CrtModuli()
+    for i, m in enumerate(mods):
+        w = big // m
+        lo = (w + 2**31) % 2**32 - 2**31
+        s.w_hi[i], s.w_lo[i] = (w - lo) >> 32, lo
+    s.hi_scale, s.lo_scale = 2.0**32 / big, 1.0 / big
+    s.product = big % 2**64
+    return s
+
+
+def _up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+_loaded: dict[tuple, dict[str, driver.Function]] = {}
+_lock = threading.Lock()
+
+
+def load(cfg: GemmConfig, device_id: int = 0) -> dict[str, driver.Function]:
+    """The GEMM and the three steps' kernels, loaded on the device once per configuration."""
+    key = (cfg, device_id)
+    with _lock:
+        hit = _loaded.get(key)
+    if hit is not None:
+        return hit
+    cc = tuple(gpu_info(device_id).compute_capability)
+    if cc != (9, 0):
+        raise ConfigError(f"Ozaki scheme II's INT8 wgmma runs on compute capability 9.0 "
+                          f"(Hopper) only, and GPU {device_id} is {cc[0]}.{cc[1]}")
+    device(device_id)
+    gemm = compile_kernel(GEMM, cfg.macros(), ARCH)
+    steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
+    out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, cfg.smem)}
+    for name in ("oz_norms", "oz_scale", "oz_split", "oz_crt"):
+        out[name] = driver.load(steps.cubin, name, device_id)
+    with _lock:
+        _loaded.setdefault(key, out)
+        return _loaded[key]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything lives in the scratch workspace (byte offsets) for one problem."""
+
+    kpad: int  # a residue row: K rounded up to PLANE_ALIGN bytes
+    ldr: int  # a row of the products' residues: N rounded up likewise
+    chunks: int  # oz_norms' partial sums per row
+    offsets: dict
+    scratch_bytes: int
+
+
+def layout(M: int, N: int, K: int, count: int) -> Layout:
+    kpad, ldr, chunks = _up(K, PLANE_ALIGN), _up(N, PLANE_ALIGN), -(-K // CHUNK)
+    sizes = {"part_a": 16 * chunks * M, "part_b": 16 * chunks * N, "mu": 4 * M, "nu": 4 * N,
+             "l1_a": 8 * M, "l1_b": 8 * N, "res_a": count * M * kpad,
+             "res_b": count * N * kpad, "res_c": count * M * ldr}
+    offsets, at = {}, 0
+    for name, size in sizes.items():
+        offsets[name] = at
+        at += _up(size, ALIGN)
+    return Layout(kpad, ldr, chunks, offsets, at)
+
+
+def check(M: int, N: int, K: int, count: int) -> None:
+    if not 1 <= count <= MAX_COUNT:
+        raise ConfigError(f"Ozaki scheme II here takes 1 to {MAX_COUNT} moduli, got {count}")
+    if K > MAX_K:
+        raise ConfigError(f"K = {K} is above {MAX_K}: the INT8 products' INT32 sums would "
+                          "overflow")
+    if min(M, N, K) < 1:
+        raise ConfigError(f"M, N and K must be at least 1, got {M}, {N}, {K}")
+
+
+def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int, b: int,
+         ldb: int, beta: float, c: int, ldc: int, stream, *, trans_a: bool = False,
+         trans_b: bool = False, count: int | None = None,
+         cfg: GemmConfig = GemmConfig()) -> WorkspaceLaunch:
+    """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
+    trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
+    moduli (reference.COUNT unless given): the eight launches of the module docstring, on
+    one scratch workspace."""
+    from ..ozaki.reference import COUNT, moduli, radius
+
+    count = COUNT if count is None else count
+    check(M, N, K, count)
+    k = load(cfg, device_id)
+    mods = moduli(count)
+    lay = layout(M, N, K, count)
+    sms = gpu_info(device_id).sm_count
+    i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
+    # X(r, k) = x[r sr + k sk] (elements): A's rows, and B's columns as rows of B^T
+    a_sr, a_sk = (1, lda) if trans_a else (lda, 1)
+    b_sr, b_sk = (ldb, 1) if trans_b else (1, ldb)
+    gm, cm = gemm_moduli(mods), crt_moduli(mods)
+    sm_a, sm_b = split_moduli(mods), split_moduli(mods, crt_factors(mods))
+    r = f64(radius(count, K))
+    bn, cl = cfg.BN, cfg.CLUSTER
+    work = -(-(-(-M // BM)) // cl) * -(-N // bn) * count  # (modulus, row-tile group, col)
+    grid = cl * max(1, min(work, sms // cl))
+
+    def steps_at(zeroed: int, scratch: int) -> tuple:
+        o = {name: scratch + off for name, off in lay.offsets.items()}
+        out = []
+        for x, sr, sk, rows, part, e, l1, res, sm in (
+                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["l1_a"], o["res_a"], sm_a),
+                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["l1_b"], o["res_b"], sm_b)):
+            out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
+                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part)))
+            out.append(Packed(k["oz_scale"], stream, (-(-rows // 256), 1, 1), (256, 1, 1),
+                              (part, i32(rows), i32(lay.chunks), r, e, l1)))
+            groups = -(-K // SPAN)
+            fast, slow = (groups, rows) if sk == 1 else (rows, groups)
+            out.append(Packed(k["oz_split"], stream,
+                              (-(-fast // 32), min(-(-slow // 8), 65535), 1), (32, 8, 1),
+                              (x, i64(sr), i64(sk), i32(rows), i32(K), e, i32(count), sm,
+                               res, i64(lay.kpad), i64(rows * lay.kpad))))
+        map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
+                                        planes=count, plane_ld=M * lay.kpad))
+        map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
+                                        elem_bytes=1, planes=count, plane_ld=N * lay.kpad))
+        out.append(Packed(k["gemm"], stream, (grid, 1, 1), (384, 1, 1),
+                          (map_a, map_b, i32(M), i32(N), i32(K), i32(count), gm, o["res_c"],
+                           i64(lay.ldr), i64(M * lay.ldr)), smem=cfg.smem))
+        across = -(-(-(-N // QUAD)) // 256)
+        rows = max(1, min(M, -(-32 * sms // across), 65535))
+        out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
+                          (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
+                           i32(count), cm, o["mu"], o["nu"], f32(alpha), f32(beta), c,
+                           i64(ldc), a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk),
+                           i32(K))))
+        return tuple(out)
+
+    return WorkspaceLaunch(device_id, stream, _Workspace(0, lay.scratch_bytes), steps_at)
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    zeroed_bytes: int
+    scratch_bytes: int

@@ -1,0 +1,166 @@
+"""Ozaki scheme II on the H200 (runtime/ozaki.py: rung 26 and hopper/ozaki.cu's steps)
+against its NumPy specification, sgemmlab/ozaki/reference.py, bit for bit: the integer part
+is exact, and both round the same integer the same way. Ragged shapes (1 and primes), every
+layout of A and B, leading dimensions past the row, 1 to 8 moduli, alpha and beta (beta == 0
+never reads C: C starts as NaN), and rows of A or columns of B holding Inf or NaN (those
+outputs are the FP32 dot product, with IEEE's specials). Inputs are fresh every test;
+outputs are poisoned with NaN, so an element never written fails."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from sgemmlab.ozaki import reference as ref
+
+pytestmark = pytest.mark.gpu
+
+
+@functools.cache
+def _hopper() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+HOPPER = pytest.mark.skipif(not _hopper(), reason="rung 26 needs compute capability 9.0")
+
+
+def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1):
+    """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
+    (a transposed view is read as it lies), C row-major."""
+    import torch
+
+    from sgemmlab.runtime import ozaki
+    from sgemmlab.runtime.arrays import stream_for
+
+    def lay(x):
+        if x.stride(1) == 1:
+            return False, x.stride(0)
+        assert x.stride(0) == 1
+        return True, x.stride(1)
+
+    ta, lda = lay(a)
+    tb, ldb = lay(b)
+    M, K = a.shape
+    N = b.shape[1]
+    assert c.stride(1) == 1
+    stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
+    launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
+                        c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
+                        count=count, cfg=ozaki.GemmConfig(CLUSTER=cluster))
+    launch()
+    torch.cuda.synchronize()
+
+
+def _operand(rows, cols, trans, seed, ld_extra=0):
+    """A (rows x cols) float32 tensor on the GPU, fresh normal values, row-major with `ld_extra`
+    more columns of padding, or (trans) a transposed view of a column-major buffer."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    if trans:
+        buf = torch.randn(cols, rows + ld_extra, device="cuda", generator=g)
+        return buf[:, :rows].t()
+    buf = torch.randn(rows, cols + ld_extra, device="cuda", generator=g)
+    return buf[:, :cols]
+
+
+SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
+          (131, 257, 300), (263, 509, 1031), (64, 600, 33)]
+
+
+@HOPPER
+@pytest.mark.parametrize("M, N, K", SHAPES)
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster):
+    """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
+    leaves one block of a pair computing zeros past M)."""
+    import torch
+
+    seed = M * 7919 + N * 31 + K + 2 * ta + tb
+    a = _operand(M, K, ta, seed, ld_extra=3)
+    b = _operand(K, N, tb, seed + 1, ld_extra=5)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c, cluster=cluster)
+    want = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
+    np.testing.assert_array_equal(c.cpu().numpy(), want)
+
+
+@HOPPER
+@pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
+def test_every_count_of_moduli(count):
+    import torch
+
+    a = _operand(97, 389, False, count)
+    b = _operand(389, 211, False, count + 100)
+    c = torch.full((97, 211), float("nan"), device="cuda")
+    _run(a, b, c, count=count)
+    np.testing.assert_array_equal(c.cpu().numpy(),
+                                  ref.matmul(a.cpu().numpy(), b.cpu().numpy(), count))
+
+
+@HOPPER
+def test_alpha_and_beta():
+    import torch
+
+    M, N, K = 133, 71, 517
+    a, b = _operand(M, K, False, 1), _operand(K, N, True, 2)
+    c0 = torch.randn(M, N, device="cuda")
+    c = c0.clone()
+    _run(a, b, c, alpha=0.75, beta=-1.5)
+    ab = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
+    c0 = c0.cpu().numpy()
+    want = (np.float32(0.75) * ab + np.float32(-1.5) * c0).astype(np.float32)
+    # the epilogue's alpha * x + beta * c in FP32 (one fma or two roundings): an ulp or two
+    # of the terms, which may cancel
+    terms = np.abs(np.float32(0.75) * ab) + np.abs(np.float32(1.5) * c0)
+    assert (np.abs(c.cpu().numpy() - want) <= 2**-22 * terms).all()
+
+
+@HOPPER
+def test_scale_invariance_and_a_long_k():
+    """2^40 A B^-... a power of two in A comes out exactly (the exponents absorb it), at a K
+    that crosses several of oz_norms' chunks and rung 26's k-tiles."""
+    import torch
+
+    M, N, K = 67, 300, 8195
+    a, b = _operand(M, K, False, 5), _operand(K, N, False, 6)
+    c1 = torch.full((M, N), float("nan"), device="cuda")
+    c2 = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c1)
+    _run(a * 2.0**40, b * 2.0**-70, c2)
+    np.testing.assert_array_equal(c2.cpu().numpy(), c1.cpu().numpy() * np.float32(2.0**-30))
+    np.testing.assert_array_equal(c1.cpu().numpy(), ref.matmul(a.cpu().numpy(),
+                                                               b.cpu().numpy()))
+
+
+@HOPPER
+def test_inf_and_nan_rows_give_ieee_specials():
+    import torch
+
+    M, N, K = 40, 50, 300
+    a, b = _operand(M, K, False, 7).clone(), _operand(K, N, False, 8).clone()
+    a[3, 17] = float("inf")
+    a[9, 2] = float("nan")
+    b[100, 11] = float("-inf")
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c)
+    got = c.cpu().numpy()
+    a64, b64 = a.double().cpu().numpy(), b.double().cpu().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = a64 @ b64
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    special = np.isnan(want) | np.isinf(want)
+    np.testing.assert_array_equal(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
+    rows = [i for i in range(M) if i not in (3, 9)]
+    cols = [j for j in range(N) if j != 11]
+    plain = ref.matmul(a.cpu().numpy()[rows], b.cpu().numpy()[:, cols])
+    np.testing.assert_array_equal(got[np.ix_(rows, cols)], plain)
+    assert not np.isnan(got[~special]).any()

@@ -1,0 +1,87 @@
+"""The integer tricks of the Ozaki kernels (kernels/hopper/26_ozaki_int8.cu, hopper/ozaki.cu),
+replayed in NumPy with the constants runtime/ozaki.py hands them, against plain modular
+arithmetic: the GEMM epilogue's multiply-high reduction, the split's FP64 rounding (B's
+residues times y_l), and the recombination's 64-bit wrapping sum. No GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgemmlab.ozaki import reference as ref
+from sgemmlab.runtime import ozaki
+
+COUNTS = (1, 6, 7, 8)
+
+
+def _symmetric(x: np.ndarray, m: int) -> np.ndarray:
+    return np.mod(x + m // 2, m) - m // 2
+
+
+@pytest.mark.parametrize("count", COUNTS)
+def test_epilogue_reduction_is_the_symmetric_residue(count):
+    mods = ref.moduli(count)
+    g = ozaki.gemm_moduli(mods)
+    rng = np.random.default_rng(count)
+    top = ref.MAX_K * 2**14  # the largest |INT32 sum| of K <= MAX_K terms
+    s = np.concatenate([rng.integers(-top, top + 1, 200_000),
+                        np.array([-top, top, 0, 1, -1, 127, 128, -128, -129])]).astype(np.int64)
+    for i, m in enumerate(mods):
+        u = (s + g.offset[i]).astype(np.uint64)
+        assert (u >= 0).all() and (u < 2**32).all()
+        q = (u * np.uint64(g.magic[i])) >> np.uint64(32)  # __umulhi
+        r = (u.astype(np.int64) - q.astype(np.int64) * m)
+        assert ((r >= -m) & (r < m)).all()
+        r = np.where(r < 0, r + m, r)
+        r = np.where(r > m - 1 - m // 2, r - m, r)
+        np.testing.assert_array_equal(r, _symmetric(s, m))
+
+
+def _low_word(d: np.ndarray) -> np.ndarray:
+    return (d.view(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+
+
+@pytest.mark.parametrize("count", COUNTS)
+@pytest.mark.parametrize("scaled", [False, True])
+def test_split_rounding_is_the_symmetric_residue(count, scaled):
+    """oz_split's residue of trunc(2^e x), times y_l for B (`scaled`)."""
+    mods = ref.moduli(count)
+    sp = ozaki.split_moduli(mods, ozaki.crt_factors(mods) if scaled else None)
+    assert sp.scaled == scaled
+    r = ref.radius(count)
+    rng = np.random.default_rng(10 + count)
+    t = np.trunc(rng.uniform(-r, r, 200_000))
+    t = np.concatenate([t, [0.0, 1.0, -1.0, np.trunc(r), -np.trunc(r), 128.0, -128.0]])
+    magic = 6755399441055744.0
+    for i, m in enumerate(mods):
+        v = t * sp.factor[i]  # exact below 2^53
+        low = _low_word(v + magic).astype(np.int64)
+        q = _low_word(np.asarray(v * sp.inverse[i] + magic)).astype(np.int64)
+        res = (low - q * m + 2**31) % 2**32 - 2**31  # 32-bit wrapping
+        res = np.where(res > sp.top[i], res - m, res)
+        want = _symmetric(t.astype(np.int64) * int(sp.factor[i]), m)
+        np.testing.assert_array_equal(res, want)
+
+
+@pytest.mark.parametrize("count", COUNTS)
+def test_recombination_wraps_back_to_the_integer(count):
+    mods = ref.moduli(count)
+    cm = ozaki.crt_moduli(mods)
+    big = ref.product_bound(count)
+    r2 = int(ref.radius(count)) ** 2
+    assert r2 < big // 2
+    rng = np.random.default_rng(20 + count)
+    xs = [int(x) for x in rng.integers(-min(r2, 2**62), min(r2, 2**62), 5000)]
+    xs += [r2, -r2, 0, 1, -1]
+    ys = ozaki.crt_factors(mods)
+    for x in xs:
+        lo, hi = 0, 0
+        for i, m in enumerate(mods):
+            s = int(_symmetric(np.int64(x % m * ys[i]), m))  # the product plane's byte
+            assert cm.w_hi[i] * 2**32 + cm.w_lo[i] == big // m
+            lo, hi = lo + s * cm.w_lo[i], hi + s * cm.w_hi[i]
+        assert abs(lo) < 2**63 and abs(hi) < 2**63
+        k = int(np.rint(float(hi) * cm.hi_scale + float(lo) * cm.lo_scale))
+        got = (lo + hi * 2**32 - k * cm.product) % 2**64
+        got = got - 2**64 if got >= 2**63 else got
+        assert got == x

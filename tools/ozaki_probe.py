@@ -1,0 +1,100 @@
+"""Explore rung 26's pipeline on the GPU: each of its launches timed alone, the whole product
+against cuBLAS SGEMM (torch.matmul, TF32 off) in the same run, and its error beside cuBLAS's
+on the same inputs. A probe for the kernel work (the project's figures come from `sgemmlab
+bench`); writes JSON.
+
+    PYTHONPATH=src python3 tools/ozaki_probe.py --sizes 4096,8192 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def _time(fn, reps: int) -> list[float]:
+    import torch
+
+    out = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e))
+    return out
+
+
+def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
+            cluster: int = 1) -> dict:
+    import torch
+
+    from sgemmlab.runtime import ozaki
+    from sgemmlab.runtime.arrays import stream_for
+
+    a = torch.randn(M, K, device="cuda")
+    b = torch.randn(N, K, device="cuda").t() if b_cols else torch.randn(K, N, device="cuda")
+    c = torch.empty(M, N, device="cuda")
+    stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
+    launch = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(), K if b_cols else N,
+                        0.0, c.data_ptr(), N, stream, count=count, trans_b=b_cols,
+                        cfg=ozaki.GemmConfig(CLUSTER=cluster))
+    launch()
+    torch.cuda.synchronize()
+    names = ["norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt"]
+    steps = dict(zip(names, launch._steps))
+    per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
+    whole, cublas = [], []
+    for _ in range(reps):  # paired, interleaved
+        whole += _time(launch, 1)
+        cublas += _time(lambda: torch.matmul(a, b, out=c), 1)
+    launch()
+    torch.cuda.synchronize()
+    mine = c.clone()
+    torch.matmul(a, b, out=c)
+    ref = a.double() @ b.double()
+    scale = a.double().abs() @ b.double().abs()
+    e_mine, e_cub = (mine.double() - ref).abs() / scale, (c.double() - ref).abs() / scale
+    ops = 2.0 * M * N * K
+    return {"shape": [M, N, K], "count": count, "cluster": cluster,
+            "b": "column-major" if b_cols else "row-major",
+            "steps_ms": per,
+            "ozaki_ms": statistics.median(whole), "cublas_ms": statistics.median(cublas),
+            "gemm_tops": ops * count / (per["gemm"] * 1e-3) / 1e12,
+            "speedup": statistics.median(cublas) / statistics.median(whole),
+            "err_max": float(e_mine.max()), "err_median": float(e_mine.median()),
+            "cublas_err_max": float(e_cub.max()), "cublas_err_median": float(e_cub.median())}
+
+
+def main() -> None:
+    import torch
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes", default="4096,8192")
+    p.add_argument("--count", type=int, default=7)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--b-cols", action="store_true", help="also with B column-major")
+    p.add_argument("--clusters", default="1", help="rung 26's CLUSTER values, e.g. 1,2")
+    p.add_argument("--out", default="ozaki-probe.json")
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    records = []
+    for n in map(int, args.sizes.split(",")):
+        for cols, cl in itertools.product((False, True) if args.b_cols else (False,),
+                                          map(int, args.clusters.split(","))):
+            rec = measure(n, n, n, args.count, args.reps, cols, cl)
+            print(json.dumps(rec), flush=True)
+            records.append(rec)
+            torch.cuda.empty_cache()
+    Path(args.out).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()
