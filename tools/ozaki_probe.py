@@ -93,7 +93,14 @@ def main() -> None:
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()
-    Path(args.out).write_text(json.dumps(records, indent=1))
+    import os
+
+    Path(args.out).write_text(json.dumps({
+        "tool": "tools/ozaki_probe.py", "commit": os.environ.get("SGEMMLAB_GIT_COMMIT"),
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+        "note": "paired within this run: ozaki_ms and cublas_ms interleaved, medians of "
+                f"{args.reps}; errors componentwise over |A||B|, normal inputs",
+        "records": records}, indent=1))
 
 
 if __name__ == "__main__":
