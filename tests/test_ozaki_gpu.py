@@ -164,3 +164,30 @@ def test_inf_and_nan_rows_give_ieee_specials():
     plain = ref.matmul(a.cpu().numpy()[rows], b.cpu().numpy()[:, cols])
     np.testing.assert_array_equal(got[np.ix_(rows, cols)], plain)
     assert not np.isnan(got[~special]).any()
+
+
+@HOPPER
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_rows_the_flatness_rule_refuses_are_dot_products_summed_in_fp64(cluster):
+    """Rows of A and columns of B whose mass sits in a few entries (reference.FLAT): their
+    outputs come from the FP32 inputs summed in FP64, the rest from the scheme; both as the
+    reference gives them, and no worse than an FP32 product where the scheme alone loses
+    everything to the huge entries."""
+    import torch
+
+    M, N, K = 70, 90, 700
+    a, b = _operand(M, K, False, 21).clone(), _operand(K, N, True, 22).clone()
+    a[5, ::97] = 2.0**40  # a few huge entries: row 5 is refused
+    b[::131, 7] = -(2.0**35)  # column 7 too
+    b[3, 8] = 2.0**50  # and column 8, by a single one
+    an, bn = a.cpu().numpy(), b.cpu().numpy()
+    assert (ref.flatness(an, 1) < ref.FLAT).tolist().count(True) == 1
+    assert (ref.flatness(bn, 0) < ref.FLAT).tolist().count(True) == 2
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c, cluster=cluster)
+    got = c.cpu().numpy()
+    np.testing.assert_array_equal(got, ref.matmul(an, bn))
+    exact = an.astype(np.float64) @ bn.astype(np.float64)
+    scale = np.abs(an.astype(np.float64)) @ np.abs(bn.astype(np.float64))
+    err = np.abs(got - exact) / scale
+    assert err.max() <= np.abs((an @ bn) - exact).max() / scale.min() + 2**-24

@@ -245,12 +245,20 @@ def _cublas(tf32: bool) -> Callable[[Any, Any, Any], None]:
 
 def _ozaki(count: int) -> Callable[[Any, Any, Any], None]:
     """Ozaki scheme II with `count` moduli (runtime/ozaki.py: rung 26 and its steps), straight
-    on the arrays: not yet behind sgemmlab.matmul, which has no refusal rule for it yet."""
+    on the arrays (it is not behind sgemmlab.matmul yet), as it serves a product: K below
+    reference.MIN_K goes to exact FP32 (sgemmlab.matmul), and rows the flatness rule refuses
+    are FP64-summed dot products."""
     def fn(A, B, C) -> None:
         import torch
 
+        from .. import api
+        from ..ozaki.reference import MIN_K
         from ..runtime import ozaki
         from ..runtime.arrays import stream_for
+
+        if A.shape[1] < MIN_K:
+            api.matmul(A, B, out=C)
+            return
 
         def lay(x) -> tuple[bool, int]:  # (column-major, leading dimension)
             if x.stride(1) == 1:

@@ -147,6 +147,37 @@ def crt(products: list[np.ndarray], mods: tuple[int, ...]) -> np.ndarray:
     return x.astype(np.float64)
 
 
+#: The least flatness a row of A (column of B) may have for the scheme to serve it:
+#: |x|_1 / (sqrt(n) |x|_2) over its n nonzero entries (1 when they are all alike in size;
+#: about 0.8 for normal entries, 0.87 for uniform ones). A row whose mass sits in a few
+#: entries scales its small ones to few bits, and an output those small entries decide
+#: (where the other operand is large) loses them: rare huge entries, rows spanning 2^60,
+#: entries spread over 2^+-16. Below FLAT the row's (column's) outputs are not taken from
+#: the scheme but from an FP64-accumulated dot product of the FP32 inputs. The model
+#: behind the figure: with the rounding errors 2^-mu / 2 and an output of about
+#: |A_i|_1 |B_j|_1 / K, the scheme's worst case over FP32's typical error is about
+#: 1 / (2 R u phi), 2^-7 for 8 moduli at phi = FLAT. Flat rows (normal, uniform,
+#: all-positive entries) read 0.7 and more at K >= 17; the accuracy set's breakers 0.25 and
+#: less (tests/test_ozaki_reference.py).
+FLAT = 0.3
+
+#: The shortest K the scheme serves. Below it a product of few terms on rows of mixed
+#: magnitudes can hang on one small entry that passes the flatness rule (the accuracy set's
+#: mixed and span inputs at K = 17), and so short a product costs more in the passes around
+#: the INT8 products than it saves: exact FP32 serves it instead.
+MIN_K = 256
+
+
+def flatness(x: np.ndarray, axis: int) -> np.ndarray:
+    """|x|_1 / (sqrt(n) |x|_2) of each row (axis=1) or column (axis=0) over its n nonzero
+    entries, in FP64; 1 for an empty one (nothing to lose)."""
+    x = np.abs(np.asarray(x, np.float64))
+    n = np.count_nonzero(x, axis=axis)
+    l1, l2 = x.sum(axis=axis), np.sqrt((x * x).sum(axis=axis))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, l1 / (np.sqrt(n) * l2), 1.0)
+
+
 #: The moduli of the FP32-accurate product. Rounded, 7 are as accurate as an FP32 product on
 #: normal, uniform and all-positive inputs; rows of mixed magnitudes (entries spread over
 #: 2^+-16) need 8 (tests/test_ozaki_reference.py).
@@ -154,9 +185,12 @@ COUNT = 8
 
 
 def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
-           exps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+           exps: tuple[np.ndarray, np.ndarray] | None = None, flat: float = FLAT
+           ) -> np.ndarray:
     """A @ B (float32 operands) by the scheme with `count` moduli, as float32. `exps`: (mu, nu)
-    to use instead of `scales`' (a kernel's, whose norms sum in another order)."""
+    to use instead of `scales`' (a kernel's, whose norms sum in another order). Rows of A and
+    columns of B less flat than `flat` (0: none) are refused: their outputs are the FP32
+    inputs' products summed in FP64."""
     A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
@@ -166,11 +200,19 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
         raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
     mods = moduli(count)
     mu, nu = scales(A, B, count) if exps is None else exps
-    Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
+    refused_rows, refused_cols = flatness(A, 1) < flat, flatness(B, 0) < flat
+    Ai = to_integers(np.where(refused_rows[:, None], 0, A), mu, axis=1)
+    Bi = to_integers(np.where(refused_cols[None, :], 0, B), nu, axis=0)
     products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
                 for m in mods]
     exact = crt(products, mods)
-    return np.ldexp(exact, -(mu[:, None] + nu[None, :])).astype(np.float32)
+    C = np.ldexp(exact, -(mu[:, None] + nu[None, :])).astype(np.float32)
+    # the refused rows and columns: the FP32 inputs' products summed in FP64
+    if refused_rows.any() or refused_cols.any():
+        fallback = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+        mask = refused_rows[:, None] | refused_cols[None, :]
+        C = np.where(mask, fallback, C)
+    return C
 
 
 #: The binades below each row's (column's) largest entry that `magnitude_floor` keeps: its

@@ -165,8 +165,8 @@ class Layout:
 
 def layout(M: int, N: int, K: int, count: int) -> Layout:
     kpad, ldr, chunks = _up(K, PLANE_ALIGN), _up(N, PLANE_ALIGN), -(-K // CHUNK)
-    sizes = {"part_a": 16 * chunks * M, "part_b": 16 * chunks * N, "mu": 4 * M, "nu": 4 * N,
-             "l1_a": 8 * M, "l1_b": 8 * N, "res_a": count * M * kpad,
+    sizes = {"part_a": 24 * chunks * M, "part_b": 24 * chunks * N, "mu": 4 * M, "nu": 4 * N,
+             "res_a": count * M * kpad,
              "res_b": count * N * kpad, "res_c": count * M * ldr}
     offsets, at = {}, 0
     for name, size in sizes.items():
@@ -193,7 +193,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given): the eight launches of the module docstring, on
     one scratch workspace."""
-    from ..ozaki.reference import COUNT, moduli, radius
+    from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
     check(M, N, K, count)
@@ -215,13 +215,13 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
         out = []
-        for x, sr, sk, rows, part, e, l1, res, sm in (
-                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["l1_a"], o["res_a"], sm_a),
-                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["l1_b"], o["res_b"], sm_b)):
+        for x, sr, sk, rows, part, e, res, sm in (
+                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a),
+                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b)):
             out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
                               (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part)))
             out.append(Packed(k["oz_scale"], stream, (-(-rows // 256), 1, 1), (256, 1, 1),
-                              (part, i32(rows), i32(lay.chunks), r, e, l1)))
+                              (part, i32(rows), i32(lay.chunks), r, f64(FLAT), e)))
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             out.append(Packed(k["oz_split"], stream,

@@ -1,15 +1,19 @@
 // Ozaki scheme II's steps around rung 26's INT8 products (sgemmlab/ozaki/reference.py is the
 // same scheme in NumPy, and the specification these kernels are checked against):
 //
-//   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2 and sum |x|
-//             (FP64, a fixed order: the same inputs give the same exponents every run)
+//   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2, sum |x| and
+//             the nonzero count (FP64, a fixed order: the same inputs give the same
+//             exponents every run)
 //   oz_scale  the chunks' sums, in order; the row's exponent e, the largest with
 //             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
-//             SPECIAL for a row holding Inf or NaN
+//             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
+//             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
 //   oz_split  rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
 //             each m_l, written as planes of INT8, K-major (what rung 26's tensor maps read)
 //   oz_crt    each output's residues R_l -> the integer X = (A'B')_ij by the Chinese
-//             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C
+//             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C; an output of a
+//             SPECIAL row or column is instead the dot product of the FP32 inputs, summed
+//             in FP64
 //
 // An operand is read as X(r, k) = x[r sr + k sk]: A is X with r = i; B is read as B^T, r = j.
 // The pass picks its threads' order from the strides, so that a warp reads consecutive words
@@ -31,10 +35,10 @@ __device__ __forceinline__ float load_x(const float* x, long long sr, long long 
     return x[r * sr + k * sk];
 }
 
-// part[(c * rows + r) * 2 + 0 | 1]: sum of x^2 | |x| over k in chunk c of row r.
+// part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r.
 SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       double* __restrict__ part) {
-    __shared__ double sums[4][T][2];
+    __shared__ double sums[4][T][3];
     const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int kend = min(K, k0 + CHUNK);
@@ -43,65 +47,71 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
         for (int i = warp; i < T; i += THREADS / 32) {
             const int r = r0 + i;
             if (r >= rows) break;
-            double sq = 0.0, ab = 0.0;
+            double sq = 0.0, ab = 0.0, nz = 0.0;
             for (int k = k0 + lane; k < kend; k += 32) {
                 const double v = load_x(x, sr, 1, r, k);
                 sq = fma(v, v, sq);
                 ab += fabs(v);
+                nz += v != 0.0 ? 1.0 : 0.0;
             }
 #pragma unroll
             for (int o = 16; o > 0; o /= 2) {
                 sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
                 ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
+                nz += __shfl_xor_sync(0xFFFFFFFFu, nz, o);
             }
             if (lane == 0) {
-                part[(static_cast<long long>(c) * rows + r) * 2] = sq;
-                part[(static_cast<long long>(c) * rows + r) * 2 + 1] = ab;
+                double* out = part + (static_cast<long long>(c) * rows + r) * 3;
+                out[0] = sq, out[1] = ab, out[2] = nz;
             }
         }
         return;
     }
     // r contiguous (or neither): a thread per row and quarter of the chunk, then the quarters
     const int i = tid % T, q = tid / T, r = r0 + i;
-    double sq = 0.0, ab = 0.0;
+    double sq = 0.0, ab = 0.0, nz = 0.0;
     if (r < rows) {
         const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
         for (int k = kq; k < kqe; ++k) {
             const double v = load_x(x, sr, sk, r, k);
             sq = fma(v, v, sq);
             ab += fabs(v);
+            nz += v != 0.0 ? 1.0 : 0.0;
         }
     }
-    sums[q][i][0] = sq;
-    sums[q][i][1] = ab;
+    sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
     __syncthreads();
     if (q == 0 && r < rows) {
-        for (int p = 1; p < 4; ++p) sq += sums[p][i][0], ab += sums[p][i][1];
-        part[(static_cast<long long>(c) * rows + r) * 2] = sq;
-        part[(static_cast<long long>(c) * rows + r) * 2 + 1] = ab;
+        for (int p = 1; p < 4; ++p) sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
+        double* out = part + (static_cast<long long>(c) * rows + r) * 3;
+        out[0] = sq, out[1] = ab, out[2] = nz;
     }
 }
 
-// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row, SPECIAL for one whose sum
-// is not finite); l1[r]: sum |x| of the row.
+// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
+// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min.
 SGEMM_KERNEL oz_scale(const double* __restrict__ part, int rows, int chunks, double radius,
-                      int* __restrict__ e, double* __restrict__ l1) {
+                      double flat_min, int* __restrict__ e) {
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-        double sq = 0.0, ab = 0.0;
+        double sq = 0.0, ab = 0.0, nz = 0.0;
         for (int c = 0; c < chunks; ++c) {
-            sq += part[(static_cast<long long>(c) * rows + r) * 2];
-            ab += part[(static_cast<long long>(c) * rows + r) * 2 + 1];
+            const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
+            sq += in[0], ab += in[1], nz += in[2];
         }
         int out = 0;
         if (!isfinite(sq)) {
             out = SPECIAL;
         } else if (sq > 0.0) {
-            int en, eg;
-            const double f = frexp(sqrt(sq), &en), g = frexp(radius, &eg);
-            out = f <= g ? eg - en : eg - en - 1;
+            const double norm = sqrt(sq);
+            if (ab / (sqrt(nz) * norm) < flat_min) {
+                out = SPECIAL;
+            } else {
+                int en, eg;
+                const double f = frexp(norm, &en), g = frexp(radius, &eg);
+                out = f <= g ? eg - en : eg - en - 1;
+            }
         }
         e[r] = out;
-        l1[r] = ab;
     }
 }
 
@@ -244,14 +254,16 @@ struct CrtModuli {
 
 constexpr int QUAD = 4;  // outputs per thread in oz_crt: one 4-byte load a plane
 
-// The FP32 dot product of row i of A and column j of B: the outputs whose row or column holds
-// Inf or NaN, so that IEEE's specials come out as an FP32 product gives them.
+// Row i of A times column j of B, the FP32 products summed in FP64 (each exact there), for
+// the outputs of a SPECIAL row or column: IEEE's specials come out as an FP32 product gives
+// them, and a refused row's outputs at least as accurately.
 __device__ float dot(const float* a, long long a_sr, long long a_sk, const float* b,
                      long long b_sr, long long b_sk, int i, int j, int K) {
-    float s = 0.0f;
+    double s = 0.0;
     for (int k = 0; k < K; ++k)
-        s = fmaf(load_x(a, a_sr, a_sk, i, k), load_x(b, b_sr, b_sk, j, k), s);
-    return s;
+        s = fma(static_cast<double>(load_x(a, a_sr, a_sk, i, k)),
+                static_cast<double>(load_x(b, b_sr, b_sk, j, k)), s);
+    return static_cast<float>(s);
 }
 
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread,
