@@ -253,6 +253,7 @@ struct CrtModuli {
 };
 
 constexpr int QUAD = 4;  // outputs per thread in oz_crt: one 4-byte load a plane
+constexpr int MAX_COUNT = 8;  // the recombination's 64-bit integers hold M / 2 up to 8 moduli
 
 // Row i of A times column j of B, the FP32 products summed in FP64 (each exact there), for
 // the outputs of a SPECIAL row or column: IEEE's specials come out as an FP32 product gives
@@ -284,13 +285,18 @@ SGEMM_KERNEL oz_crt(const signed char* __restrict__ R, long long ldr, long long 
     for (int i = blockIdx.y; i < M; i += gridDim.y) {
         long long lo[QUAD] = {0, 0, 0, 0}, hi[QUAD] = {0, 0, 0, 0};
         const signed char* p = R + i * ldr + j0;
-#pragma unroll 1
-        for (int l = 0; l < count; ++l) {
-            const unsigned word = *reinterpret_cast<const unsigned*>(p + l * plane);
-            const int wl = mods.w_lo[l], wh = mods.w_hi[l];
+        // every plane's word loaded before any is used (unrolled to the most moduli the
+        // recombination takes): one memory latency a row, not one a plane
+        unsigned words[MAX_COUNT];
+#pragma unroll
+        for (int l = 0; l < MAX_COUNT; ++l)
+            words[l] = l < count ? *reinterpret_cast<const unsigned*>(p + l * plane) : 0u;
+#pragma unroll
+        for (int l = 0; l < MAX_COUNT; ++l) {
+            const int wl = mods.w_lo[l], wh = mods.w_hi[l];  // 0 past count
 #pragma unroll
             for (int q = 0; q < QUAD; ++q) {
-                const int s = static_cast<signed char>(word >> (8 * q));
+                const int s = static_cast<signed char>(words[l] >> (8 * q));
                 lo[q] += static_cast<long long>(s) * wl;
                 hi[q] += static_cast<long long>(s) * wh;
             }
