@@ -38,7 +38,7 @@ MAX_COUNT = 8  # M / 2 below 2^63: the recombination's 64-bit integers
 MAX_K = 2**17 - 1  # a sum of K terms of at most 2^14 stays inside INT32
 TILE = 64  # oz_norms' rows per block (hopper/ozaki.cu: T)
 SPAN = 16  # oz_split's k per thread
-QUAD = 4  # oz_crt's outputs per thread
+QUAD = 8  # oz_crt's outputs per thread
 CHUNK = 256  # k per partial sum of oz_norms
 BM, KB = 128, 128  # rung 26's row tile and k-tile (bytes)
 ALIGN = 256
@@ -236,7 +236,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                           (map_a, map_b, i32(M), i32(N), i32(K), i32(count), gm, o["res_c"],
                            i64(lay.ldr), i64(M * lay.ldr)), smem=cfg.smem))
         across = -(-(-(-N // QUAD)) // 256)
-        rows = max(1, min(M, -(-32 * sms // across), 65535))
+        rows = max(1, min(M, 65535))  # a row per thread, where gridDim.y allows
         out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
                            i32(count), cm, o["mu"], o["nu"], f32(alpha), f32(beta), c,

@@ -252,7 +252,7 @@ struct CrtModuli {
     unsigned long long product;  // M mod 2^64
 };
 
-constexpr int QUAD = 4;  // outputs per thread in oz_crt: one 4-byte load a plane
+constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
 constexpr int MAX_COUNT = 8;  // the recombination's 64-bit integers hold M / 2 up to 8 moduli
 
 // Row i of A times column j of B, the FP32 products summed in FP64 (each exact there), for
@@ -267,9 +267,11 @@ __device__ float dot(const float* a, long long a_sr, long long a_sk, const float
     return static_cast<float>(s);
 }
 
-// C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread,
-// threads along the row (blockIdx.x), rows along blockIdx.y (and beyond, in steps).
-SGEMM_KERNEL oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
+// C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
+// (ldr a multiple of 16: the 8-byte loads are aligned and stay inside the row), threads along
+// the row (blockIdx.x), rows along blockIdx.y (and beyond, in steps).
+SGEMM_KERNEL __launch_bounds__(256, 2)
+oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
                     const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
                     float beta, float* __restrict__ C, long long ldc,
@@ -283,20 +285,24 @@ SGEMM_KERNEL oz_crt(const signed char* __restrict__ R, long long ldr, long long 
 #pragma unroll
     for (int q = 0; q < QUAD; ++q) ej[q] = j0 + q < N ? nu[j0 + q] : 0;
     for (int i = blockIdx.y; i < M; i += gridDim.y) {
-        long long lo[QUAD] = {0, 0, 0, 0}, hi[QUAD] = {0, 0, 0, 0};
+        long long lo[QUAD], hi[QUAD];
+#pragma unroll
+        for (int q = 0; q < QUAD; ++q) lo[q] = 0, hi[q] = 0;
         const signed char* p = R + i * ldr + j0;
-        // every plane's word loaded before any is used (unrolled to the most moduli the
+        // every plane's bytes loaded before any is used (unrolled to the most moduli the
         // recombination takes): one memory latency a row, not one a plane
-        unsigned words[MAX_COUNT];
+        uint2 words[MAX_COUNT];
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l)
-            words[l] = l < count ? *reinterpret_cast<const unsigned*>(p + l * plane) : 0u;
+            words[l] = l < count ? *reinterpret_cast<const uint2*>(p + l * plane)
+                                 : make_uint2(0u, 0u);
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l) {
             const int wl = mods.w_lo[l], wh = mods.w_hi[l];  // 0 past count
 #pragma unroll
             for (int q = 0; q < QUAD; ++q) {
-                const int s = static_cast<signed char>(words[l] >> (8 * q));
+                const unsigned word = q < 4 ? words[l].x : words[l].y;
+                const int s = static_cast<signed char>(word >> (8 * (q % 4)));
                 lo[q] += static_cast<long long>(s) * wl;
                 hi[q] += static_cast<long long>(s) * wh;
             }
@@ -323,13 +329,17 @@ SGEMM_KERNEL oz_crt(const signed char* __restrict__ R, long long ldr, long long 
             out[q] = static_cast<float>(static_cast<double>(X) * pow2(-(ei + ej[q])));
         }
         if (vec) {
-            float4 v = make_float4(alpha * out[0], alpha * out[1], alpha * out[2], alpha * out[3]);
-            if (beta != 0.0f) {
-                const float4 old = *reinterpret_cast<const float4*>(c);
-                v.x = fmaf(beta, old.x, v.x), v.y = fmaf(beta, old.y, v.y);
-                v.z = fmaf(beta, old.z, v.z), v.w = fmaf(beta, old.w, v.w);
+#pragma unroll
+            for (int h = 0; h < QUAD; h += 4) {
+                float4 v = make_float4(alpha * out[h], alpha * out[h + 1], alpha * out[h + 2],
+                                       alpha * out[h + 3]);
+                if (beta != 0.0f) {
+                    const float4 old = *reinterpret_cast<const float4*>(c + h);
+                    v.x = fmaf(beta, old.x, v.x), v.y = fmaf(beta, old.y, v.y);
+                    v.z = fmaf(beta, old.z, v.z), v.w = fmaf(beta, old.w, v.w);
+                }
+                *reinterpret_cast<float4*>(c + h) = v;
             }
-            *reinterpret_cast<float4*>(c) = v;
         } else {
 #pragma unroll
             for (int q = 0; q < QUAD; ++q)
