@@ -1,7 +1,7 @@
 """The integer tricks of the Ozaki kernels (kernels/hopper/26_ozaki_int8.cu, hopper/ozaki.cu),
 replayed in NumPy with the constants runtime/ozaki.py hands them, against plain modular
 arithmetic: the GEMM epilogue's multiply-high reduction, the split's FP64 rounding (B's
-residues times y_l), and the recombination's 64-bit wrapping sum. No GPU."""
+residues times y_l), and the recombination's exact FP64 sums. No GPU."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_split_rounding_is_the_symmetric_residue(count, scaled):
 
 
 @pytest.mark.parametrize("count", COUNTS)
-def test_recombination_wraps_back_to_the_integer(count):
+def test_recombination_finds_the_integer_exactly_in_fp64(count):
     mods = ref.moduli(count)
     cm = ozaki.crt_moduli(mods)
     big = ref.product_bound(count)
@@ -74,14 +74,18 @@ def test_recombination_wraps_back_to_the_integer(count):
     xs = [int(x) for x in rng.integers(-min(r2, 2**62), min(r2, 2**62), 5000)]
     xs += [r2, -r2, 0, 1, -1]
     ys = ozaki.crt_factors(mods)
+    magic = 6755399441055744.0
     for x in xs:
-        lo, hi = 0, 0
+        hi, exact, lo = 0.0, 0, 0
         for i, m in enumerate(mods):
             s = int(_symmetric(np.int64(x % m * ys[i]), m))  # the product plane's byte
-            assert cm.w_hi[i] * 2**32 + cm.w_lo[i] == big // m
-            lo, hi = lo + s * cm.w_lo[i], hi + s * cm.w_hi[i]
-        assert abs(lo) < 2**63 and abs(hi) < 2**63
-        k = int(np.rint(float(hi) * cm.hi_scale + float(lo) * cm.lo_scale))
-        got = (lo + hi * 2**32 - k * cm.product) % 2**64
-        got = got - 2**64 if got >= 2**63 else got
-        assert got == x
+            assert int(cm.w_hi[i]) + cm.w_lo[i] == big // m and 0 <= cm.w_lo[i] < 2**13
+            hi, exact = hi + float(s) * cm.w_hi[i], exact + s * int(cm.w_hi[i])
+            assert hi == exact  # every product and partial sum exact in FP64
+            lo += s * cm.w_lo[i]
+        assert abs(lo) < 2**31
+        near = hi * cm.inverse + magic  # (the kernel's fma rounds once; this twice)
+        k = int(near - magic)
+        part = hi - k * cm.m_hi
+        assert part == exact - k * int(cm.m_hi)  # exact
+        assert part + float(lo - k * cm.m_lo) == float(x)  # X, rounded once

@@ -76,9 +76,9 @@ class _SplitModuli(ctypes.Structure):
 
 
 class _CrtModuli(ctypes.Structure):
-    _fields_ = [("w_hi", ctypes.c_int * MAX_MODULI), ("w_lo", ctypes.c_int * MAX_MODULI),
-                ("hi_scale", ctypes.c_double), ("lo_scale", ctypes.c_double),
-                ("product", ctypes.c_ulonglong)]
+    _fields_ = [("w_hi", ctypes.c_double * MAX_MODULI), ("w_lo", ctypes.c_int * MAX_MODULI),
+                ("m_hi", ctypes.c_double), ("m_lo", ctypes.c_int),
+                ("inverse", ctypes.c_double)]
 
 
 def gemm_moduli(mods: tuple[int, ...]) -> _GemmModuli:
@@ -109,16 +109,17 @@ def split_moduli(mods: tuple[int, ...], factors: tuple[int, ...] | None = None
 
 
 def crt_moduli(mods: tuple[int, ...]) -> _CrtModuli:
-    """X = S - k M, S = sum_l s_l W_l, W_l = M / m_l, k the integer nearest S / M; W_l as
-    w_hi 2^32 + w_lo with both halves signed 32-bit (w_lo in [-2^31, 2^31))."""
+    """X = S - k M, S = sum_l s_l W_l, W_l = M / m_l, k the integer nearest S / M, in FP64
+    exactly (kernels/hopper/ozaki.cu, CrtModuli): W_l = w_hi + w_lo split at 2^13, M at
+    2^14."""
     big = math.prod(mods)
     s = _CrtModuli()
     for i, m in enumerate(mods):
         w = big // m
-        lo = (w + 2**31) % 2**32 - 2**31
-        s.w_hi[i], s.w_lo[i] = (w - lo) >> 32, lo
-    s.hi_scale, s.lo_scale = 2.0**32 / big, 1.0 / big
-    s.product = big % 2**64
+        s.w_hi[i], s.w_lo[i] = float(w - w % 2**13), w % 2**13
+        assert s.w_hi[i] == w - w % 2**13  # exact: at most 43 significant bits
+    s.m_hi, s.m_lo, s.inverse = float(big - big % 2**14), big % 2**14, 1.0 / big
+    assert s.m_hi == big - big % 2**14
     return s
 
 

@@ -129,6 +129,7 @@ struct SplitModuli {
 // The integer in a double's low word after adding 1.5 * 2^52 (|v| < 2^51, v an integer):
 // rounding to an integer and reading it back without a conversion instruction.
 constexpr double MAGIC52 = 6755399441055744.0;
+constexpr double MAGIC_S = 6755401588539392.0;  // 1.5 2^52 + 2^31
 constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
 
 // 2^e as a double, from its bits (|e| <= 1022: oz_scale's exponents are within about 200).
@@ -241,15 +242,19 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
 
 // What the recombination needs: X = S - k M with S = sum_l s_l W_l, W_l = M / m_l, s_l the
 // planes' bytes (B's residues were multiplied by y_l = W_l^-1 mod m_l, so (A_l B_l) mod m_l
-// is s_l, X's residue times y_l) and k the integer nearest S / M. W_l = w_hi 2^32 + w_lo
-// (both signed 32-bit): S = hi 2^32 + lo, two 64-bit multiply-add chains; k from hi and lo
-// in FP64; X from S and k modulo 2^64 (wrapping), the true X lying in (-M/2, M/2).
+// is s_l, X's residue times y_l) and k the integer nearest S / M. In FP64, exactly:
+// W_l = w_hi + w_lo with w_hi a multiple of 2^13 (at most 43 significant bits) and
+// w_lo < 2^13, so s_l w_hi is exact (51 bits) and so is their sum S_hi (|S| < 2^66: at most
+// 53 bits in units of 2^13); S_lo = sum_l s_l w_lo < 2^23 is an int. M = m_hi + m_lo, m_hi a
+// multiple of 2^14 (50 bits: k m_hi exact for |k| <= 7), m_lo < 2^14. k from S_hi / M;
+// X = (S_hi - k m_hi) + (S_lo - k m_lo), both parts exact, their sum rounded once: X as
+// FP64 gives it, as the reference's int64 -> float64 does.
 struct CrtModuli {
-    int w_hi[MAX_MODULI];
+    double w_hi[MAX_MODULI];
     int w_lo[MAX_MODULI];
-    double hi_scale;  // 2^32 / M
-    double lo_scale;  // 1 / M
-    unsigned long long product;  // M mod 2^64
+    double m_hi;
+    int m_lo;
+    double inverse;  // 1 / M
 };
 
 constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
@@ -270,7 +275,7 @@ __device__ float dot(const float* a, long long a_sr, long long a_sk, const float
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
 // (ldr a multiple of 16: the 8-byte loads are aligned and stay inside the row), threads along
 // the row (blockIdx.x), rows along blockIdx.y (and beyond, in steps).
-SGEMM_KERNEL __launch_bounds__(256, 2)
+SGEMM_KERNEL __launch_bounds__(256)
 oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
                     const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
@@ -285,9 +290,10 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
 #pragma unroll
     for (int q = 0; q < QUAD; ++q) ej[q] = j0 + q < N ? nu[j0 + q] : 0;
     for (int i = blockIdx.y; i < M; i += gridDim.y) {
-        long long lo[QUAD], hi[QUAD];
+        double hi[QUAD];
+        int lo[QUAD];
 #pragma unroll
-        for (int q = 0; q < QUAD; ++q) lo[q] = 0, hi[q] = 0;
+        for (int q = 0; q < QUAD; ++q) hi[q] = 0.0, lo[q] = 0;
         const signed char* p = R + i * ldr + j0;
         // every plane's bytes loaded before any is used (unrolled to the most moduli the
         // recombination takes): one memory latency a row, not one a plane
@@ -298,13 +304,16 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                                  : make_uint2(0u, 0u);
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l) {
-            const int wl = mods.w_lo[l], wh = mods.w_hi[l];  // 0 past count
+            const int wl = mods.w_lo[l];  // 0 past count
+            const double wh = mods.w_hi[l];
 #pragma unroll
             for (int q = 0; q < QUAD; ++q) {
                 const unsigned word = q < 4 ? words[l].x : words[l].y;
                 const int s = static_cast<signed char>(word >> (8 * (q % 4)));
-                lo[q] += static_cast<long long>(s) * wl;
-                hi[q] += static_cast<long long>(s) * wh;
+                // s as a double without a conversion: 1.5 2^52 + 2^31 + s, less the constant
+                const double sd = __hiloint2double(0x43380000, s ^ 0x80000000) - MAGIC_S;
+                hi[q] = fma(sd, wh, hi[q]);
+                lo[q] += s * wl;
             }
         }
         const int ei = mu[i];
@@ -316,17 +325,14 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                 out[q] = j0 + q < N ? dot(a, a_sr, a_sk, b, b_sr, b_sk, i, j0 + q, K) : 0.0f;
                 continue;
             }
-            // k: S / M to the nearest integer (|S / M| < 5; FP64 is exact to far below the
-            // margin the radius leaves), read back from the low word after adding 1.5 2^52
-            const double near = fma(static_cast<double>(hi[q]), mods.hi_scale,
-                                     fma(static_cast<double>(lo[q]), mods.lo_scale, MAGIC52));
-            const long long k = __double2loint(near);
-            const unsigned long long sum = static_cast<unsigned long long>(lo[q]) +
-                                           (static_cast<unsigned long long>(hi[q]) << 32);
-            const long long X =
-                static_cast<long long>(sum - static_cast<unsigned long long>(k) * mods.product);
-            // X to FP64 (rounded once), times a power of two (exact), to FP32
-            out[q] = static_cast<float>(static_cast<double>(X) * pow2(-(ei + ej[q])));
+            // k: S / M to the nearest integer (|S / M| < 5: S_lo changes it by far less
+            // than the margin the radius leaves), by the addition of 1.5 2^52
+            const double near = fma(hi[q], mods.inverse, MAGIC52);
+            const int k = __double2loint(near);
+            const double X = fma(-(near - MAGIC52), mods.m_hi, hi[q]) +
+                             static_cast<double>(lo[q] - k * mods.m_lo);
+            // X (rounded once, in the sum above) times a power of two (exact), to FP32
+            out[q] = static_cast<float>(X * pow2(-(ei + ej[q])));
         }
         if (vec) {
 #pragma unroll
