@@ -11,7 +11,7 @@ import pytest
 from sgemmlab.ozaki import reference as ref
 from sgemmlab.runtime import ozaki
 
-COUNTS = (1, 6, 7, 8)
+COUNTS = (1, 2, 3, 6, 7, 8)
 
 
 def _symmetric(x: np.ndarray, m: int) -> np.ndarray:
@@ -84,7 +84,7 @@ def test_recombination_finds_the_integer_exactly_in_fp64(count):
             assert hi == exact  # every product and partial sum exact in FP64
             lo += s * cm.w_lo[i]
         assert abs(lo) < 2**31
-        near = hi * cm.inverse + magic  # (the kernel's fma rounds once; this twice)
+        near = (hi + lo) * cm.inverse + magic  # (the kernel's fma rounds once; this twice)
         k = int(near - magic)
         part = hi - k * cm.m_hi
         assert part == exact - k * int(cm.m_hi)  # exact

@@ -246,7 +246,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
 // W_l = w_hi + w_lo with w_hi a multiple of 2^13 (at most 43 significant bits) and
 // w_lo < 2^13, so s_l w_hi is exact (51 bits) and so is their sum S_hi (|S| < 2^66: at most
 // 53 bits in units of 2^13); S_lo = sum_l s_l w_lo < 2^23 is an int. M = m_hi + m_lo, m_hi a
-// multiple of 2^14 (50 bits: k m_hi exact for |k| <= 7), m_lo < 2^14. k from S_hi / M;
+// multiple of 2^14 (50 bits: k m_hi exact for |k| <= 7), m_lo < 2^14. k from S / M;
 // X = (S_hi - k m_hi) + (S_lo - k m_lo), both parts exact, their sum rounded once: X as
 // FP64 gives it, as the reference's int64 -> float64 does.
 struct CrtModuli {
@@ -325,9 +325,9 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                 out[q] = j0 + q < N ? dot(a, a_sr, a_sk, b, b_sr, b_sk, i, j0 + q, K) : 0.0f;
                 continue;
             }
-            // k: S / M to the nearest integer (|S / M| < 5: S_lo changes it by far less
-            // than the margin the radius leaves), by the addition of 1.5 2^52
-            const double near = fma(hi[q], mods.inverse, MAGIC52);
+            // k: S / M to the nearest integer (|S / M| < 5; S_hi + S_lo rounded is close
+            // enough, the radius leaving a margin of 2^-13), by the addition of 1.5 2^52
+            const double near = fma(hi[q] + static_cast<double>(lo[q]), mods.inverse, MAGIC52);
             const int k = __double2loint(near);
             const double X = fma(-(near - MAGIC52), mods.m_hi, hi[q]) +
                              static_cast<double>(lo[q] - k * mods.m_lo);
