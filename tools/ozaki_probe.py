@@ -32,8 +32,33 @@ def _time(fn, reps: int) -> list[float]:
     return out
 
 
+def under_smi(fn, seconds: float = 3.0) -> dict:
+    """Run fn() over and over for `seconds` while nvidia-smi samples the SM clock and the
+    board's power every 100 ms: their medians, and the power limit."""
+    import subprocess
+    import time
+
+    import torch
+
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,power.limit",
+                            "--format=csv,noheader,nounits", "-lms", "100"],
+                           stdout=subprocess.PIPE, text=True)
+    end = time.time() + seconds
+    while time.time() < end:
+        fn()
+        torch.cuda.synchronize()
+    smi.terminate()
+    rows = [[float(x) for x in line.split(",")] for line in smi.communicate()[0].splitlines()
+            if line.count(",") == 2]
+    rows = rows[len(rows) // 4:]  # past the ramp
+    return {"samples": len(rows),
+            "sm_clock_mhz_median": statistics.median(r[0] for r in rows),
+            "power_w_median": statistics.median(r[1] for r in rows),
+            "power_limit_w": rows[0][2]} if rows else {"samples": 0}
+
+
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
-            cluster: int = 1) -> dict:
+            cluster: int = 1, smi: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -63,7 +88,11 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     scale = a.double().abs() @ b.double().abs()
     e_mine, e_cub = (mine.double() - ref).abs() / scale, (c.double() - ref).abs() / scale
     ops = 2.0 * M * N * K
-    return {"shape": [M, N, K], "count": count, "cluster": cluster,
+    extra = {}
+    if smi:  # the clock and power under the INT8 products alone, and under cuBLAS SGEMM
+        extra = {"smi_gemm": under_smi(steps["gemm"]),
+                 "smi_cublas": under_smi(lambda: torch.matmul(a, b, out=c))}
+    return {**extra, "shape": [M, N, K], "count": count, "cluster": cluster,
             "b": "column-major" if b_cols else "row-major",
             "steps_ms": per,
             "ozaki_ms": statistics.median(whole), "cublas_ms": statistics.median(cublas),
@@ -82,6 +111,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--b-cols", action="store_true", help="also with B column-major")
     p.add_argument("--clusters", default="1", help="rung 26's CLUSTER values, e.g. 1,2")
+    p.add_argument("--smi", action="store_true",
+                   help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -89,7 +120,7 @@ def main() -> None:
     for n in map(int, args.sizes.split(",")):
         for cols, cl in itertools.product((False, True) if args.b_cols else (False,),
                                           map(int, args.clusters.split(","))):
-            rec = measure(n, n, n, args.count, args.reps, cols, cl)
+            rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()
