@@ -58,7 +58,7 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
-            cluster: int = 1, smi: bool = False) -> dict:
+            cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -70,7 +70,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
     launch = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(), K if b_cols else N,
                         0.0, c.data_ptr(), N, stream, count=count, trans_b=b_cols,
-                        cfg=ozaki.GemmConfig(CLUSTER=cluster))
+                        cfg=ozaki.GemmConfig(CLUSTER=cluster, STAGES=stages,
+                                             GROUP_M=group_m))
     launch()
     torch.cuda.synchronize()
     names = ["norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt"]
@@ -93,6 +94,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         extra = {"smi_gemm": under_smi(steps["gemm"]),
                  "smi_cublas": under_smi(lambda: torch.matmul(a, b, out=c))}
     return {**extra, "shape": [M, N, K], "count": count, "cluster": cluster,
+            "stages": stages, "group_m": group_m,
             "b": "column-major" if b_cols else "row-major",
             "steps_ms": per,
             "ozaki_ms": statistics.median(whole), "cublas_ms": statistics.median(cublas),
@@ -111,6 +113,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--b-cols", action="store_true", help="also with B column-major")
     p.add_argument("--clusters", default="1", help="rung 26's CLUSTER values, e.g. 1,2")
+    p.add_argument("--stages", default="4", help="rung 26's STAGES values, e.g. 3,4")
+    p.add_argument("--group-m", default="8", help="rung 26's GROUP_M values, e.g. 4,8,16")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -118,9 +122,10 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     records = []
     for n in map(int, args.sizes.split(",")):
-        for cols, cl in itertools.product((False, True) if args.b_cols else (False,),
-                                          map(int, args.clusters.split(","))):
-            rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi)
+        for cols, cl, st, gm in itertools.product(
+                (False, True) if args.b_cols else (False,), map(int, args.clusters.split(",")),
+                map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
+            rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()
