@@ -74,7 +74,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
                                              GROUP_M=group_m))
     launch()
     torch.cuda.synchronize()
-    names = ["norms_a", "split_a", "norms_b", "split_b", "gemm", "crt"]
+    names = ["norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt"]
     steps = dict(zip(names, launch._steps))
     per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
     whole, cublas = [], []

@@ -1,11 +1,11 @@
 """Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
 
 C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
-it (the tests compare the two bit for bit). Six launches on the stream, all of their
+it (the tests compare the two bit for bit). Eight launches on the stream, all of their
 arrays in the stream's workspace:
 
-    oz_norms, oz_split   for A (rows i), then for B read as B^T (rows j): the row sums, then
-                         the exponents mu, nu and the residue planes, K-major
+    oz_norms, oz_scale, oz_split   for A (rows i), then for B read as B^T (rows j): the
+                                   exponents mu, nu and the residue planes, K-major
     rung 26                        the count products, each reduced modulo its m_l: R_l
     oz_crt                         R -> X by the Chinese remainder theorem -> C
 
@@ -146,7 +146,7 @@ def load(cfg: GemmConfig, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_kernel(GEMM, cfg.macros(), ARCH)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, cfg.smem)}
-    for name in ("oz_norms", "oz_split", "oz_crt"):
+    for name in ("oz_norms", "oz_scale", "oz_split", "oz_crt"):
         out[name] = driver.load(steps.cubin, name, device_id)
     with _lock:
         _loaded.setdefault(key, out)
@@ -192,7 +192,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
          cfg: GemmConfig = GemmConfig()) -> WorkspaceLaunch:
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
-    moduli (reference.COUNT unless given): the six launches of the module docstring, on
+    moduli (reference.COUNT unless given): the eight launches of the module docstring, on
     one scratch workspace."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
@@ -221,13 +221,14 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                 (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b)):
             out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
                               (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part)))
+            out.append(Packed(k["oz_scale"], stream, (-(-rows // 256), 1, 1), (256, 1, 1),
+                              (part, i32(rows), i32(lay.chunks), r, f64(FLAT), e)))
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             out.append(Packed(k["oz_split"], stream,
                               (-(-fast // 32), min(-(-slow // 8), 65535), 1), (32, 8, 1),
-                              (x, i64(sr), i64(sk), i32(rows), i32(K), part,
-                               i32(lay.chunks), r, f64(FLAT), e, i32(count), sm, res,
-                               i64(lay.kpad), i64(rows * lay.kpad))))
+                              (x, i64(sr), i64(sk), i32(rows), i32(K), e, i32(count), sm,
+                               res, i64(lay.kpad), i64(rows * lay.kpad))))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,

@@ -4,11 +4,11 @@
 //   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2, sum |x| and
 //             the nonzero count (FP64, a fixed order: the same inputs give the same
 //             exponents every run)
-//   oz_split  the row's exponent e from the chunks' sums, in order: the largest with
-//             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding),
-//             SPECIAL for a row holding Inf or NaN, or one the scheme refuses (its flatness
-//             |x|_1 / (sqrt(n) |x|_2) below the host's floor, reference.FLAT); then
-//             rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
+//   oz_scale  the chunks' sums, in order; the row's exponent e, the largest with
+//             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
+//             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
+//             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
+//   oz_split  rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
 //             each m_l, written as planes of INT8, K-major (what rung 26's tensor maps read)
 //   oz_crt    each output's residues R_l -> the integer X = (A'B')_ij by the Chinese
 //             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C; an output of a
@@ -28,7 +28,7 @@ constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
 constexpr int MAX_MODULI = 20;
-constexpr int SPECIAL = -2147483647 - 1;  // the exponent of a row the scheme does not take
+constexpr int SPECIAL = -2147483647 - 1;  // oz_scale's exponent for a row with Inf or NaN
 
 __device__ __forceinline__ float load_x(const float* x, long long sr, long long sk, long long r,
                                         long long k) {
@@ -88,23 +88,31 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     }
 }
 
-// The exponent of row r: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row), from
-// the chunks' sums added in order; SPECIAL for a row whose sum is not finite, or whose
-// flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min.
-__device__ __forceinline__ int exponent(const double* __restrict__ part, int rows, int chunks,
-                                        int r, double radius, double flat_min) {
-    double sq = 0.0, ab = 0.0, nz = 0.0;
-    for (int c = 0; c < chunks; ++c) {
-        const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
-        sq += in[0], ab += in[1], nz += in[2];
+// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
+// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min.
+SGEMM_KERNEL oz_scale(const double* __restrict__ part, int rows, int chunks, double radius,
+                      double flat_min, int* __restrict__ e) {
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+        double sq = 0.0, ab = 0.0, nz = 0.0;
+        for (int c = 0; c < chunks; ++c) {
+            const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
+            sq += in[0], ab += in[1], nz += in[2];
+        }
+        int out = 0;
+        if (!isfinite(sq)) {
+            out = SPECIAL;
+        } else if (sq > 0.0) {
+            const double norm = sqrt(sq);
+            if (ab / (sqrt(nz) * norm) < flat_min) {
+                out = SPECIAL;
+            } else {
+                int en, eg;
+                const double f = frexp(norm, &en), g = frexp(radius, &eg);
+                out = f <= g ? eg - en : eg - en - 1;
+            }
+        }
+        e[r] = out;
     }
-    if (!isfinite(sq)) return SPECIAL;
-    if (sq == 0.0) return 0;
-    const double norm = sqrt(sq);
-    if (ab / (sqrt(nz) * norm) < flat_min) return SPECIAL;
-    int en, eg;
-    const double f = frexp(norm, &en), g = frexp(radius, &eg);
-    return f <= g ? eg - en : eg - en - 1;
 }
 
 // What the split needs of each modulus: its value, 1 / m (FP64), the largest symmetric
@@ -124,7 +132,7 @@ constexpr double MAGIC52 = 6755399441055744.0;
 constexpr double MAGIC_S = 6755401588539392.0;  // 1.5 2^52 + 2^31
 constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
 
-// 2^e as a double, from its bits (|e| <= 1022: the exponents are within about 200).
+// 2^e as a double, from its bits (|e| <= 1022: oz_scale's exponents are within about 200).
 __device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // v mod m, symmetric (v an integer in a double, |v| < 2^51; `low`, v's low 32 bits): q = v / m
@@ -168,8 +176,7 @@ __device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&l
 // along r (a warp's 16-byte pieces would land in 32 rows: they go through shared memory, and
 // leave as 128-byte rows).
 SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
-                      const double* __restrict__ part, int chunks, double radius,
-                      double flat_min, int* __restrict__ e, int count,
+                      const int* __restrict__ e, int count,
                       const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
                       long long ldk, long long plane) {
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
@@ -186,10 +193,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
         double v[SPAN];
         int low[SPAN];
         if (live) {
-            // every thread of the row works it out (the same sums in the same order); the
-            // one at k = 0 keeps it for the recombination
-            const int ex = exponent(part, rows, chunks, r, radius, flat_min);
-            if (g == 0) e[r] = ex;
+            const int ex = e[r];
             const double scale = ex == SPECIAL ? 0.0 : pow2(ex);
             const float* row = x + r * sr;
             if (vec && k0 + SPAN <= K) {
