@@ -43,16 +43,36 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int kend = min(K, k0 + CHUNK);
     if (sk == 1) {
-        // k contiguous: a warp per row, lanes along k, a fixed butterfly to finish
+        // k contiguous: a warp per row, lanes along k (two float4 a lane where the rows
+        // allow: the whole chunk in flight at once), a fixed butterfly to finish
+        const bool vec = (sr & 3) == 0 && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
         for (int i = warp; i < T; i += THREADS / 32) {
             const int r = r0 + i;
             if (r >= rows) break;
             double sq = 0.0, ab = 0.0, nz = 0.0;
-            for (int k = k0 + lane; k < kend; k += 32) {
-                const double v = load_x(x, sr, 1, r, k);
-                sq = fma(v, v, sq);
-                ab += fabs(v);
-                nz += v != 0.0 ? 1.0 : 0.0;
+            if (vec && kend - k0 == CHUNK) {
+                const float4* row = reinterpret_cast<const float4*>(x + r * sr + k0);
+                float4 q[CHUNK / 128];
+#pragma unroll
+                for (int h = 0; h < CHUNK / 128; ++h) q[h] = row[lane + 32 * h];
+#pragma unroll
+                for (int h = 0; h < CHUNK / 128; ++h) {
+                    const float f[4] = {q[h].x, q[h].y, q[h].z, q[h].w};
+#pragma unroll
+                    for (int t = 0; t < 4; ++t) {
+                        const double v = f[t];
+                        sq = fma(v, v, sq);
+                        ab += fabs(v);
+                        nz += v != 0.0 ? 1.0 : 0.0;
+                    }
+                }
+            } else {
+                for (int k = k0 + lane; k < kend; k += 32) {
+                    const double v = load_x(x, sr, 1, r, k);
+                    sq = fma(v, v, sq);
+                    ab += fabs(v);
+                    nz += v != 0.0 ? 1.0 : 0.0;
+                }
             }
 #pragma unroll
             for (int o = 16; o > 0; o /= 2) {
@@ -72,6 +92,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     double sq = 0.0, ab = 0.0, nz = 0.0;
     if (r < rows) {
         const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
+#pragma unroll 8
         for (int k = kq; k < kqe; ++k) {
             const double v = load_x(x, sr, sk, r, k);
             sq = fma(v, v, sq);
