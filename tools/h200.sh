@@ -5,7 +5,7 @@
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
-#                               hosttime
+#                               hosttime ozaki fixuppair
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -108,6 +108,14 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       python3 tools/pack_pair.py ${PACK_ARGS:-} || status=1 ;;
     sourcepair)  # a bias read in the product's epilogue, against addmm (tools/source_pair.py)
       python3 tools/source_pair.py ${SOURCE_ARGS:-} || status=1 ;;
+    ozaki)  # Ozaki scheme II (rung 26, runtime/ozaki.py): each pass timed, the whole
+      # product against cuBLAS SGEMM paired, its error beside cuBLAS's (OZAKI_ARGS="--sizes
+      # 4096,8192 --count 8 --b-cols --smi"); results/<gpu>/probe/ozaki-<stamp>.json
+      python3 tools/ozaki_probe.py ${OZAKI_ARGS:---sizes 2048,4096,8192 --count 8} \
+        --out "results/nvidia-h200/probe/ozaki-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
+    fixuppair)  # rung 14 before and after a fix-up change, paired (tools/fixup_pair.py;
+      # PREVIOUS=a copy of the earlier ladder/14_streamk.cu, carried)
+      python3 tools/fixup_pair.py --previous "${PREVIOUS:?the previous source}" || status=1 ;;
     hosttime)  # where matmul's host time goes (tools/profile_host.py; HOST_ARGS="--cold")
       python3 tools/profile_host.py ${HOST_ARGS:-} || status=1 ;;
     stagepair)  # misaligned problems of the mixed sets of STAGE_SEEDS, in place and packed

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from . import driver
-from .tma import TENSOR_MAP_ALIGN
+from .tma import TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES
 
 _C_TYPES = {np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32, np.int64: ctypes.c_int64,
             np.float32: ctypes.c_float, np.float64: ctypes.c_double}
@@ -62,7 +62,9 @@ def _cell(a):
     refused: its width in the kernel is not knowable."""
     if type(a) in _C_TYPES:
         return _C_TYPES[type(a)](a)
-    if isinstance(a, (bytes, bytearray)):
+    if isinstance(a, (bytes, bytearray)):  # a tensor map (a struct comes as a Structure)
+        if len(a) != TENSOR_MAP_BYTES:
+            raise TypeError(f"{len(a)} bytes: a tensor map is {TENSOR_MAP_BYTES}")
         return _TensorMap(a)
     if isinstance(a, ctypes.Structure):
         return _TensorMap(bytes(a))
