@@ -85,24 +85,14 @@ __device__ __forceinline__ void add_exact(float* p, float v) {
         add_by_cas(p, v);
 }
 
-// Four neighbours, the common case: one vector atomic (p 16-byte aligned when `vector`;
-// red.global.add.v4.f32 from Hopper on, four scalar ones before) when all four are safe for
-// it. Returns false, having added nothing, when one is not: the caller adds that quad with
-// add_exact4 after its loop, so that the loop of vector atomics stays free of the
-// compare-and-swap loops.
-__device__ __forceinline__ bool add_fast4(float* p, float4 v, bool vector) {
-    if (!(red_safe(v.x) && red_safe(v.y) && red_safe(v.z) && red_safe(v.w))) return false;
+// Four neighbours; p is 16-byte aligned when `vector` (one red.global.add.v4.f32).
+__device__ __forceinline__ void add_exact4(float* p, float4 v, bool vector) {
 #if __CUDA_ARCH__ >= 900
-    if (vector) {
+    if (vector && red_safe(v.x) && red_safe(v.y) && red_safe(v.z) && red_safe(v.w)) {
         atomicAdd(reinterpret_cast<float4*>(p), v);
-        return true;
+        return;
     }
 #endif
-    atomicAdd(p, v.x), atomicAdd(p + 1, v.y), atomicAdd(p + 2, v.z), atomicAdd(p + 3, v.w);
-    return true;
-}
-
-__device__ __forceinline__ void add_exact4(float* p, float4 v) {
     add_exact(p, v.x), add_exact(p + 1, v.y), add_exact(p + 2, v.z), add_exact(p + 3, v.w);
 }
 
@@ -120,23 +110,12 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
     auto slot = [&](int b) { return ws + (static_cast<long long>(b) + t) * SLOT; };
 
     float4* mine = reinterpret_cast<float4*>(FIXUP == 1 ? ws + t * SLOT : slot(me));
-    static_assert(QUADS <= 32, "one bit a quad in `slow`");
-    unsigned slow = 0;  // FIXUP = 1: the quads with a partial below 2^-100 (add_fast4)
 #pragma unroll
     for (int q = 0; q < QUADS; ++q) {
-        if (FIXUP == 1) {
-            if (!add_fast4(reinterpret_cast<float*>(mine + q * THREADS + tid), quad(acc, q),
-                           true))
-                slow |= 1u << q;
-        } else {
+        if (FIXUP == 1)
+            add_exact4(reinterpret_cast<float*>(mine + q * THREADS + tid), quad(acc, q), true);
+        else
             __stcg(mine + q * THREADS + tid, quad(acc, q));
-        }
-    }
-    if (FIXUP == 1 && slow) {
-#pragma unroll
-        for (int q = 0; q < QUADS; ++q)
-            if (slow & (1u << q))
-                add_exact4(reinterpret_cast<float*>(mine + q * THREADS + tid), quad(acc, q));
     }
     __threadfence();  // the partial is visible GPU-wide before the counter says so
     __syncthreads();
@@ -189,8 +168,6 @@ __device__ __forceinline__ bool fix_up(float (&acc)[TM][TN], const Stream& s, in
 // waits on one that is already running (it took ticket 0), so the wait always ends.
 __device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, int ldc,
                                           int rows, int cols, float alpha, const Patch& p) {
-    static_assert(TM * TN / 4 <= 32, "one bit a quad in `slow`");
-    unsigned slow = 0;  // the whole quads with a partial below 2^-100 (add_fast4)
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int r = p.row + i / 4 * PIECE_ROWS + i % 4;
@@ -202,24 +179,12 @@ __device__ __forceinline__ void add_patch(const float (&acc)[TM][TN], float* C, 
             const float4 v = make_float4(alpha * acc[i][j], alpha * acc[i][j + 1],
                                          alpha * acc[i][j + 2], alpha * acc[i][j + 3]);
             if (c0 + 3 < cols) {
-                if (!add_fast4(c, v, SGEMM_STORE4)) slow |= 1u << (i * (TN / 4) + j / 4);
+                add_exact4(c, v, SGEMM_STORE4);
                 continue;
             }
             if (c0 < cols) add_exact(c, v.x);
             if (c0 + 1 < cols) add_exact(c + 1, v.y);
             if (c0 + 2 < cols) add_exact(c + 2, v.z);
-        }
-    }
-    if (!slow) return;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-#pragma unroll
-        for (int j = 0; j < TN; j += 4) {
-            if (!(slow & (1u << (i * (TN / 4) + j / 4)))) continue;
-            const int r = p.row + i / 4 * PIECE_ROWS + i % 4;
-            add_exact4(row_ptr(C, r, ldc) + p.col + j / 4 * PIECE_COLS,
-                       make_float4(alpha * acc[i][j], alpha * acc[i][j + 1],
-                                   alpha * acc[i][j + 2], alpha * acc[i][j + 3]));
         }
     }
 }
