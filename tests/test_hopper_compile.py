@@ -454,6 +454,32 @@ def test_each_broken_rule_is_named(change, words):
         tma.encode_tiled_2d(m)  # refused before the driver is asked
 
 
+PLANES = Tiled2D(base=1 << 20, rows=300, cols=1000, ld=1008, box_rows=128, box_cols=128,
+                 elem_bytes=1, planes=8, plane_ld=300 * 1008)  # rung 26's residue planes
+
+
+@pytest.mark.parametrize("change, words", [
+    ({}, None),
+    ({"planes": 1}, None),  # still 3-D: the kernel reads 3-D boxes
+    ({"plane_ld": 300 * 1008 - 16}, "less than rows x ld"),
+    ({"plane_ld": 300 * 1008 + 8}, "not a multiple of 16"),
+    ({"planes": 0}, "planes = 0 is outside"),
+])
+def test_a_stack_of_planes_is_checked_too(change, words):
+    m = Tiled2D(**{**PLANES.__dict__, **change})
+    problems = tiled_2d_problems(m)
+    assert problems == [] if words is None else any(words in p for p in problems), problems
+
+
+def test_a_stack_of_planes_is_a_3d_map():
+    pytest.importorskip("cuda.bindings")
+    args = tma.encode_args(PLANES)
+    assert args[1] == 3 and [int(d) for d in args[3]] == [1000, 300, 8]
+    assert [int(s) for s in args[4]] == [1008, 300 * 1008]
+    assert [int(b) for b in args[5]] == [128, 128, 1]
+    assert tma.encode_args(GOOD)[1] == 2
+
+
 def test_no_swizzle_allows_wide_boxes():
     assert tiled_2d_problems(Tiled2D(**{**GOOD.__dict__, "swizzle": 0, "box_cols": 256})) == []
 

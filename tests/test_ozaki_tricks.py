@@ -89,3 +89,35 @@ def test_recombination_finds_the_integer_exactly_in_fp64(count):
         part = hi - k * cm.m_hi
         assert part == exact - k * int(cm.m_hi)  # exact
         assert part + float(lo - k * cm.m_lo) == float(x)  # X, rounded once
+
+
+def test_the_host_refuses_what_the_kernels_cannot_take():
+    from sgemmlab.errors import ConfigError
+
+    for M, N, K, count, words in [(8, 8, 8, 9, "1 to 8 moduli"), (8, 8, 8, 0, "1 to 8"),
+                                  (8, 8, ozaki.MAX_K + 1, 8, "INT32 sums would overflow"),
+                                  (0, 8, 8, 8, "at least 1")]:
+        with pytest.raises(ConfigError, match=words):
+            ozaki.check(M, N, K, count)
+    ozaki.check(1, 1, ozaki.MAX_K, 8)
+
+
+@pytest.mark.parametrize("M, N, K, count", [(1, 1, 1, 1), (131, 257, 1031, 8),
+                                            (4096, 4096, 4096, 7)])
+def test_the_workspace_layout_is_aligned_and_disjoint(M, N, K, count):
+    lay = ozaki.layout(M, N, K, count)
+    assert lay.kpad % 16 == 0 and lay.kpad >= K and lay.ldr % 16 == 0 and lay.ldr >= N
+    spans = sorted(lay.offsets.items(), key=lambda kv: kv[1])
+    assert all(off % ozaki.ALIGN == 0 for _, off in spans)
+    sizes = {"part_a": 24 * lay.chunks * M, "part_b": 24 * lay.chunks * N, "mu": 4 * M,
+             "nu": 4 * N, "res_a": count * M * lay.kpad, "res_b": count * N * lay.kpad,
+             "res_c": count * M * lay.ldr}
+    for (name, off), (_, nxt) in zip(spans, spans[1:] + [("end", lay.scratch_bytes)]):
+        assert off + sizes[name] <= nxt, name
+
+
+def test_rung_26_fits_its_shared_memory():
+    for stages in (2, 3, 4):
+        cfg = ozaki.GemmConfig(STAGES=stages)
+        assert cfg.smem == stages * (128 + 256) * 128 + 16 * stages + 1024 <= 227 * 1024
+        assert cfg.macros()["SMEM_EXPECT"] == cfg.smem
