@@ -8,26 +8,13 @@ outputs are poisoned with NaN, so an element never written fails."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
 from sgemmlab.ozaki import reference as ref
+from test_tensor_gpu import HOPPER
 
 pytestmark = pytest.mark.gpu
-
-
-@functools.cache
-def _hopper() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-
-
-HOPPER = pytest.mark.skipif(not _hopper(), reason="rung 26 needs compute capability 9.0")
 
 
 def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1):

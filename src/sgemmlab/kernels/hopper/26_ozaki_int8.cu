@@ -23,14 +23,10 @@
 // at K = 8192), during which this block's tensor cores wait.
 // Prediction: as rung 19 in operations per clock, four times its rate: about 1,500 TOPS at
 // 8192^3 if the clock holds (rung 19: 382 TFLOP/s at 4096^3), i.e. about 0.73 ms per modulus.
-// Measured (tools/ozaki_probe.py, 8 moduli; results/nvidia-h200/probe/ozaki-count8-
-// 20261204T1820Z.json): 1,392-1,484 TOPS at 8192^3, 1,356 at 4096^3, 978 at 2048^3 (16
-// k-tiles a tile: the epilogue and the ring's fill weigh more). CLUSTER=2 (B's tile shared
-// by multicast, a third less L2 traffic) was slower, 1,070-1,120 TOPS: L2 was not the bound.
-// The board's 700 W cap is (the clock under this load); the story: docs/worklog.md.
-// The whole product, every pass included, against cuBLAS SGEMM paired in one run: 3.12x at
-// 8192^3, 2.40x at 4096^3, 1.39x at 2048^3, 3.45x at 16384^3 (B row-major), with the
-// largest error about a hundredth of cuBLAS's on normal inputs.
+// Measured (tools/ozaki_probe.py, 8 moduli, results/nvidia-h200/probe/ozaki-count8-
+// 20261204T1820Z.json): 1,391-1,484 TOPS at 8192^3, 1,355 at 4096^3, 977 at 2048^3. The
+// bound is the board's 700 W: 1,500 MHz under this load (…/ozaki-count7-smi-20261204T1830Z
+// .json), about 1,620 TOPS at most. Whole products: docs/worklog.md, session 25.
 #ifndef BN
 #define BN 256
 #endif
@@ -70,19 +66,8 @@ __device__ __forceinline__ int residue(int s, int m, unsigned magic, unsigned of
     return r > m - 1 - m / 2 ? r - m : r;
 }
 
-// The copy engine's load from a 3-D map: plane z's box at column x, row y (one plane per
-// modulus).
-__device__ __forceinline__ void tma_load3(unsigned dst, const TensorMap& map, int x, int y, int z,
-                                          unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(z), "r"(bar)
-        : "memory");
-}
-
-// The same, multicast: the box lands at `dst` in every block of the cluster in `mask`, and
-// each one's barrier at `bar` counts its bytes.
+// hopper/wgmma.cuh's tma_load3, multicast: the box lands at `dst` in every block of the
+// cluster in `mask`, and each one's barrier at `bar` counts its bytes.
 __device__ __forceinline__ void tma_load3_multicast(unsigned dst, const TensorMap& map, int x,
                                                     int y, int z, unsigned bar,
                                                     unsigned short mask) {
@@ -115,27 +100,14 @@ __device__ __forceinline__ unsigned cluster_rank() {
     return r;
 }
 
-// hopper/wgmma.cuh's pin for INT32 accumulators.
-template <int R>
-__device__ __forceinline__ void pin(int (&d)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
-}
-
-#define IACC8(d, i)                                                                         \
-    "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
-        "+r"(d[i + 6]), "+r"(d[i + 7])
-#define IACC64(d, i)                                                                        \
-    IACC8(d, i), IACC8(d, i + 8), IACC8(d, i + 16), IACC8(d, i + 24), IACC8(d, i + 32),        \
-        IACC8(d, i + 40), IACC8(d, i + 48), IACC8(d, i + 56)
 #if BN == 128
 #define IG_SHAPE "m64n128k32"
-#define IG_ACC(d) IACC64(d, 0)
+#define IG_ACC(d) ACCS64("+r", d, 0)
 #define IG_OPS "%64, %65, p;\n"
 #define IG_SCALE "%66"
 #else
 #define IG_SHAPE "m64n256k32"
-#define IG_ACC(d) IACC64(d, 0), IACC64(d, 64)
+#define IG_ACC(d) ACCS64("+r", d, 0), ACCS64("+r", d, 64)
 #define IG_OPS "%128, %129, p;\n"
 #define IG_SCALE "%130"
 #endif
@@ -197,6 +169,13 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #else
     const unsigned rank = 0;
 #endif
+    // work item w: modulus l, and this block's row-tile tm and column-tile tn
+    auto item = [&](int w, int& l, int& tm, int& tn) {
+        l = w / tiles;
+        int gm;
+        tile_of(w - l * tiles, groups_m, tiles_n, gm, tn);
+        tm = gm * CLUSTER + static_cast<int>(rank);
+    };
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -220,10 +199,8 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
             for (int w = first; w < work; w += step) {
-                const int l = w / tiles;
-                int gm, tn;
-                tile_of(w - l * tiles, groups_m, tiles_n, gm, tn);
-                const int tm = gm * CLUSTER + static_cast<int>(rank);
+                int l, tm, tn;
+                item(w, l, tm, tn);
                 for (int kt = 0; kt < ktiles; ++kt) {
                     mbar_wait(empty(stage), phase ^ 1);
                     mbar_expect_tx(full(stage), STAGE_BYTES);
@@ -262,10 +239,8 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     int acc[BN / 2];
     int prev = 0;
     for (int w = first; w < work; w += step) {
-        const int l = w / tiles;
-        int gm, tn;
-        tile_of(w - l * tiles, groups_m, tiles_n, gm, tn);
-        const int tm = gm * CLUSTER + static_cast<int>(rank);
+        int l, tm, tn;
+        item(w, l, tm, tn);
         for (int kt = 0; kt < ktiles; ++kt) {
             mbar_wait(full(stage), phase);
             const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;

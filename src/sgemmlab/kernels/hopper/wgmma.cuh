@@ -82,6 +82,16 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap& map, int
         : "memory");
 }
 
+// The same from a 3-D map: plane z's box at column x, row y (rung 26: a plane per modulus).
+__device__ __forceinline__ void tma_load3(unsigned dst, const TensorMap& map, int x, int y, int z,
+                                          unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(z), "r"(bar)
+        : "memory");
+}
+
 __device__ __forceinline__ void tma_prefetch(const TensorMap& map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&map))
                  : "memory");
@@ -116,13 +126,21 @@ __device__ __forceinline__ void pin(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int R>
+__device__ __forceinline__ void pin(int (&d)[R]) {  // INT32 accumulators (rung 26)
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
 
-#define ACC8(d, i)                                                                         \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-#define ACC64(d, i)                                                                        \
-    ACC8(d, i), ACC8(d, i + 8), ACC8(d, i + 16), ACC8(d, i + 24), ACC8(d, i + 32),            \
-        ACC8(d, i + 40), ACC8(d, i + 48), ACC8(d, i + 56)
+// The accumulators d[i .. i + 63] as asm operands of constraint c: "+f" (FP32 sums), "+r"
+// (INT32 sums, rung 26).
+#define ACCS8(c, d, i)                                                                     \
+    c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]),  \
+        c(d[i + 7])
+#define ACCS64(c, d, i)                                                                    \
+    ACCS8(c, d, i), ACCS8(c, d, i + 8), ACCS8(c, d, i + 16), ACCS8(c, d, i + 24),           \
+        ACCS8(c, d, i + 32), ACCS8(c, d, i + 40), ACCS8(c, d, i + 48), ACCS8(c, d, i + 56)
+#define ACC64(d, i) ACCS64("+f", d, i)
 #define REGS64                                                                             \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
     "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "    \
