@@ -11,7 +11,8 @@ arrays in the stream's workspace:
 
 The operands are read where they lie, in either layout (a row of X is a row of A, or a
 column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
-count at most MAX_COUNT (the recombination works in 64-bit integers: M/2 < 2^63).
+count at most MAX_COUNT (the recombination's exact FP64 sums hold |S| < 2^66: M below
+2^64, 8 moduli).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..errors import ConfigError
 from . import driver
 from .compiler import compile_kernel
 from .device import device, gpu_info
+from .hopper import Workspace
 from .packed import Packed, WorkspaceLaunch
 from .tma import Tiled2D, encode_tiled_2d
 
@@ -34,7 +36,7 @@ GEMM = "hopper/26_ozaki_int8.cu"
 STEPS = "hopper/ozaki.cu"
 ARCH = "sm_90a"
 MAX_MODULI = 20  # the kernels' constant arrays
-MAX_COUNT = 8  # M / 2 below 2^63: the recombination's 64-bit integers
+MAX_COUNT = 8  # M below 2^64: what the recombination's exact FP64 sums hold
 MAX_K = 2**17 - 1  # a sum of K terms of at most 2^14 stays inside INT32
 TILE = 64  # oz_norms' rows per block (hopper/ozaki.cu: T)
 SPAN = 16  # oz_split's k per thread
@@ -245,10 +247,4 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                            i32(K))))
         return tuple(out)
 
-    return WorkspaceLaunch(device_id, stream, _Workspace(0, lay.scratch_bytes), steps_at)
-
-
-@dataclass(frozen=True)
-class _Workspace:
-    zeroed_bytes: int
-    scratch_bytes: int
+    return WorkspaceLaunch(device_id, stream, Workspace(0, lay.scratch_bytes), steps_at)

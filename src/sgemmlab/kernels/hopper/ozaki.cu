@@ -279,7 +279,7 @@ struct CrtModuli {
 };
 
 constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
-constexpr int MAX_COUNT = 8;  // the recombination's 64-bit integers hold M / 2 up to 8 moduli
+constexpr int MAX_COUNT = 8;  // the recombination's exact FP64 sums hold M up to 8 moduli
 
 // Row i of A times column j of B, the FP32 products summed in FP64 (each exact there), for
 // the outputs of a SPECIAL row or column: IEEE's specials come out as an FP32 product gives
