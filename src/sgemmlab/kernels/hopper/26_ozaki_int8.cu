@@ -26,7 +26,7 @@
 // Measured (tools/ozaki_probe.py, 8 moduli, results/nvidia-h200/probe/ozaki-count8-
 // 20261204T1820Z.json): 1,391-1,484 TOPS at 8192^3, 1,355 at 4096^3, 977 at 2048^3. The
 // bound is the board's 700 W: 1,500 MHz under this load (…/ozaki-count7-smi-20261204T1830Z
-// .json), about 1,620 TOPS at most. Whole products: docs/worklog.md, session 25.
+// .json), about 1,620 TOPS at most. The whole products: docs/worklog.md, "Ozaki scheme II".
 #ifndef BN
 #define BN 256
 #endif
