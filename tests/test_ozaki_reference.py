@@ -261,3 +261,17 @@ def test_as_served_it_is_at_least_as_accurate_as_fp32_on_every_distribution(dist
         ours = _errors_guarded(oz.matmul(A, B), A, B)
         fp32 = _errors_guarded(A @ B, A, B)
         assert ours[0] <= fp32[0] and ours[1] <= fp32[1], (K, ours, fp32)
+
+
+def test_outlier_features_are_refused_though_the_scheme_alone_would_serve_them():
+    """A known limit of the flatness rule: activations with a few outlier features (4
+    columns of 4096 at 1000x) are refused row by row (their outputs come from the FP64
+    fallback: correct, slow), while the scheme without the rule is far more accurate than
+    FP32 there. A rule that sees the product must change the first assertion."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((64, 4096)).astype(np.float32)
+    A[:, :4] *= 1000
+    B = rng.standard_normal((4096, 64)).astype(np.float32)
+    assert (oz.flatness(A, 1) < oz.FLAT).all()
+    alone, fp32 = _errors(oz.matmul(A, B, flat=0.0), A, B), _errors(A @ B, A, B)
+    assert alone[0] < 0.2 * fp32[0]
