@@ -184,13 +184,34 @@ def flatness(x: np.ndarray, axis: int) -> np.ndarray:
 COUNT = 8
 
 
+#: How a product decides which outputs the scheme may not give (`refusals`): "flatness",
+#: every output of a row or column less flat than FLAT (what the kernels do); "product",
+#: of those outputs only the ones whose coarse loss (`loss_ratios` with `magnitude_floor`,
+#: one more UINT8 product on the GPU) is above 1, so that rows with outlier features, whose
+#: |A||B| the outliers make, are served.
+RULES = ("flatness", "product")
+
+
+def refusals(A: np.ndarray, B: np.ndarray, count: int = COUNT, flat: float = FLAT,
+             rule: str = "flatness") -> np.ndarray:
+    """The outputs (a boolean M x N mask) whose value comes from the FP64 fallback."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    rows, cols = flatness(A, 1) < flat, flatness(B, 0) < flat
+    mask = rows[:, None] | cols[None, :]
+    if rule == "product" and mask.any():
+        mask &= loss_ratios(A, B, count, coarse=True) > 1
+    return mask
+
+
 def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
-           exps: tuple[np.ndarray, np.ndarray] | None = None, flat: float = FLAT
-           ) -> np.ndarray:
+           exps: tuple[np.ndarray, np.ndarray] | None = None, flat: float = FLAT,
+           rule: str = "flatness") -> np.ndarray:
     """A @ B (float32 operands) by the scheme with `count` moduli, as float32. `exps`: (mu, nu)
-    to use instead of `scales`' (a kernel's, whose norms sum in another order). Rows of A and
-    columns of B less flat than `flat` (0: none) are refused: their outputs are the FP32
-    inputs' products summed in FP64."""
+    to use instead of `scales`' (a kernel's, whose norms sum in another order). The outputs
+    `refusals` names (rows of A and columns of B less flat than `flat`, 0: none; with
+    rule="product" only those of them the coarse loss refuses) are the FP32 inputs'
+    products summed in FP64."""
     A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
@@ -200,17 +221,16 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
         raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
     mods = moduli(count)
     mu, nu = scales(A, B, count) if exps is None else exps
-    refused_rows, refused_cols = flatness(A, 1) < flat, flatness(B, 0) < flat
-    Ai = to_integers(np.where(refused_rows[:, None], 0, A), mu, axis=1)
-    Bi = to_integers(np.where(refused_cols[None, :], 0, B), nu, axis=0)
+    # (the kernels split a refused row or column as zeros: that changes only its own
+    # outputs, which the fallback gives)
+    mask = refusals(A, B, count, flat, rule)
+    Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
     products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
                 for m in mods]
     exact = crt(products, mods)
     C = np.ldexp(exact, -(mu[:, None] + nu[None, :])).astype(np.float32)
-    # the refused rows and columns: the FP32 inputs' products summed in FP64
-    if refused_rows.any() or refused_cols.any():
+    if mask.any():  # the refused outputs: the FP32 inputs' products summed in FP64
         fallback = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
-        mask = refused_rows[:, None] | refused_cols[None, :]
         C = np.where(mask, fallback, C)
     return C
 
@@ -241,12 +261,19 @@ def magnitude_floor(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = COUNT, coarse: bool = False
                  ) -> float:
-    """The largest ratio, over the product's entries, of the rounding's worst-case error to
-    an FP32 product's typical one, sqrt(K) u (|A||B|)_ij (round-to-nearest errors of K terms
-    add up as a random walk; FP32's worst case, K u (|A||B|)_ij, is rarely approached): above
-    1 the scheme may be less accurate than an FP32 product there (inputs whose rows or
-    columns span many binades). `coarse`: with |A||B| bounded from below by
-    `magnitude_floor` (what a kernel can afford), never below the exact ratio."""
+    """The largest of `loss_ratios`, over the product's entries."""
+    ratio = loss_ratios(A, B, count, coarse)
+    return float(ratio.max()) if ratio.size else 0.0
+
+
+def loss_ratios(A: np.ndarray, B: np.ndarray, count: int = COUNT, coarse: bool = False
+                ) -> np.ndarray:
+    """Per output, the rounding's worst-case error over an FP32 product's typical one,
+    sqrt(K) u (|A||B|)_ij (round-to-nearest errors of K terms add up as a random walk;
+    FP32's worst case, K u (|A||B|)_ij, is rarely approached): above 1 the scheme may be
+    less accurate than an FP32 product there (inputs whose rows or columns span many
+    binades). `coarse`: with |A||B| bounded from below by `magnitude_floor` (what a kernel
+    can afford), never below the exact ratio."""
     A64, B64 = np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64))
     mu, nu = scales(A, B, count)
     # |error_ij| <= (2^-mu_i (sum_k |B_kj|) + (sum_k |A_ik|) 2^-nu_j) / 2
@@ -257,5 +284,4 @@ def scaling_loss(A: np.ndarray, B: np.ndarray, count: int = COUNT, coarse: bool 
         + k * np.ldexp(1.0, -(mu[:, None] + nu[None, :])) / 4
     fp32 = math.sqrt(max(k, 1)) * 2.0**-24 * (magnitude_floor(A, B) if coarse else A64 @ B64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))
-    return float(ratio.max()) if ratio.size else 0.0
+        return np.where(fp32 > 0, bound / fp32, np.where(bound > 0, np.inf, 0.0))
