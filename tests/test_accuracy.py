@@ -276,7 +276,7 @@ def test_contenders_put_cublas_first_and_refuse_unknown_names():
     assert [c.name for c in acc.contenders(["tf32x3", "ieee", "tf32x3"])] == [
         "cublas", "tf32x3", "ieee"]
     judged = {c.name for c in acc.CONTENDERS.values() if c.fp32}
-    assert judged == {"ieee", "tf32x3", "tf32x3_rung"}
+    assert judged == {"ieee", "fp32_emulated", "tf32x3", "tf32x3_rung"}
     with pytest.raises(KeyError, match="unknown candidate 'fp16'"):
         acc.contenders(["fp16"])
     # the scheme's candidates run when named, never by default

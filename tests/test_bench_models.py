@@ -200,7 +200,7 @@ def test_workload_names():
     assert models.workloads_for(["llama,linear", "linear"]) == ["linear", "llama"]
     with pytest.raises(KeyError, match="unknown model workload 'gpt'"):
         models.workloads_for(["gpt"])
-    with pytest.raises(ValueError, match="ieee or tf32x3"):
+    with pytest.raises(ValueError, match="ieee, fp32_emulated or tf32x3"):
         models.precision_of("tf32")
 
 
@@ -477,7 +477,7 @@ def test_a_failed_model_check_exits_non_zero(fake_models):
 
 @pytest.mark.parametrize("args, words", [
     (["--model", "gpt2"], ["unknown model workload", "gpt2", "llama-graphs"]),
-    (["--model", "llama", "--precision", "tf32"], ["ieee or tf32x3", "not FP32"]),
+    (["--model", "llama", "--precision", "tf32"], ["ieee, fp32_emulated or tf32x3", "not FP32"]),
     (["--model", "llama", "--suite", "square", "-k", "auto"], ["--suite", "--kernel"]),
     (["--model", "linear", "--mode", "throughput"], ["--mode"]),
 ])

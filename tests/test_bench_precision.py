@@ -194,7 +194,7 @@ def test_an_unknown_precision_is_one_sentence_before_the_gpu_is_looked_for(monke
 
     monkeypatch.setattr(device, "gpu_info", refuse)
     one_line_error(run("bench", "--precision", "fp16"), "unknown precision", "'fp16'",
-                   "ieee, tf32x3, tf32")
+                   "ieee, fp32_emulated, tf32x3, tf32")
 
 
 # -- the results file ----------------------------------------------------------------------

@@ -28,7 +28,7 @@ def test_drawn_cases_are_well_formed(case):
     assert case.view in fuzz.VIEWS and case.producer in fuzz.PRODUCERS
     assert case.scalar in fuzz.SCALARS and case.entry in fuzz.ENTRIES
     if case.entry != "sgemm":  # what the switch hands to torch's kernels is not drawn
-        assert case.alpha != 0 and case.precision in ("ieee", "tf32x3")
+        assert case.alpha != 0 and case.precision in ("ieee", "fp32_emulated", "tf32x3")
         assert case.kernel is None and case.producer == "torch" and case.scalar == "float"
         assert case.view != "neg_c"
 

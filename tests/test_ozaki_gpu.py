@@ -39,7 +39,7 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1):
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
     launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
                         c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
-                        count=count, cfg=ozaki.GemmConfig(CLUSTER=cluster))
+                        count=count, cfg={**ozaki.rung().seed, "CLUSTER": cluster})
     launch()
     torch.cuda.synchronize()
 

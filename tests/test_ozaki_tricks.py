@@ -117,7 +117,54 @@ def test_the_workspace_layout_is_aligned_and_disjoint(M, N, K, count):
 
 
 def test_rung_26_fits_its_shared_memory():
+    from sgemmlab.runtime.hopper import gemm_macros
+
+    r = ozaki.rung()
     for stages in (2, 3, 4):
-        cfg = ozaki.GemmConfig(STAGES=stages)
-        assert cfg.smem == stages * (128 + 256) * 128 + 16 * stages + 1024 <= 227 * 1024
-        assert cfg.macros()["SMEM_EXPECT"] == cfg.smem
+        cfg = {**r.seed, "STAGES": stages}
+        smem = stages * (128 + 256) * 128 + 16 * stages + 1024
+        assert r.dynamic_smem(cfg) == smem <= 227 * 1024 and r.is_legal(cfg)
+        assert gemm_macros(r, cfg)["SMEM_EXPECT"] == smem
+    assert not r.is_legal({**r.seed, "STAGES": 5}), "five stages of 256 columns do not fit"
+
+
+def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch):
+    """The scheme's launch is one of eight kernels; a plan's call on new operands must reach
+    every one that reads them: the norms and the split (A, then B) and the recombination (C,
+    and A and B for refused rows and columns). Launches recorded on stand-in handles."""
+    import ctypes
+    import types
+
+    from sgemmlab.runtime import driver as driver_mod
+    from sgemmlab.runtime import workspace as ws
+
+    names = ("gemm", "oz_norms", "oz_scale", "oz_split", "oz_crt")
+    kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0)
+               for i, n in enumerate(names)}
+    slots = {2: (0,), 3: (), 4: (0,), 1: (), 5: (11, 13, 16)}  # by handle
+    seen = []
+
+    def call(*a):
+        ptrs = (ctypes.c_void_p * 17).from_address(a[9])
+        seen.append((a[0], tuple(ctypes.c_uint64.from_address(ptrs[i]).value
+                                 for i in slots[a[0]])))
+        return 0
+
+    monkeypatch.setattr(driver_mod, "launch_kernel", lambda: call)
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132))
+    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0, 0xA0000000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    stream = types.SimpleNamespace(handle=0x20)
+    w = ozaki.bind(0, 300, 200, 500, 1.0, 0x1000, 500, 0x2000, 200, 0.5, 0x3000, 200, stream,
+                   cfg=ozaki.rung().seed)
+    assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
+    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 8
+    for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
+        seen.clear()
+        w.repointed(*abc)()
+        a, b, c = abc
+        assert seen == [(2, (a,)), (3, ()), (4, (a,)), (2, (b,)), (3, ()), (4, (b,)),
+                        (1, ()), (5, (c, a, b))]

@@ -275,7 +275,7 @@ for cluster in (1, 2):
         ldb = b.stride(1) if tb else b.stride(0)
         ozaki.bind(0, M, N, K, 1.5, a.data_ptr(), lda, b.data_ptr(), ldb, 0.5, c.data_ptr(),
                    N, stream, trans_a=bool(ta), trans_b=bool(tb),
-                   cfg=ozaki.GemmConfig(CLUSTER=cluster))()
+                   cfg=dict(ozaki.rung().seed, CLUSTER=cluster))()
 torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """

@@ -1,10 +1,11 @@
-"""The tensor-core rungs (19 TF32, 20 3xTF32) on the host, without a GPU.
+"""The tensor-core rungs (19 TF32, 20 3xTF32, 26 Ozaki scheme II) on the host, without a GPU.
 
 (a) runtime/hopper.py's operand plan: which operands reach the kernels as they lie, which
     the pre-pass copies, transposes or splits, and the workspace that takes; the TAIL
     split and its workspace by hand;
-(b) dispatch/tensor.py through `dispatch.choose`: precision "tf32x3" runs rung 20 and "tf32"
-    rung 19 where they serve, an exact FP32 rung (whose reason names the precision asked)
+(b) dispatch/tensor.py through `dispatch.choose`: precision "tf32x3" runs rung 20, "tf32"
+    rung 19 and "fp32_emulated" rung 26 where they serve (rung 26: where its cost model
+    predicts it faster than exact FP32), an exact FP32 rung (whose reason names the precision asked)
     where they do not; "ieee" never runs a tensor rung; choices are cached per precision;
 (c) the plan refuses a named rung of another precision than the one asked, through
     `plan.named_rung` and through `sgemmlab.matmul` on numpy arrays (the launcher
@@ -27,7 +28,7 @@ from sgemmlab.runtime import decompose, hopper
 from sgemmlab.runtime.arrays import Operand
 from sgemmlab.runtime.device import GPUInfo
 
-TF32, TF32X3 = registry.rung(19), registry.rung(20)
+TF32, TF32X3, OZAKI = registry.rung(19), registry.rung(20), registry.rung(26)
 H200 = GPUInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), sm_count=132,
                l2_bytes=60 * 2**20, max_smem_per_block_optin=227 * 1024)
 BASE = 1 << 20  # a 16-byte aligned address
@@ -191,6 +192,65 @@ def test_tf32_runs_rung_19_and_falls_back_at_a_shallow_k(isolated_dispatch):
     assert precision_of(choose(4096, 4096, 4096, "tf32", arch="sm_80")) == "ieee"
 
 
+def test_fp32_emulated_runs_rung_26_on_a_big_product(isolated_dispatch):
+    for shape, kw in [((4096, 4096, 4096), {}), ((8192, 8192, 8192), {"trans_b": True}),
+                      ((16384, 16384, 16384), {"trans_a": True}),
+                      ((4096, 4096, 4096), {"deterministic": True}),  # integer sums: exact
+                      ((8192, 8192, 1024), {}),
+                      ((4096, 4096, 4096), {"batch": 4}), ((4096, 4096, 4096),
+                                                           {"aligned": False})]:
+        c = choose(*shape, "fp32_emulated", **kw)
+        assert c.rung == OZAKI.label and c.source == "precision", (shape, kw, c.reason)
+        assert dict(c.config) == OZAKI.seed
+        assert "Ozaki scheme II" in c.reason and "predicted" in c.reason
+
+
+@pytest.mark.parametrize("shape, kw, words", [
+    ((4096, 4096, tensor.EMULATED_MIN_K - 1), {}, f"K = {tensor.EMULATED_MIN_K - 1} <"),
+    ((4096, 4096, 16), {}, "more accurate than the scheme"),
+    ((512, 512, 2**17), {}, f"K = {2**17} > {tensor.EMULATED_MAX_K}"),
+    ((tensor.SKINNY, 4096, 4096), {}, "a side of at most 16"),
+    ((4096, 4096, 4096), {"arch": "sm_80"}, "this GPU is sm_80"),
+    ((512, 512, 512), {}, "too small a product"),
+    ((1024, 1024, 1024), {}, "too small a product"),
+    ((256, 256, 65536), {}, "too small a product"),  # 2 tiles: a wave of 16 of 132 SMs
+    ((512, 512, 2048), {"batch": 64}, "too small a product"),
+])
+def test_fp32_emulated_falls_back_to_exact_fp32_and_says_why(isolated_dispatch, shape, kw,
+                                                              words):
+    c = choose(*shape, "fp32_emulated", **kw)
+    assert precision_of(c) == "ieee", c.rung
+    assert "precision='fp32_emulated' asked" in c.reason and words in c.reason, c.reason
+
+
+def test_the_emulated_cost_model_by_hand():
+    """The passes' bytes and the INT8 waves of `emulated_us`, and where the rule turns."""
+    M = N = K = 2048
+    passes = (8 + 8) * (M + N) * K + 8 * M * N + 8 * M * N
+    waves = -(-(16 * 8 * 8) // 132)  # 1024 (modulus, tile) pairs on 132 SMs
+    tile = 2 * 128 * 256 * K / tensor.EMULATED_TILE_OPS_PER_US
+    want = tensor.EMULATED_PASS_US + passes / tensor.EMULATED_PASS_BYTES_PER_US + waves * tile
+    assert tensor.emulated_us(M, N, K, 132) == pytest.approx(want)
+    assert tensor.fp32_us(M, N, K) == pytest.approx(2 * M * N * K / 55e6)
+    # more SMs: fewer waves, never slower
+    assert tensor.emulated_us(M, N, K, 264) < tensor.emulated_us(M, N, K, 132)
+    # the cubes: the scheme from some size on, and from there on at every larger one
+    chosen = [n for n in range(256, 16385, 256)
+              if tensor.emulated_us(n, n, n, 132) * tensor.EMULATED_MARGIN < tensor.fp32_us(
+                  n, n, n)]
+    assert chosen and chosen == list(range(chosen[0], 16385, 256)), chosen[:3]
+
+
+def test_the_emulated_constants_are_the_schemes():
+    from sgemmlab.ozaki import reference
+    from sgemmlab.runtime import ozaki
+
+    assert tensor.EMULATED_MIN_K == reference.MIN_K
+    assert tensor.EMULATED_COUNT == reference.COUNT
+    assert tensor.EMULATED_MAX_K == ozaki.MAX_K
+    assert OZAKI.serves(1, 1, ozaki.MAX_K) and not OZAKI.serves(1, 1, ozaki.MAX_K + 1)
+
+
 SIZES = (1, 16, 17, 128, 1000, 4096)
 
 
@@ -235,6 +295,7 @@ def test_choices_are_cached_per_precision(isolated_dispatch):
 
 def test_the_tensor_rungs_are_the_precisions():
     assert tensor.tensor_rung("tf32") is TF32 and tensor.tensor_rung("tf32x3") is TF32X3
+    assert tensor.tensor_rung("fp32_emulated") is OZAKI
     assert {r.precision for r in registry.TENSOR} == set(registry.PRECISIONS) - {"ieee"}
     assert all(r.precision == "ieee" for r in registry.ALL)
     assert tensor.check_precision("ieee") == "ieee"

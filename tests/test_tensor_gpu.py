@@ -1,19 +1,20 @@
-"""The tensor-core rungs (19 tf32_wgmma, 20 3xtf32_wgmma; kernels/hopper/) and the precision
-argument, on the GPU (skipped without CUDA or without compute capability 9.0: wgmma exists
-on H100 and H200 only).
+"""The tensor-core rungs (19 tf32_wgmma, 20 3xtf32_wgmma, 26 ozaki_int8; kernels/hopper/) and
+the precision argument, on the GPU (skipped without CUDA or without compute capability 9.0:
+wgmma exists on H100 and H200 only).
 
-Rung 20 (precision="tf32x3") is held to FP32's bound, bench/check.py's error_bound(K). Rung
-19 (precision="tf32") is NOT FP32: it is held to TF32_BOUND, and where K is long it must be
-worse than FP32 could be (NOT_FP32), so the test knows TF32 really ran. Both are forced
-(kernel=19 / 20) on ragged shapes, 1 and primes in every dimension, K a multiple of 4 and
-not (the copy engine needs 16-byte rows: the host pads); in every layout of A and B; in
-buffers with leading dimensions past the row, odd ones, and bases one float off 16-byte
-alignment; with alpha and beta (beta == 0 never reads C); into a column-major out; batched
-and broadcast; with K = 0. Without `kernel`, precision="tf32x3" lets dispatch choose and must
-still meet FP32's bound (at 4096^3 within 2x cuBLAS SGEMM's error), bit for bit the same call
-to call where the last wave is split along K. An unknown precision, and a rung forced at a
-precision it does not compute, are refused. The torch operator takes precision too, and its
-backward runs at it.
+Rungs 20 (precision="tf32x3") and 26 (precision="fp32_emulated", Ozaki scheme II with its passes:
+tests/test_ozaki_gpu.py holds it bit for bit to the NumPy reference) are held to FP32's bound,
+bench/check.py's error_bound(K). Rung 19 (precision="tf32") is NOT FP32: it is held to TF32_BOUND,
+and where K is long it must be worse than FP32 could be (NOT_FP32), so the test knows TF32 really
+ran. Each is forced (kernel=19 / 20 / 26) on ragged shapes, 1 and primes in every dimension, K a
+multiple of 4 and not (the copy engine needs 16-byte rows: the host pads); in every layout of A and
+B; in buffers with leading dimensions past the row, odd ones, and bases one float off 16-byte
+alignment; with alpha and beta (beta == 0 never reads C); into a column-major out; batched and
+broadcast; with K = 0. Without `kernel`, precision="tf32x3" or "fp32_emulated" lets dispatch choose
+and must still meet FP32's bound (at 4096^3 within 2x cuBLAS SGEMM's error), bit for bit the same
+call to call where the last wave is split along K. An unknown precision, and a rung forced at a
+precision it does not compute, are refused. The torch operator takes precision too, and its backward
+runs at it.
 
 Inputs are fresh and uniform in [-1, 1] in every test; outputs are poisoned with NaN (an
 element never written fails, and so does a read of C when beta == 0) and sit in buffers of
@@ -35,8 +36,9 @@ pytestmark = pytest.mark.gpu
 
 NAN = float("nan")
 SENTINEL = -12345.0
-PRECISION = {19: "tf32", 20: "tf32x3"}  # rung -> the precision it computes at
-NAME = {19: "tf32_wgmma", 20: "3xtf32_wgmma"}
+PRECISION = {19: "tf32", 20: "tf32x3", 26: "fp32_emulated"}  # rung -> its precision
+NAME = {19: "tf32_wgmma", 20: "3xtf32_wgmma", 26: "ozaki_int8"}
+ACCURATE = ["tf32x3", "fp32_emulated"]  # the FP32-accurate tensor-core precisions
 #: above this at K >= 500 (uniform inputs) a product was not FP32 (FP32: ~3e-6 at K = 4096)
 NOT_FP32 = 1e-5
 
@@ -416,48 +418,61 @@ def _cublas_fp32(a, b):
 
 
 @HOPPER
-def test_dispatch_at_4096_cubed_is_fp32_accurate():
-    """The tensor-core path's home: FP32's bound, and within 2x cuBLAS SGEMM's error (the
-    strict comparison is the accuracy harness's)."""
+@pytest.mark.parametrize("precision", ACCURATE)
+def test_dispatch_at_4096_cubed_is_fp32_accurate(precision):
+    """The tensor-core path's home: the precision's rung runs, FP32's bound, and within 2x
+    cuBLAS SGEMM's error (the strict comparison is the accuracy harness's)."""
+    from sgemmlab import dispatch
+    from sgemmlab.runtime.device import gpu_info
+
     M = N = K = 4096
+    info = gpu_info()
+    chosen = dispatch.choose(M, N, K, gpu_name=info.name, sm_count=info.sm_count,
+                             precision=precision, arch=info.arch)
+    assert registry.rung(chosen.rung).precision == precision, chosen.reason
     a, b = _uniform(M, K), _uniform(K, N)
     out = _nans(M, N)
-    assert sgemmlab.matmul(a, b, out=out, precision="tf32x3") is out
-    err = _check("tf32x3", out, a, b, "dispatch 4096^3")
+    assert sgemmlab.matmul(a, b, out=out, precision=precision) is out
+    err = _check(precision, out, a, b, "dispatch 4096^3")
     ref = _check("ieee", _cublas_fp32(a, b), a, b, "cuBLAS SGEMM 4096^3")
-    assert err <= 2 * ref, f"tf32x3 error {err:.2e} against cuBLAS SGEMM's {ref:.2e}"
-    c = sgemmlab.matmul(a, b, precision="tf32x3")  # into a new tensor
-    _check("tf32x3", c, a, b, "dispatch 4096^3, new tensor")
+    assert err <= 2 * ref, f"{precision} error {err:.2e} against cuBLAS SGEMM's {ref:.2e}"
+    c = sgemmlab.matmul(a, b, precision=precision)  # into a new tensor
+    _check(precision, c, a, b, "dispatch 4096^3, new tensor")
 
 
 @HOPPER
 @pytest.mark.parametrize("shape", [(4096, 4096, 16), (4096, 4096, 1), (1, 1, 1), (67, 45, 33),
                                    (1, 4096, 4096), (4096, 3, 4096), (1000, 1000, 1000),
-                                   (2048, 2048, 2047), (129, 8192, 257)], ids=_ids)
-def test_dispatch_meets_fp32s_bound_whatever_it_picks(shape):
+                                   (2048, 2048, 2047), (129, 8192, 257), (3001, 2999, 4093)],
+                         ids=_ids)
+@pytest.mark.parametrize("precision", ACCURATE)
+def test_dispatch_meets_fp32s_bound_whatever_it_picks(shape, precision):
     M, N, K = shape
     a, b = _uniform(M, K), _uniform(K, N, transposed=M == 4096)
     out = _nans(M, N)
-    sgemmlab.matmul(a, b, out=out, precision="tf32x3")
-    _check("tf32x3", out, a, b, f"dispatch {_ids(shape)}")
+    sgemmlab.matmul(a, b, out=out, precision=precision)
+    _check(precision, out, a, b, f"dispatch {_ids(shape)}")
     c = _uniform(M, N)
     c0 = c.clone()
-    sgemmlab.sgemm(a, b, c, alpha=0.5, beta=-1.0, out=c, precision="tf32x3")
-    _check("tf32x3", c, a, b, f"dispatch {_ids(shape)} in place", alpha=0.5, beta=-1.0, c0=c0)
+    sgemmlab.sgemm(a, b, c, alpha=0.5, beta=-1.0, out=c, precision=precision)
+    _check(precision, c, a, b, f"dispatch {_ids(shape)} in place", alpha=0.5, beta=-1.0,
+           c0=c0)
 
 
 @HOPPER
 @pytest.mark.parametrize("deterministic", [False, True], ids=["default", "deterministic"])
-@pytest.mark.parametrize("kernel", [20, None], ids=["forced", "dispatch"])
+@pytest.mark.parametrize("kernel", [20, 26, None], ids=["forced20", "forced26", "dispatch"])
 def test_tf32x3_is_bit_identical_call_to_call(kernel, deterministic):
     """4100^2 x 4096: 33 x 33 tiles of 128, 8 waves and a quarter on 132 SMs, so the last
     wave's tiles are split along K and meet in the workspace; in a fixed order, so the bits
-    never change, whatever else runs on the GPU."""
+    never change, whatever else runs on the GPU. Rung 26 (fp32_emulated): integer sums,
+    exact in any order."""
     torch = _torch()
     M = N = 4100
     K = 4096
     a, b = _uniform(M, K), _uniform(K, N)
-    kw = {"precision": "tf32x3", "deterministic": deterministic}
+    precision = PRECISION[kernel] if kernel is not None else "tf32x3"
+    kw = {"precision": precision, "deterministic": deterministic}
     if kernel is not None:
         kw |= {"kernel": kernel, "config": _default(tensor_rung(kernel))}
     first = sgemmlab.matmul(a, b, **kw)
@@ -468,7 +483,7 @@ def test_tf32x3_is_bit_identical_call_to_call(kernel, deterministic):
         again = sgemmlab.matmul(a, b, **kw)
         torch.cuda.synchronize()
         assert torch.equal(_bits(first), _bits(again)), f"call {i + 2} differs from the first"
-    _check("tf32x3", first, a, b, f"{M}x{N}x{K} {kw}")
+    _check(precision, first, a, b, f"{M}x{N}x{K} {kw}")
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -498,7 +513,8 @@ def test_an_unknown_precision_is_refused(how):
 
 
 #: (rung, precision asked for; None: left at its default, "ieee")
-MISMATCHES = [(20, None), (20, "ieee"), (20, "tf32"), (19, None), (19, "ieee"), (19, "tf32x3")]
+MISMATCHES = [(20, None), (20, "ieee"), (20, "tf32"), (19, None), (19, "ieee"), (19, "tf32x3"),
+              (26, None), (26, "tf32x3"), (20, "fp32_emulated")]
 
 
 @HOPPER
@@ -556,6 +572,8 @@ def test_the_torch_op_takes_precision(shapes):
     a, b = _operands(*shapes)
     where = f"op {_op_ids(shapes)}"
     _check("tf32x3", torch.ops.sgemmlab.matmul(a, b, False, "tf32x3"), a, b, where)
+    _check("fp32_emulated", torch.ops.sgemmlab.matmul(a, b, False, "fp32_emulated"), a, b,
+           f"{where} fp32_emulated")
     _check("tf32x3", torch.ops.sgemmlab.matmul(a, b, deterministic=True, precision="tf32x3"),
            a, b, f"{where} keywords")
     _check("ieee", torch.ops.sgemmlab.matmul(a, b), a, b, f"{where} default")
@@ -591,14 +609,17 @@ def _gradients(a, b, precision: str):
 
 
 @HOPPER
+@pytest.mark.parametrize("precision", ACCURATE)
 @pytest.mark.parametrize("transposed", [False, True], ids=["rowmajor", "transposed"])
-@pytest.mark.parametrize("shapes", [OP_SHAPES[0], ((2048, 1024), (1024, 2048)), *OP_SHAPES[2:]],
+@pytest.mark.parametrize("shapes", [OP_SHAPES[0], ((2048, 1024), (1024, 2048)),
+                                    ((4096, 4096), (4096, 4096)), *OP_SHAPES[2:]],
                          ids=_op_ids)
-def test_gradients_at_tf32x3_are_fp32_accurate(shapes, transposed):
+def test_gradients_at_fp32_accurate_precisions_are_fp32_accurate(shapes, transposed,
+                                                                 precision):
     a, b = _operands(*shapes, transposed=transposed, requires_grad=True)
-    got, ref, depths = _gradients(a, b, "tf32x3")
+    got, ref, depths = _gradients(a, b, precision)
     for name, x, r, k in zip(("c", "grad a", "grad b"), got, ref, depths):
-        _within("tf32x3", x, r, k, f"{_op_ids(shapes)} {name}")
+        _within(precision, x, r, k, f"{_op_ids(shapes)} {name}")
 
 
 @HOPPER

@@ -198,19 +198,29 @@ def test_compiled_cuda_graphs_run_products_that_need_a_workspace():
     assert sgemmlab.free_workspaces() > 0  # at least one of them used a workspace
 
 
-@pytest.mark.parametrize("rows, n, k", [(1, 7, 5), (300, 260, 129), (4096, 384, 1024)],
-                         ids=lambda v: str(v))
-def test_a_linear_at_tf32x3_adds_its_bias_in_the_tensor_core_epilogue(rows, n, k):
-    """F.linear under torch_mode(precision="tf32x3") (the bias read by rung 20's own epilogue
-    where dispatch runs the product there): the output within FP32's bound of float64, and
-    the gradients too."""
+@pytest.mark.parametrize("precision", ["tf32x3", "fp32_emulated"])
+@pytest.mark.parametrize("rows, n, k", [(1, 7, 5), (300, 260, 129), (4096, 384, 1024),
+                                        (4096, 4096, 4096)], ids=lambda v: str(v))
+def test_a_linear_at_an_accurate_tensor_precision_is_fp32_accurate(rows, n, k, precision):
+    """F.linear under torch_mode(precision="tf32x3" or "fp32_emulated") (the bias read by rung
+    20's own epilogue where dispatch runs the product there; rung 26 takes it as C): the
+    output within FP32's bound of float64, and the gradients too. At 4096^3 the forward runs
+    on the precision's tensor-core rung (asserted of dispatch first)."""
     if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("3xTF32 needs compute capability 9.0")
+        pytest.skip("the tensor-core rungs need compute capability 9.0")
+    if rows == 4096 and n == 4096:
+        from sgemmlab import dispatch, registry
+        from sgemmlab.runtime.device import gpu_info
+
+        info = gpu_info()
+        c = dispatch.choose(rows, n, k, gpu_name=info.name, sm_count=info.sm_count,
+                            trans_b=True, precision=precision, arch=info.arch)
+        assert registry.rung(c.rung).precision == precision, c.reason
     g = torch.Generator(device="cuda").manual_seed(rows + n + k)
     x = torch.randn(rows, k, device="cuda", generator=g, requires_grad=True)
     w = torch.randn(n, k, device="cuda", generator=g, requires_grad=True)
     bias = torch.randn(n, device="cuda", generator=g, requires_grad=True)
-    with sgemmlab.torch_mode(precision="tf32x3") as mode:
+    with sgemmlab.torch_mode(precision=precision) as mode:
         y = torch.nn.functional.linear(x, w, bias)
         y.backward(torch.ones_like(y))
     assert mode.served["addmm"] >= 1 and not mode.passed, (mode.served, mode.passed)

@@ -5,7 +5,7 @@
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
-#                               hosttime ozaki fixuppair
+#                               hosttime ozaki fixuppair emulated emulatedpair
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -113,6 +113,15 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       # 4096,8192 --count 8 --b-cols --smi"); results/<gpu>/probe/ozaki-<stamp>.json
       python3 tools/ozaki_probe.py ${OZAKI_ARGS:---sizes 2048,4096,8192 --count 8} \
         --out "results/nvidia-h200/probe/ozaki-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
+    emulated)  # precision="fp32_emulated" through dispatch and the API against cuBLAS SGEMM
+      # and the composed anchor (EMULATED_ARGS="--confirm" for 15 rounds)
+      sg bench --shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 \
+        --shape 16384x16384x16384 -k auto -k matmul --precision fp32_emulated \
+        ${EMULATED_ARGS:-} --quiet || status=1 ;;
+    emulatedpair)  # where fp32_emulated's dispatch turns: cuBLAS, ieee, fp32_emulated and
+      # rung 26 forced, paired per shape (tools/emulated_pair.py)
+      python3 tools/emulated_pair.py \
+        --out "results/nvidia-h200/pairs/emulated-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
     fixuppair)  # rung 14 before and after a fix-up change, paired (tools/fixup_pair.py;
       # PREVIOUS=a copy of the earlier ladder/14_streamk.cu, carried)
       python3 tools/fixup_pair.py --previous "${PREVIOUS:?the previous source}" || status=1 ;;

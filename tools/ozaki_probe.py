@@ -70,12 +70,11 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
     launch = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(), K if b_cols else N,
                         0.0, c.data_ptr(), N, stream, count=count, trans_b=b_cols,
-                        cfg=ozaki.GemmConfig(CLUSTER=cluster, STAGES=stages,
-                                             GROUP_M=group_m))
+                        cfg={**ozaki.rung().seed, "CLUSTER": cluster, "STAGES": stages,
+                             "GROUP_M": group_m})
     launch()
     torch.cuda.synchronize()
-    names = ["norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt"]
-    steps = dict(zip(names, launch._steps))
+    steps = dict(zip(ozaki.STEPS_ORDER, launch._steps))
     per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
     whole, cublas = [], []
     for _ in range(reps):  # paired, interleaved

@@ -1,7 +1,7 @@
 """What users call: sgemm (BLAS semantics) and matmul, on torch, CuPy or DLPack arrays.
 
     c = sgemmlab.matmul(a, b)                        # a @ b, exact FP32
-    c = sgemmlab.matmul(a, b, precision="tf32x3")    # FP32-accurate on the tensor cores
+    c = sgemmlab.matmul(a, b, precision="fp32_emulated")  # FP32-accurate, tensor cores
     sgemmlab.sgemm(a, b, c, alpha=0.5, beta=1.0)     # c = 0.5 a @ b + c, in place
 
 Operands are float32 matrices (2-D) or batches of matrices (3-D) on one GPU, row- or
@@ -11,11 +11,13 @@ current stream: torch's for torch tensors, CuPy's for CuPy arrays, the stream a
 __cuda_array_interface__ names (else the legacy default stream) otherwise. docs/api.md is
 the reference.
 
-precision (Triton's names): "ieee", the default, exact FP32 on the FMA units; "tf32x3",
-FP32-accurate on Hopper's tensor cores (three TF32 products of a split operand, about 2.5x
-faster at large sizes); "tf32", one TF32 product, NOT FP32 (a 10-bit mantissa: errors near
-1e-4). Dispatch runs the tensor-core rung where it serves the shape and an exact FP32 rung
-elsewhere (`sgemmlab explain --precision`); nothing ever lowers the precision asked for.
+precision: "ieee", the default, exact FP32 on the FMA units; "fp32_emulated", FP32-accurate
+on Hopper's INT8 tensor cores (Ozaki scheme II: exact integer products recombined in FP64,
+about 3x faster at large sizes); "tf32x3" (Triton's name), FP32-accurate on the TF32 tensor
+cores (three TF32 products of a split operand, about 2.5x faster at large sizes); "tf32",
+one TF32 product, NOT FP32 (a 10-bit mantissa: errors near 1e-4). Dispatch runs the
+tensor-core rung where it serves the shape and an exact FP32 rung elsewhere (`sgemmlab
+explain --precision`); nothing ever lowers the precision asked for.
 
 This module only routes, once per call: the options are checked here (the precision by
 dispatch's `check_precision`, the one place that knows the precisions), then a plain call
@@ -133,8 +135,9 @@ def sgemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.
     into `c` when given; else into a new array of a's type (torch or CuPy). beta == 0 never
     reads c (it may hold NaN). `kernel` and `config` name a rung of the ladder and its
     configuration instead of the dispatcher's choice; `deterministic=True` guarantees
-    bit-identical results run to run. `precision`: "ieee" | "tf32x3" | "tf32" (the module
-    docstring); a named rung must compute in the precision asked (ConfigError otherwise).
+    bit-identical results run to run. `precision`: "ieee" | "fp32_emulated" | "tf32x3" |
+    "tf32" (the module docstring); a named rung must compute in the precision asked
+    (ConfigError otherwise).
     Raises OperandError / ValueError / OverflowError naming the problem; docs/api.md lists
     them.
     """
@@ -167,7 +170,7 @@ def matmul(a: Any, b: Any, *, out: Any = None, kernel: str | int | None = None,
            config: Config | None = None, deterministic: bool = False,
            precision: str = "ieee"):
     """a @ b: sgemm with alpha = 1, beta = 0; exact FP32 (no TF32) unless `precision` says
-    "tf32x3" (FP32-accurate tensor cores) or "tf32" (NOT FP32).
+    "fp32_emulated" or "tf32x3" (FP32-accurate tensor cores) or "tf32" (NOT FP32).
 
     torch tensors that require grad (with grad mode on), tensor subclasses, and every call
     under torch.compile go through torch.ops.sgemmlab.matmul instead (differentiable,

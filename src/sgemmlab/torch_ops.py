@@ -17,7 +17,7 @@ Registered with torch.library.custom_op, so it works
 
 `deterministic=True`, or torch.use_deterministic_algorithms(True), asks dispatch for a
 bit-reproducible configuration (no atomic fix-up of split tiles). `precision` ("ieee",
-"tf32x3", "tf32": sgemmlab.matmul's) is carried into the backward products too.
+"fp32_emulated", "tf32x3", "tf32": sgemmlab.matmul's) is carried into the backward products too.
 
 CPU tensors are computed by torch.matmul (FP32 on the CPU is plain FP32 too), so a model
 with this op still runs, traces and checks (torch.library.opcheck) on the CPU; sgemmlab's own

@@ -36,8 +36,9 @@ a small output of large terms is not read as a large error. Reported: the max an
 (torch.median: the lower middle value) over every element, and check.relative_error beside
 them. A NaN or Inf in C makes every figure inf, and the record counts them.
 
-The verdict, per case, for the candidates that claim FP32 (ieee, tf32x3, tf32x3_rung): max
-and median each at most cuBLAS SGEMM's on the same inputs. TF32 candidates are reported
+The verdict, per case, for the candidates that claim FP32 (ieee, fp32_emulated, tf32x3,
+tf32x3_rung, and ozaki7 and ozaki8 when named): max and median each at most cuBLAS SGEMM's
+on the same inputs. TF32 candidates are reported
 beside, never judged: they are NOT FP32. cublas_tf32 and tf32x3_torch (the composed anchor,
 about 4x SGEMM's error) are there for scale.
 """
@@ -293,6 +294,9 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in (
               "the composed anchor: three cuBLAS TF32 products of a truncating split"),
     Contender("ieee", _sgemmlab("ieee"), True, "sgemmlab.matmul, FP32 on FMA units",
               precision="ieee"),
+    Contender("fp32_emulated", _sgemmlab("fp32_emulated"), True,
+              "sgemmlab.matmul precision='fp32_emulated' (Ozaki scheme II where dispatch "
+              "runs it), through dispatch", precision="fp32_emulated"),
     Contender("tf32x3", _sgemmlab("tf32x3"), True,
               "sgemmlab.matmul precision='tf32x3', through dispatch", precision="tf32x3"),
     Contender("tf32x3_rung", _sgemmlab("tf32x3", 20), True,
@@ -304,8 +308,9 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in (
               precision="tf32", kernel=19),
 )}
 
-#: Candidates run only when named: Ozaki scheme II straight through runtime/ozaki.py (it is
-#: not behind sgemmlab.matmul yet), with 7 and with 8 moduli.
+#: Candidates run only when named: Ozaki scheme II straight through runtime/ozaki.py at every
+#: shape with K >= MIN_K (fp32_emulated runs it only where dispatch finds it faster than
+#: exact FP32), with 7 and with 8 moduli (the count fp32_emulated serves).
 ON_REQUEST: dict[str, Contender] = {c.name: c for c in (
     Contender("ozaki7", _ozaki(7), True, "Ozaki scheme II on INT8 tensor cores, 7 moduli "
               "(rung 26, runtime/ozaki.py)", kernel=26),

@@ -45,8 +45,8 @@ TF32_BOUND = 4e-3
 
 
 def precision_bound(K: int, precision: str = "ieee") -> float:
-    """The bound a result of depth K at `precision` is held to: FP32's for "ieee" and
-    "tf32x3", TF32_BOUND for "tf32"."""
+    """The bound a result of depth K at `precision` is held to: FP32's for "ieee",
+    "fp32_emulated" and "tf32x3", TF32_BOUND for "tf32"."""
     return TF32_BOUND if precision == "tf32" else error_bound(K)
 
 

@@ -1,14 +1,14 @@
 """`sgemmlab fuzz`: products drawn by hypothesis, each checked against float64 (issue 18).
 
-A case is a whole call as a user makes it: M, N, K from 1 to 4096 (primes and powers of two
-and their neighbours favoured; K to 65536 where the work allows), both operands row- or
-column-major, leading dimensions longer than the matrix and base offsets that break 16-byte
-alignment, batches with either operand broadcast, alpha and beta from 0, 1, negative,
-subnormal and ordinary values, NaN or Inf put into an operand (or NaN into C with beta = 0,
-which must never be read), the precision ("ieee", "tf32x3", and "tf32", judged against the
-product of its operands as TF32 keeps them), deterministic or not, and the kernel: the
-dispatcher's choice, or a rung named with `kernel=` among those that serve the case. Each
-is run through `sgemmlab.sgemm` and judged (`judge`):
+A case is a whole call as a user makes it: M, N, K from 1 to 4096 (primes and powers of two and
+their neighbours favoured; K to 65536 where the work allows), both operands row- or column-major,
+leading dimensions longer than the matrix and base offsets that break 16-byte alignment, batches
+with either operand broadcast, alpha and beta from 0, 1, negative, subnormal and ordinary values,
+NaN or Inf put into an operand (or NaN into C with beta = 0, which must never be read), the
+precision ("ieee", "fp32_emulated", "tf32x3", and "tf32", judged against the product of its operands
+as TF32 keeps them), deterministic or not, and the kernel: the dispatcher's choice, or a rung named
+with `kernel=` among those that serve the case. Each is run through `sgemmlab.sgemm` and judged
+(`judge`):
 - where the float64 reference is NaN, C is NaN; where it is +-Inf, C is the same Inf (IEEE
   propagation, the reference computed from the same operands);
 - everywhere else C is finite and within the FP32 bound of bench/check.py, plus the
@@ -119,7 +119,8 @@ def cases():
         batch = draw(st.sampled_from((1, 1, 1, 2, 3, 8)))
         K = max(1, min(K, MAX_WORK // (M * N * batch)))
         broadcast = draw(st.sampled_from(("", "a", "b"))) if batch > 1 else ""
-        precision = draw(st.sampled_from(("ieee", "ieee", "ieee", "tf32x3", "tf32")))
+        precision = draw(st.sampled_from(("ieee", "ieee", "ieee", "fp32_emulated", "tf32x3",
+                                          "tf32")))
         inject = draw(st.sampled_from(INJECT))
         if precision == "tf32x3" and "inf" in inject:
             inject = ""  # documented: Inf with tf32x3 gives NaN (docs/api.md)

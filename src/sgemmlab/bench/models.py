@@ -53,7 +53,8 @@ the numbers explain the failure) but marked "failed"; the command then exits non
 
 Precision. TF32 is off for both sides (allow_tf32 False, float32 matmul precision
 "highest"). With `precision="tf32x3"` the switch runs FP32-accurate 3xTF32 tensor-core
-products and the baseline is still torch's exact FP32; records say which (`precision`,
+products, with `precision="fp32_emulated"` Ozaki scheme II's where dispatch finds them
+faster, and the baseline is still torch's exact FP32; records say which (`precision`,
 `baseline`). The target this measures: the encoder's training step with the switch at
 tf32x3 at least 1.8× torch's exact FP32 step (`TARGETS`), its loss within FP32's bound.
 """

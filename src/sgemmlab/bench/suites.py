@@ -66,12 +66,14 @@ DEFAULT_BASELINES = ("triton", "tf32")  # tf32x3: asked for (--baseline), or wit
 
 #: What `--precision` takes: the arithmetic `matmul` and `auto` are measured at (api.py):
 #:   ieee    exact FP32, the default;
+#:   fp32_emulated  Ozaki scheme II on INT8 tensor cores: FP32-accurate, gated like FP32;
 #:   tf32x3  3xTF32 on tensor cores: FP32-accurate, so gated by the FP32 bound like FP32;
 #:   tf32    TF32 tensor cores: NOT FP32 (10-bit mantissa), its check reported, never gated.
 PRECISIONS = registry.PRECISIONS
 #: The baselines a precision brings along (unless --baseline none), its anchor first: what a
 #: user gets from torch at that precision, the report's second ratio (report.vs_anchor).
-PRECISION_BASELINES = {"ieee": (), "tf32x3": ("tf32x3", "tf32"), "tf32": ("tf32",)}
+PRECISION_BASELINES = {"ieee": (), "fp32_emulated": ("tf32x3",),
+                       "tf32x3": ("tf32x3", "tf32"), "tf32": ("tf32",)}
 
 
 def suite(name: str) -> list[Problem]:

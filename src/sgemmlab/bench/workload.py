@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from .check import precision_bound, relative_error
 from .measure import Paired, median, time_launches
 
-PRECISIONS = ("ieee", "tf32x3")
+PRECISIONS = ("ieee", "fp32_emulated", "tf32x3")
 BASELINE = "torch FP32 (TF32 off)"
 #: (workload, phase, switch precision) -> the ratio it is meant to reach
 TARGETS = {("encoder", "train", "tf32x3"): 1.8}
@@ -276,7 +276,8 @@ def _diff_check(kind: str, without, with_, bound: float, **more) -> dict:
 
 
 def precision_message(precision: str) -> str:
-    return (f"--model measures FP32 products: --precision must be ieee or tf32x3, not "
+    return (f"--model measures FP32 products: --precision must be ieee, fp32_emulated or "
+            f"tf32x3, not "
             f"{precision!r} (TF32 is not FP32)")
 
 

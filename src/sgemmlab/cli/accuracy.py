@@ -18,9 +18,9 @@ def accuracy(
                                                       "drawn from")] = 0,
         candidates: Annotated[Optional[list[str]], typer.Option(
             "--candidates", "-c", help="comma-separated or repeatable, of cublas_tf32, "
-            "tf32x3_torch, ieee, tf32x3, tf32x3_rung, tf32, tf32_rung (default: all of "
-            "these), and ozaki7, ozaki8 (Ozaki scheme II, only when named); cuBLAS SGEMM is "
-            "always measured")] = None,
+            "tf32x3_torch, ieee, fp32_emulated, tf32x3, tf32x3_rung, tf32, tf32_rung "
+            "(default: all of these), and ozaki7, ozaki8 (rung 26 forced wherever K >= 256, "
+            "7 or 8 moduli: only when named); cuBLAS SGEMM is always measured")] = None,
         strict: Annotated[bool, typer.Option(help="exit 3 when an FP32 candidate is less "
                                                   "accurate than cuBLAS anywhere")] = False,
         config: Annotated[Optional[list[str]], typer.Option(

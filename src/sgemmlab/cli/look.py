@@ -64,12 +64,12 @@ def explain(m: Annotated[int, typer.Argument(metavar="M", min=1)],
             sms: Annotated[Optional[int], typer.Option(
                 min=1, help="its SM count (known GPUs have theirs)")] = None,
             precision: Annotated[str, typer.Option(
-                help="ieee (exact FP32), tf32x3 (FP32-accurate tensor cores) or tf32 (NOT "
-                "FP32)")] = "ieee",
+                help="ieee (exact FP32), fp32_emulated or tf32x3 (FP32-accurate tensor "
+                "cores: Ozaki scheme II, 3xTF32) or tf32 (NOT FP32)")] = "ieee",
             as_json: Annotated[bool, typer.Option("--json", help="the choice as JSON")] = False):
     """What `matmul` would run for an M×N×K product, and why: the tuning-table entry and its
-    distance, or the heuristic's tiles, waves and occupancy; with --precision tf32x3 or
-    tf32, whether the tensor cores serve it. Needs no GPU."""
+    distance, or the heuristic's tiles, waves and occupancy; with --precision
+    fp32_emulated, tf32x3 or tf32, whether the tensor cores serve it. Needs no GPU."""
     from .. import dispatch
     from ..runtime import occupancy
 
@@ -370,7 +370,8 @@ def rung_tracks():
     return [
         ("the ladder (FP32; dispatch picks among these and the family)", registry.RUNGS),
         ("the family: memory-bound and small products (FP32)", registry.FAMILY),
-        ("the tensor cores (Hopper; --precision tf32x3 or tf32 only, TF32 is not FP32)",
+        ("the tensor cores (Hopper; --precision fp32_emulated, tf32x3 or tf32 only; TF32 is "
+         "not FP32)",
          registry.TENSOR),
         ("history (run by name with -k; dispatch never picks it)", registry.HISTORY),
         (f"post-compile: 14 and 13 after a pass over the cubin (FP32, {post} only; dispatch "

@@ -119,16 +119,18 @@ BaselineOpt = Annotated[Optional[list[str]], typer.Option(
     "repeatable (default: triton and tf32, and a precision's own); cuBLAS FP32 is always "
     "measured")]
 PrecisionOpt = Annotated[str, typer.Option(
-    "--precision", "-p", help="what auto and matmul compute in: ieee (exact FP32), tf32x3 "
-    "(3xTF32 tensor cores, FP32-accurate, gated like FP32; adds the tf32x3 and tf32 "
-    "baselines) or tf32 (NOT FP32, never gated; adds tf32); their records are then named "
-    "matmul[tf32x3], auto[tf32x3]")]
+    "--precision", "-p", help="what auto and matmul compute in: ieee (exact FP32), "
+    "fp32_emulated (Ozaki scheme II on INT8 tensor cores, FP32-accurate, gated like FP32; "
+    "adds the tf32x3 baseline), tf32x3 (3xTF32 tensor cores, FP32-accurate, gated like FP32; "
+    "adds the tf32x3 and tf32 baselines) or tf32 (NOT FP32, never gated; adds tf32); their "
+    "records are then named matmul[tf32x3], auto[tf32x3]")]
 ModelOpt = Annotated[Optional[list[str]], typer.Option(
     "--model", help="time whole torch workloads with and without sgemmlab.torch_mode, "
     "paired in one run, instead of kernels: overhead, linear, encoder-small, encoder, "
     "encoder-wide, llama, llama-wide, llama-graphs, llama-wide-graphs or all; repeatable "
-    "(the Llama ones need transformers: the models extra); --precision tf32x3 runs the "
-    "switch on 3xTF32, the baseline staying torch's exact FP32")]
+    "(the Llama ones need transformers: the models extra); --precision tf32x3 or "
+    "fp32_emulated runs the switch on 3xTF32 or Ozaki scheme II, the baseline staying "
+    "torch's exact FP32")]
 
 
 @app.command()

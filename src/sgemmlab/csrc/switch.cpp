@@ -55,7 +55,8 @@ constexpr int kDims[NOPS] = {2, 2, 2, 2, 3, 3, 3, 3};
 // what fills a pointer slot of a launch (sgemmlab/dropin: A, B, OUT, X)
 enum Operand : int { A = 0, B = 1, OUT = 2, X = 3 };
 
-// the innermost mode's precision: -2 no mode, -1 follow torch, 0 "ieee", 1 "tf32x3"
+// the innermost mode's precision: -2 no mode, -1 follow torch, 0 "ieee", 1 "tf32x3",
+// 2 "fp32_emulated" (dropin/__init__.py's _PRECISION_CODES)
 std::atomic<int> g_precision{-2};
 std::atomic<bool> g_deterministic{false};
 std::array<std::atomic<int64_t>, NOPS> g_served{};

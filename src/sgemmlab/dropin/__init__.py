@@ -1,7 +1,7 @@
 """The drop-in switch: torch's own FP32 products on CUDA run on sgemmlab's kernels.
 
     import sgemmlab
-    with sgemmlab.torch_mode():            # or torch_mode(precision="tf32x3")
+    with sgemmlab.torch_mode():            # or torch_mode(precision="fp32_emulated")
         loss = model(x).sum()              # nn.Linear, @, torch.mm, bmm, addmm, ...
         loss.backward()                    # the backward's products too
 
@@ -35,9 +35,10 @@ Precision follows torch unless the mode names one: at
 FP32 on the FMA units ("ieee"); at "high" or "medium" the program has accepted TF32, and
 torch's cuBLAS TF32 kernels keep running them (sgemmlab's only faster FP32 path is
 "tf32x3", which is more accurate than TF32 and slower than cuBLAS's TF32).
+`torch_mode(precision="fp32_emulated")` (Ozaki scheme II on INT8 tensor cores) or
 `torch_mode(precision="tf32x3")` runs FP32-accurate tensor-core products whatever torch's
-setting. `deterministic=True`, or torch.use_deterministic_algorithms(True), asks for
-bit-reproducible configurations.
+setting, each where dispatch finds it faster than exact FP32. `deterministic=True`, or
+torch.use_deterministic_algorithms(True), asks for bit-reproducible configurations.
 
 The registration is process-wide, as torch's own backend flags are: a mode entered in one
 thread serves products of every thread until it exits. Modes nest; the innermost one's
@@ -92,9 +93,9 @@ class torch_mode:  # noqa: N801  (used like a function: with sgemmlab.torch_mode
     `.enable()` / `.disable()` for a switch that outlives a block.
 
     precision: None (follow torch.get_float32_matmul_precision(): the module docstring),
-    "ieee" (exact FP32 even where torch would allow TF32), or "tf32x3" (FP32-accurate
-    tensor-core products). "tf32" is refused: it is torch's "high" setting, whose products
-    cuBLAS runs faster."""
+    "ieee" (exact FP32 even where torch would allow TF32), "fp32_emulated" or "tf32x3"
+    (FP32-accurate tensor-core products: Ozaki scheme II, or three TF32 products). "tf32"
+    is refused: it is torch's "high" setting, whose products cuBLAS runs faster."""
 
     def __init__(self, precision: str | None = None, deterministic: bool = False):
         if precision is not None:
@@ -102,7 +103,8 @@ class torch_mode:  # noqa: N801  (used like a function: with sgemmlab.torch_mode
             if precision == "tf32":
                 raise ValueError("precision='tf32' is torch's own TF32 (set "
                                  "torch.set_float32_matmul_precision('high') without the "
-                                 "switch); the switch runs 'ieee' or 'tf32x3'")
+                                 "switch); the switch runs 'ieee', 'fp32_emulated' or "
+                                 "'tf32x3'")
         if not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
         self.precision, self.deterministic = precision, deterministic
@@ -181,7 +183,8 @@ _MODE: torch_mode | None = None  # the innermost mode, read by every call
 #: (SGEMMLAB_NATIVE=0 says so for a process; the CPU tests of the routing set it).
 NATIVE = True
 _native = None  # the native module while its kernels are registered
-_PRECISION_CODES = {None: -1, "ieee": 0, "tf32x3": 1}  # csrc/switch.cpp's g_precision
+_PRECISION_CODES = {None: -1, "ieee": 0, "tf32x3": 1,  # csrc/switch.cpp's g_precision
+                    "fp32_emulated": 2}
 
 
 def _driver_calls() -> tuple[int, int] | None:

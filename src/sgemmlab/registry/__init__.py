@@ -1,7 +1,7 @@
 """The ladder's single source of truth: what every rung is and which configurations are legal.
 
 One module per track: `ladder` (rungs 1-14, kernels/ladder/), `family` (15-18, the memory-bound
-and small products), `tensor` (19-20, Hopper's tensor cores), `history` (21), `postcompile`
+and small products), `tensor` (19-20 and 26, Hopper's tensor cores), `history` (21), `postcompile`
 (22-25: rungs 13 and 14 with the operand-order pass and the branch-free steady loop) and
 `python` (the Numba track); `core` says what a rung is. Look any rung up with `rung()`.
 
@@ -30,8 +30,9 @@ Glossary (used the same way in every kernel and every docstring):
                 fixed-order fix-up.
     RM, RN, WARPS, UNROLL  rungs 15-16: rows (columns) of C per block, warps per block,
                 float4 per lane in flight.
-    GROUP_M     rungs 19-20: row-tiles walked together by the persistent grid (L2 reuse);
-                STAGES there is the depth of the TMA ring.
+    GROUP_M     rungs 19-20 and 26: row-tiles walked together by the persistent grid (L2
+                reuse); STAGES there is the depth of the TMA ring.
+    CLUSTER     rung 26: 2 pairs neighbouring blocks, which share B's tile (TMA multicast).
     PROMOTE, INFLIGHT, TAIL, ORDER  rung 20: k-tiles in a run of the tensor core's sum
                 before it is added into FP32 registers; a k-tile's products left in flight
                 while the next is split; the last wave (and few tiles) split along K; which
@@ -88,7 +89,8 @@ __all__ = [
 
 #: The FP32 rungs dispatch chooses among: the ladder and the family.
 ALL: tuple[Rung, ...] = RUNGS + FAMILY
-_LOOKED_UP = ALL + TENSOR + HISTORY + ORDERED  # every rung `rung()` finds, in number order
+_LOOKED_UP = tuple(sorted(ALL + TENSOR + HISTORY + ORDERED,  # every rung `rung()` finds
+                          key=lambda r: r.number))
 _BY_NAME = {r.name: r for r in _LOOKED_UP} | {r.label: r for r in _LOOKED_UP} | {
     str(r.number): r for r in _LOOKED_UP}
 

@@ -50,8 +50,10 @@ FEATURES = frozenset({"layouts", "batched", "streamk", "splitk", "tma", "source"
                       "vec4_c"})
 
 #: What a rung computes in: "ieee" exact FP32 on the FMA units (every rung but the tensor
-#: ones), "tf32x3" FP32-accurate on the tensor cores (three TF32 products), "tf32" NOT FP32.
-PRECISIONS = ("ieee", "tf32x3", "tf32")
+#: ones), "fp32_emulated" FP32-accurate on the tensor cores from exact INT8 products (Ozaki
+#: scheme II, rung 26), "tf32x3" FP32-accurate on the tensor cores (three TF32 products),
+#: "tf32" NOT FP32.
+PRECISIONS = ("ieee", "fp32_emulated", "tf32x3", "tf32")
 
 
 @dataclass(frozen=True)

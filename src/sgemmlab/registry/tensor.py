@@ -1,4 +1,4 @@
-"""The tensor-core rungs, 19-20 (kernels/hopper/)."""
+"""The tensor-core rungs, 19-20 and 26 (kernels/hopper/)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,17 @@ def _hopper_rules(b_arrays: int) -> tuple[Rule, ...]:
     )
 
 
+def _ozaki_smem(c: Config) -> int:
+    """Rung 26's ring: STAGES stages of A (TILE_M rows) and B (BN rows) of one 128-byte
+    k-tile each (128 int8), a full and an empty mbarrier per stage, 1024 to align."""
+    return c["STAGES"] * (TILE_M + c["BN"]) * TILE_K * _F + 16 * c["STAGES"] + 1024
+
+
 #: The tensor-core rungs (kernels/hopper/): Hopper only (sm_90a), not FP32 by the
 #: ladder's rule, so neither in ALL nor chosen unless the caller asks for their precision
-#: (matmul(precision="tf32x3" | "tf32")). Looked up like any rung.
+#: (matmul(precision="fp32_emulated" | "tf32x3" | "tf32")). Looked up like any rung.
+#: Rung 26 is one launch of five (runtime/ozaki.py: the scaling, the split into residues,
+#: the INT8 products, the recombination); its configuration is the products'.
 TENSOR: tuple[Rung, ...] = (
     Rung(
         19, "tf32_wgmma", "TF32 on the tensor cores: TMA, mbarriers, wgmma (NOT FP32)",
@@ -61,6 +69,24 @@ TENSOR: tuple[Rung, ...] = (
         precision="tf32x3", arch="sm_90a", needs_cc=(9, 0),
         dynamic_smem=lambda c: _hopper_smem(c, 2), derived=_tiles,
         domain="any M, N, K on a Hopper GPU (sm_90)",
+    ),
+    Rung(
+        26, "ozaki_int8", "Ozaki scheme II: FP32-accurate from exact INT8 products",
+        "hopper/26_ozaki_int8.cu",
+        space={"BN": (128, 256), "STAGES": (2, 3, 4, 5, 6), "GROUP_M": (4, 8, 16),
+               "CLUSTER": (1, 2)},
+        block=lambda c: (384, 1, 1), tile=lambda c: (TILE_M, c["BN"]),
+        smem_bytes=lambda c: 0, seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1},
+        rules=(Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
+               Rule(f"the ring fits in {_HOPPER_SMEM_MAX} bytes of shared memory (STAGES x "
+                    "(A + B tiles of 128 bytes a row) + barriers + 1024)",
+                    lambda c: _ozaki_smem(c) <= _HOPPER_SMEM_MAX),
+               Rule("CLUSTER is 1 or 2", lambda c: c["CLUSTER"] in (1, 2))),
+        features=frozenset({"layouts", "tma"}),
+        precision="fp32_emulated", arch="sm_90a", needs_cc=(9, 0),
+        dynamic_smem=_ozaki_smem, derived=_tiles,
+        domain="any M, N and K < 131072 on a Hopper GPU (sm_90)",
+        serves=lambda M, N, K: K < 2**17,
     ),
 )
 

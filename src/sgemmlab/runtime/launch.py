@@ -252,10 +252,15 @@ class Launcher:
                       pointers)
 
     def _bind_tensor(self, call: Call) -> WorkspaceLaunch:
-        """Rungs 19-20: tensor maps by value and the pre-passes (runtime/hopper.py)."""
-        from . import hopper
+        """Rungs 19-20: tensor maps by value and the pre-passes (runtime/hopper.py); rung 26:
+        Ozaki scheme II's five steps around it (runtime/ozaki.py)."""
+        from . import hopper, ozaki
 
         cl = call
+        if self.rung.precision == "fp32_emulated":
+            return ozaki.bind(self.device_id, cl.M, cl.N, cl.K, cl.alpha, cl.a, cl.lda, cl.b,
+                              cl.ldb, cl.beta, cl.c, cl.ldc, cl.stream, trans_a=cl.trans_a,
+                              trans_b=cl.trans_b, cfg=self.config)
         return hopper.bind(self.rung, self.config, self.device_id, cl.M, cl.N, cl.K,
                            cl.alpha, cl.a, cl.lda, cl.b, cl.ldb, cl.beta, cl.c, cl.ldc,
                            cl.stream, trans_a=cl.trans_a, trans_b=cl.trans_b,

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from ..registry import Config, config_key
 from . import driver
 from .compiler import compile_kernel
 from .device import device, gpu_info
-from .hopper import Workspace
-from .packed import Packed, WorkspaceLaunch
+from .hopper import Workspace, compile_only
+from .packed import POINTERS, Packed, WorkspaceLaunch
 from .tma import Tiled2D, encode_tiled_2d
 
-GEMM = "hopper/26_ozaki_int8.cu"
 STEPS = "hopper/ozaki.cu"
 ARCH = "sm_90a"
 MAX_MODULI = 20  # the kernels' constant arrays
@@ -47,23 +47,11 @@ ALIGN = 256
 PLANE_ALIGN = 16  # a residue row's bytes: a multiple of 16 (the copy engine's stride)
 
 
-@dataclass(frozen=True)
-class GemmConfig:
-    """Rung 26's compile-time choices."""
+def rung():
+    """Rung 26 (registry.TENSOR): its source, configuration space and shared memory."""
+    from .. import registry
 
-    BN: int = 256
-    STAGES: int = 4
-    GROUP_M: int = 8
-    CLUSTER: int = 1  # 2: pairs of blocks share B's tile (TMA multicast)
-
-    def macros(self) -> dict[str, int]:
-        return {"BN": self.BN, "STAGES": self.STAGES, "GROUP_M": self.GROUP_M, "TILE_M": BM,
-                "TILE_K": 32, "CLUSTER": self.CLUSTER, "SMEM_EXPECT": self.smem}
-
-    @property
-    def smem(self) -> int:
-        """The ring (A and B tiles of 128-byte rows), two mbarriers a stage, 1024 to align."""
-        return self.STAGES * (BM + self.BN) * KB + 16 * self.STAGES + 1024
+    return registry.rung(26)
 
 
 class _GemmModuli(ctypes.Structure):
@@ -133,9 +121,11 @@ _loaded: dict[tuple, dict[str, driver.Function]] = {}
 _lock = threading.Lock()
 
 
-def load(cfg: GemmConfig, device_id: int = 0) -> dict[str, driver.Function]:
-    """The GEMM and the three steps' kernels, loaded on the device once per configuration."""
-    key = (cfg, device_id)
+def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
+    """The GEMM (rung 26 at `cfg`, compiled as hopper.compile_only compiles it) and the
+    four steps' kernels, loaded on the device once per configuration."""
+    r = rung()
+    key = (config_key(cfg), device_id)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -144,10 +134,13 @@ def load(cfg: GemmConfig, device_id: int = 0) -> dict[str, driver.Function]:
     if cc != (9, 0):
         raise ConfigError(f"Ozaki scheme II's INT8 wgmma runs on compute capability 9.0 "
                           f"(Hopper) only, and GPU {device_id} is {cc[0]}.{cc[1]}")
+    if problems := r.violations(cfg):
+        raise ConfigError(f"illegal configuration {config_key(cfg)} for rung {r.label}: "
+                          + "; ".join(problems))
     device(device_id)
-    gemm = compile_kernel(GEMM, cfg.macros(), ARCH)
+    gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
-    out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, cfg.smem)}
+    out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
     for name in ("oz_norms", "oz_scale", "oz_split", "oz_crt"):
         out[name] = driver.load(steps.cubin, name, device_id)
     with _lock:
@@ -191,15 +184,17 @@ def check(M: int, N: int, K: int, count: int) -> None:
 def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int, b: int,
          ldb: int, beta: float, c: int, ldc: int, stream, *, trans_a: bool = False,
          trans_b: bool = False, count: int | None = None,
-         cfg: GemmConfig = GemmConfig()) -> WorkspaceLaunch:
+         cfg: Config | None = None) -> WorkspaceLaunch:
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
-    moduli (reference.COUNT unless given): the eight launches of the module docstring, on
-    one scratch workspace."""
+    moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
+    unless given): the eight launches of the module docstring, on one scratch workspace."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
     check(M, N, K, count)
+    if cfg is None:
+        cfg = rung().default(gpu_info(device_id).name)
     k = load(cfg, device_id)
     mods = moduli(count)
     lay = layout(M, N, K, count)
@@ -211,7 +206,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     gm, cm = gemm_moduli(mods), crt_moduli(mods)
     sm_a, sm_b = split_moduli(mods), split_moduli(mods, crt_factors(mods))
     r = f64(radius(count, K))
-    bn, cl = cfg.BN, cfg.CLUSTER
+    bn, cl = cfg["BN"], cfg["CLUSTER"]
     work = -(-(-(-M // BM)) // cl) * -(-N // bn) * count  # (modulus, row-tile group, col)
     grid = cl * max(1, min(work, sms // cl))
 
@@ -222,7 +217,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                 (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a),
                 (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b)):
             out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
-                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part)))
+                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part),
+                              pointer_slots=(0,)))
             out.append(Packed(k["oz_scale"], stream, (-(-rows // 256), 1, 1), (256, 1, 1),
                               (part, i32(rows), i32(lay.chunks), r, f64(FLAT), e)))
             groups = -(-K // SPAN)
@@ -230,21 +226,31 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             out.append(Packed(k["oz_split"], stream,
                               (-(-fast // 32), min(-(-slow // 8), 65535), 1), (32, 8, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e, i32(count), sm,
-                               res, i64(lay.kpad), i64(rows * lay.kpad))))
+                               res, i64(lay.kpad), i64(rows * lay.kpad)), pointer_slots=(0,)))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
                                         elem_bytes=1, planes=count, plane_ld=N * lay.kpad))
         out.append(Packed(k["gemm"], stream, (grid, 1, 1), (384, 1, 1),
                           (map_a, map_b, i32(M), i32(N), i32(K), i32(count), gm, o["res_c"],
-                           i64(lay.ldr), i64(M * lay.ldr)), smem=cfg.smem))
+                           i64(lay.ldr), i64(M * lay.ldr)), smem=k["gemm"].dynamic_smem))
         across = -(-(-(-N // QUAD)) // 256)
         rows = max(1, min(M, 65535))  # a row per thread, where gridDim.y allows
         out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
                            i32(count), cm, o["mu"], o["nu"], f32(alpha), f32(beta), c,
                            i64(ldc), a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk),
-                           i32(K))))
+                           i32(K)), pointer_slots=(11, 13, 16)))
         return tuple(out)
 
-    return WorkspaceLaunch(device_id, stream, Workspace(0, lay.scratch_bytes), steps_at)
+    # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
+    return WorkspaceLaunch(device_id, stream, Workspace(0, lay.scratch_bytes), steps_at,
+                           pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
+
+
+#: bind's launches, and which of the call's pointers (0 A, 1 B, 2 C) each one's
+#: `pointer_slots` take: the norms and the split read A, then B; the products read only the
+#: workspace; the recombination writes C (reading it when beta is not 0) and reads A and B
+#: for the rows and columns the scaling refused.
+STEPS_ORDER = ("norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt")
+ROLES = ((0,), (), (0,), (1,), (), (1,), (), (2, 0, 1))

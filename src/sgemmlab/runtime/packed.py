@@ -193,17 +193,21 @@ class WorkspaceLaunch(Repointable):
     workspace of its own (workspace.for_capture), so the graph may replay on any stream.
     With one launch whose `pointer_slots` hold A, B and C (and X), it can be repointed at
     other operands, for the plan's calls on new ones; the native switch stores it (export)
-    when `head` and `tail` say which arguments are which."""
+    when `head` and `tail` say which arguments are which. Several launches that each read
+    some of A, B and C are repointed by `roles`: for each launch, which of the pointers
+    (0 A, 1 B, 2 C) go into its own `pointer_slots`, in order (none: it reads only the
+    workspace); `pointer_slots` then only says which call pointers the whole takes."""
 
     def __init__(self, device_id: int, stream, p, build: Callable[[int, int], tuple],
                  pointer_slots: tuple[int, ...] = (), bound_pointers: tuple = (),
-                 head: int = 0, tail: tuple = ()):
+                 head: int = 0, tail: tuple = (),
+                 roles: tuple[tuple[int, ...], ...] | None = None):
         from . import workspace as ws
 
         self._ws, self._device_id, self._stream, self._p, self._build = (
             ws, device_id, stream, p, build)
         self.pointer_slots, self.bound_pointers = pointer_slots, bound_pointers
-        self._head, self._tail = head, tail
+        self._head, self._tail, self._roles = head, tail, roles
         self._capturing = ws.capture_probe(stream)
         self._lock = threading.Lock()
         # bound while its stream is being captured (a graph's first call on a stream of its
@@ -250,6 +254,13 @@ class WorkspaceLaunch(Repointable):
             self._run(self._steps, pointers)
 
     def _run(self, steps: tuple, pointers: tuple) -> None:
+        if self._roles is not None:
+            for step, roles in zip(steps, self._roles, strict=True):
+                if roles:
+                    step.launch_at(*(pointers[i] for i in roles))
+                else:
+                    step()
+            return
         *first, last = steps
         for step in first:
             step()
