@@ -559,6 +559,9 @@ def _op_ids(shapes) -> str:
 
 
 def _operands(a_shape, b_shape, transposed=False, requires_grad=False):
+    import sgemmlab.torch_ops  # noqa: F401  (registers torch.ops.sgemmlab.matmul: a test run
+    # of this file alone may not have imported it yet)
+
     a, b = (_uniform(*s, transposed=transposed) for s in (a_shape, b_shape))
     if requires_grad:
         a, b = (x.detach().requires_grad_() for x in (a, b))

@@ -26,6 +26,10 @@ SHAPES = ([(n, n, n) for n in (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 307
           + [(16384, 1024, 1024), (1024, 16384, 4096), (2048, 2048, 8192),
              (1024, 1024, 16384), (256, 256, 65536), (512, 512, 8192), (8192, 1024, 8192),
              (4096, 14336, 4096), (4096, 4096, 14336), (2048, 11008, 4096)])
+#: shapes the constants were not fitted to (--check): around the turn, and odd sizes
+CHECK = ([(n, n, n) for n in (1408, 1664, 1920, 2304, 3001)]
+         + [(4096, 4096, 768), (6144, 6144, 512), (8192, 8192, 640), (3000, 5000, 700),
+            (5000, 3000, 3000), (6144, 1536, 6144), (12288, 4096, 1024), (1536, 1536, 12288)])
 
 
 def _time(fn) -> float:
@@ -79,11 +83,13 @@ def main() -> None:
 
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--check", action="store_true",
+                   help="the shapes the cost model was not fitted to (CHECK) instead")
     p.add_argument("--out", default="emulated-pair.json")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     records = []
-    for shape in SHAPES:
+    for shape in CHECK if args.check else SHAPES:
         rec = measure(*shape, args.reps)
         print(json.dumps(rec), flush=True)
         records.append(rec)
@@ -94,6 +100,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
         "note": "paired within this run: the four candidates interleaved per round, medians "
                 f"of {args.reps} rounds, CUDA events, L2 not flushed; normal inputs",
+        "shapes": "CHECK (not fitted to)" if args.check else "SHAPES (the fit's)",
         "chosen_not_slower_than_ieee": all(r["served_over_ieee"] >= 1 for r in chosen),
         "records": records}, indent=1))
 

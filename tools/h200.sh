@@ -119,8 +119,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --shape 16384x16384x16384 -k auto -k matmul --precision fp32_emulated \
         ${EMULATED_ARGS:-} --quiet || status=1 ;;
     emulatedpair)  # where fp32_emulated's dispatch turns: cuBLAS, ieee, fp32_emulated and
-      # rung 26 forced, paired per shape (tools/emulated_pair.py)
-      python3 tools/emulated_pair.py \
+      # rung 26 forced, paired per shape (tools/emulated_pair.py; PAIR_ARGS="--check")
+      python3 tools/emulated_pair.py ${PAIR_ARGS:-} \
         --out "results/nvidia-h200/pairs/emulated-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
     fixuppair)  # rung 14 before and after a fix-up change, paired (tools/fixup_pair.py;
       # PREVIOUS=a copy of the earlier ladder/14_streamk.cu, carried)

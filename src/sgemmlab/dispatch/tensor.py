@@ -20,9 +20,9 @@ order, and the reason says which:
   (no batched tensor maps yet), which costs more than the batched FP32 rungs;
 * fp32_emulated where `emulated_us`, the scheme's predicted time (its passes over the
   operands and C at a memory rate, and whole waves of INT8 tiles at the power-capped
-  rate), is not below `fp32_us` (exact FP32 at its large-product rate) by EMULATED_MARGIN:
-  the scheme's five passes cost a fixed time and bytes that a small product does not
-  repay. tools/emulated_pair.py measures both in one run where the rule turns.
+  rate), is not below `fp32_us` (exact FP32's) by EMULATED_MARGIN: the scheme's passes
+  cost a fixed time and bytes that a small product, or one of short K, does not repay.
+  tools/emulated_pair.py measures both in one run where the rule turns.
 
 The exact FP32 answer is always at least as accurate as the one asked for, so falling back
 is never a loss of precision; `sgemmlab explain --precision tf32x3` prints the reason.
@@ -42,31 +42,42 @@ BATCH_MIN_FLOP = 2 * 2**27  # per product: 2 M N K
 HOPPER_ARCH = "sm_90"
 EMULATED_MIN_K = 256  # ozaki/reference.MIN_K (a test holds them equal)
 EMULATED_MAX_K = 2**17 - 1  # runtime/ozaki.MAX_K: INT32 sums of K products of 2^14
-#: The cost model of fp32_emulated (rung 26 and its passes) against exact FP32, per product.
+#: The cost model of fp32_emulated (rung 26 and its passes) against exact FP32, per product,
+#: fitted by least squares to one paired run of both at 27 shapes (tools/emulated_pair.py,
+#: results/nvidia-h200/pairs/emulated-20261204T2001Z.json: cubes 512-4096, K 256-2048 at
+#: 4096^2 and 8192^2, models' layers): the scheme within -8 % to +8 % of what it measured,
+#: exact FP32 within -5 % to +7 % but at 256^2 x 65536 (4x optimistic). With the margin, the
+#: rule chose the scheme at all 17 shapes where it ran faster than exact FP32 (1.22-2.93x)
+#: and at none of the 9 where it ran slower, bar 256^2 x 65536, where it ran 1.18x faster and
+#: exact FP32 was kept.
 EMULATED_COUNT = 8  # the moduli: ozaki/reference.COUNT
-EMULATED_PASS_US = 40.0  # the passes' fixed time: eight launches
-EMULATED_PASS_BYTES_PER_US = 2.2e6  # their bytes (operands read twice, residues, C) at 2.2 TB/s
-EMULATED_TILE_OPS_PER_US = 11e6  # one SM's INT8 multiply-adds x2 per µs at the 700 W clock
-EMULATED_FP32_FLOP_PER_US = 55e6  # exact FP32 at large sizes: 55 TFLOP/s
+EMULATED_PASS_US = 82.0  # the eight launches' fixed time, the host's included
+EMULATED_PASS_BYTES_PER_US = 2.8e6  # the passes' bytes at 2.8 TB/s
+EMULATED_WAVE_US = 4.5  # a wave of tiles' fixed time (the ring's fill, the epilogue)
+EMULATED_TILE_OPS_PER_US = 13.0e6  # one SM's INT8 operations per µs at the 700 W clock
+EMULATED_FP32_US = 36.0  # exact FP32's fixed time
+EMULATED_FP32_FLOP_PER_US = 49e6  # ... and its rate: 49 TFLOP/s
 EMULATED_MARGIN = 1.1  # the scheme must be predicted this much faster
 
 
 def emulated_us(M: int, N: int, K: int, sms: int, count: int = EMULATED_COUNT) -> float:
-    """Predicted time of one fp32_emulated product (runtime/ozaki.py), in µs: the passes
-    (A and B read twice, their residues written, the products' residues read, C written
-    and read) and whole waves of rung 26's 128 x 256 tiles, one per (modulus, tile)."""
+    """Predicted time of one fp32_emulated product (runtime/ozaki.py), in µs: the passes'
+    bytes (A and B read twice and their residues written; the products' residues written
+    and read back; C written, and read for beta) and whole waves of rung 26's 128 x 256
+    tiles, one per (modulus, tile)."""
     kpad = -(-K // 16) * 16
-    passes = (8 + count) * (M + N) * K + count * M * N + 8 * M * N
+    passes = (8 + count) * (M + N) * K + 2 * count * M * N + 8 * M * N
     work = -(-M // 128) * -(-N // 256) * count
     waves = -(-work // max(sms, 1))
     tile = 2 * 128 * 256 * kpad / EMULATED_TILE_OPS_PER_US
-    return EMULATED_PASS_US + passes / EMULATED_PASS_BYTES_PER_US + waves * tile
+    return (EMULATED_PASS_US + passes / EMULATED_PASS_BYTES_PER_US
+            + waves * (EMULATED_WAVE_US + tile))
 
 
 def fp32_us(M: int, N: int, K: int) -> float:
-    """Exact FP32's time at its large-product rate, in µs: an optimistic bound (small
-    products run slower), so the scheme is chosen only where it clearly wins."""
-    return 2 * M * N * K / EMULATED_FP32_FLOP_PER_US
+    """Exact FP32's predicted time, in µs: a fixed time and a rate (fitted with the
+    scheme's, above)."""
+    return EMULATED_FP32_US + 2 * M * N * K / EMULATED_FP32_FLOP_PER_US
 
 
 def tensor_rung(precision: str) -> Rung:
@@ -121,8 +132,8 @@ def _emulated_why_not(req: Request, asked: str) -> str | None:
     mine, fp32 = emulated_us(req.M, req.N, req.K, req.sm_count), fp32_us(req.M, req.N, req.K)
     if mine * EMULATED_MARGIN >= fp32:
         return (f"{asked}; predicted {mine:.0f} µs for the scheme's passes and INT8 products "
-                f"against {fp32:.0f} µs for exact FP32: too small a product to repay the "
-                "passes, so exact FP32 instead")
+                f"against {fp32:.0f} µs for exact FP32: the passes cost more than the INT8 "
+                "products save (a small product, or a short K), so exact FP32 instead")
     return None
 
 
