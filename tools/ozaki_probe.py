@@ -58,7 +58,8 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
-            cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8) -> dict:
+            cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
+            crt_rows: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -76,6 +77,19 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     torch.cuda.synchronize()
     steps = dict(zip(ozaki.STEPS_ORDER, launch._steps))
     per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
+    if crt_rows:  # oz_crt with a row per thread (its first grid), beside the one-wave grid
+        ozaki.CRT_ONE_WAVE = False
+        try:
+            again = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
+                               K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
+                               trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
+                                                    "STAGES": stages, "GROUP_M": group_m})
+            crt = launch._steps[-1]
+            rounds = [(_time(crt, 1)[0], _time(again._steps[-1], 1)[0]) for _ in range(reps)]
+            per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
+            per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
+        finally:
+            ozaki.CRT_ONE_WAVE = True
     whole, cublas = [], []
     for _ in range(reps):  # paired, interleaved
         whole += _time(launch, 1)
@@ -114,6 +128,8 @@ def main() -> None:
     p.add_argument("--clusters", default="1", help="rung 26's CLUSTER values, e.g. 1,2")
     p.add_argument("--stages", default="4", help="rung 26's STAGES values, e.g. 3,4")
     p.add_argument("--group-m", default="8", help="rung 26's GROUP_M values, e.g. 4,8,16")
+    p.add_argument("--crt-rows", action="store_true",
+                   help="also time oz_crt with a row per thread, paired with its one-wave grid")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -124,7 +140,8 @@ def main() -> None:
         for cols, cl, st, gm in itertools.product(
                 (False, True) if args.b_cols else (False,), map(int, args.clusters.split(",")),
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
-            rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm)
+            rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
+                          args.crt_rows)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

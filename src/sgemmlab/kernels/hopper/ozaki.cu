@@ -3,8 +3,8 @@
 //
 //   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2, sum |x| and
 //             the nonzero count (FP64, a fixed order: the same inputs give the same
-//             exponents every run)
-//   oz_scale  the chunks' sums, in order; the row's exponent e, the largest with
+//             exponents every run); the last block of a tile of rows to finish then adds
+//             the chunks' sums, in order, into each row's exponent e, the largest with
 //             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
 //             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
 //             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
@@ -28,17 +28,41 @@ constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
 constexpr int MAX_MODULI = 20;
-constexpr int SPECIAL = -2147483647 - 1;  // oz_scale's exponent for a row with Inf or NaN
+constexpr int SPECIAL = -2147483647 - 1;  // the exponent of a row with Inf or NaN
 
 __device__ __forceinline__ float load_x(const float* x, long long sr, long long sk, long long r,
                                         long long k) {
     return x[r * sr + k * sk];
 }
 
+// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
+// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min. The chunks'
+// sums are read from L2 (__ldcg: other blocks wrote them), in order.
+__device__ int exponent(const double* part, int rows, int chunks, int r, double radius,
+                        double flat_min) {
+    double sq = 0.0, ab = 0.0, nz = 0.0;
+    for (int c = 0; c < chunks; ++c) {
+        const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
+        sq += __ldcg(in), ab += __ldcg(in + 1), nz += __ldcg(in + 2);
+    }
+    if (!isfinite(sq)) return SPECIAL;
+    if (sq == 0.0) return 0;
+    const double norm = sqrt(sq);
+    if (ab / (sqrt(nz) * norm) < flat_min) return SPECIAL;
+    int en, eg;
+    const double f = frexp(norm, &en), g = frexp(radius, &eg);
+    return f <= g ? eg - en : eg - en - 1;
+}
+
 // part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r.
+// Then the block that finishes a tile's chunks last (`done[blockIdx.x]` counts them, and is
+// left 0 again for the next launch: the workspace's zeroed region) writes the tile's
+// exponents e[r] (`exponent`): one launch fewer than a pass of its own, and no wait on it.
 SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
-                      double* __restrict__ part) {
+                      double* __restrict__ part, unsigned* __restrict__ done, double radius,
+                      double flat_min, int* __restrict__ e) {
     __shared__ double sums[4][T][3];
+    __shared__ bool last;
     const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int kend = min(K, k0 + CHUNK);
@@ -85,54 +109,43 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                 out[0] = sq, out[1] = ab, out[2] = nz;
             }
         }
-        return;
-    }
-    // r contiguous (or neither): a thread per row and quarter of the chunk, then the quarters
-    const int i = tid % T, q = tid / T, r = r0 + i;
-    double sq = 0.0, ab = 0.0, nz = 0.0;
-    if (r < rows) {
-        const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
-#pragma unroll 8
-        for (int k = kq; k < kqe; ++k) {
-            const double v = load_x(x, sr, sk, r, k);
-            sq = fma(v, v, sq);
-            ab += fabs(v);
-            nz += v != 0.0 ? 1.0 : 0.0;
-        }
-    }
-    sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
-    __syncthreads();
-    if (q == 0 && r < rows) {
-        for (int p = 1; p < 4; ++p) sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
-        double* out = part + (static_cast<long long>(c) * rows + r) * 3;
-        out[0] = sq, out[1] = ab, out[2] = nz;
-    }
-}
-
-// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
-// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min.
-SGEMM_KERNEL oz_scale(const double* __restrict__ part, int rows, int chunks, double radius,
-                      double flat_min, int* __restrict__ e) {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+    } else {
+        // r contiguous (or neither): a thread per row and quarter of the chunk, then the
+        // quarters
+        const int i = tid % T, q = tid / T, r = r0 + i;
         double sq = 0.0, ab = 0.0, nz = 0.0;
-        for (int c = 0; c < chunks; ++c) {
-            const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
-            sq += in[0], ab += in[1], nz += in[2];
-        }
-        int out = 0;
-        if (!isfinite(sq)) {
-            out = SPECIAL;
-        } else if (sq > 0.0) {
-            const double norm = sqrt(sq);
-            if (ab / (sqrt(nz) * norm) < flat_min) {
-                out = SPECIAL;
-            } else {
-                int en, eg;
-                const double f = frexp(norm, &en), g = frexp(radius, &eg);
-                out = f <= g ? eg - en : eg - en - 1;
+        if (r < rows) {
+            const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
+#pragma unroll 8
+            for (int k = kq; k < kqe; ++k) {
+                const double v = load_x(x, sr, sk, r, k);
+                sq = fma(v, v, sq);
+                ab += fabs(v);
+                nz += v != 0.0 ? 1.0 : 0.0;
             }
         }
-        e[r] = out;
+        sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
+        __syncthreads();
+        if (q == 0 && r < rows) {
+            for (int p = 1; p < 4; ++p)
+                sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
+            double* out = part + (static_cast<long long>(c) * rows + r) * 3;
+            out[0] = sq, out[1] = ab, out[2] = nz;
+        }
+    }
+    // the last of the tile's gridDim.y blocks: every other one's sums are in memory (each
+    // fenced its writes before counting itself), so this one adds them up
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        last = atomicAdd(done + blockIdx.x, 1u) == gridDim.y - 1;
+        if (last) done[blockIdx.x] = 0u;  // no other block of this launch touches it again
+    }
+    __syncthreads();
+    if (last) {
+        __threadfence();
+        for (int i = tid; i < T && r0 + i < rows; i += THREADS)
+            e[r0 + i] = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
     }
 }
 
@@ -295,8 +308,10 @@ __device__ float dot(const float* a, long long a_sr, long long a_sk, const float
 
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
 // (ldr a multiple of 16: the 8-byte loads are aligned and stay inside the row), threads along
-// the row (blockIdx.x), rows along blockIdx.y (and beyond, in steps).
-SGEMM_KERNEL __launch_bounds__(256)
+// the row (blockIdx.x), rows along blockIdx.y and beyond, in steps of gridDim.y (the host
+// makes the grid one wave): the next row's residues are loaded before this row's are
+// recombined, so a thread always has a row's loads in flight.
+SGEMM_KERNEL __launch_bounds__(256, 3)  // 80 registers: three blocks an SM (four spill)
 oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
                     const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
@@ -310,19 +325,26 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
     int ej[QUAD];
 #pragma unroll
     for (int q = 0; q < QUAD; ++q) ej[q] = j0 + q < N ? nu[j0 + q] : 0;
-    for (int i = blockIdx.y; i < M; i += gridDim.y) {
+    // every plane's bytes of a row loaded before any is used (unrolled to the most moduli
+    // the recombination takes): one memory latency a row, not one a plane
+    uint2 words[MAX_COUNT];
+    auto load_row = [&](uint2 (&w)[MAX_COUNT], int i) {
+        const signed char* p = R + i * ldr + j0;
+#pragma unroll
+        for (int l = 0; l < MAX_COUNT; ++l)
+            w[l] = l < count && i < M ? *reinterpret_cast<const uint2*>(p + l * plane)
+                                      : make_uint2(0u, 0u);
+    };
+    const int step = static_cast<int>(gridDim.y);
+    load_row(words, blockIdx.y);
+    for (int i = blockIdx.y, next; i < M; i = next) {
+        next = M - i > step ? i + step : M;  // (M - i: no overflow near 2^31)
+        uint2 ahead[MAX_COUNT];
+        load_row(ahead, next);
         double hi[QUAD];
         int lo[QUAD];
 #pragma unroll
         for (int q = 0; q < QUAD; ++q) hi[q] = 0.0, lo[q] = 0;
-        const signed char* p = R + i * ldr + j0;
-        // every plane's bytes loaded before any is used (unrolled to the most moduli the
-        // recombination takes): one memory latency a row, not one a plane
-        uint2 words[MAX_COUNT];
-#pragma unroll
-        for (int l = 0; l < MAX_COUNT; ++l)
-            words[l] = l < count ? *reinterpret_cast<const uint2*>(p + l * plane)
-                                 : make_uint2(0u, 0u);
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l) {
             const int wl = mods.w_lo[l];  // 0 past count
@@ -372,5 +394,7 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
             for (int q = 0; q < QUAD; ++q)
                 if (j0 + q < N) c[q] = epilogue(out[q], alpha, beta, c + q);
         }
+#pragma unroll
+        for (int l = 0; l < MAX_COUNT; ++l) words[l] = ahead[l];
     }
 }
