@@ -57,7 +57,7 @@ def test_an_argument_of_no_known_type_is_refused(bad):
 
 
 def test_doubles_and_structs_are_packed_as_their_bytes():
-    """rung 26's steps take a double (oz_scale's radius) and structs by value (the moduli)."""
+    """rung 26's steps take a double (oz_norms' radius) and structs by value (the moduli)."""
     import ctypes
 
     class Pair(ctypes.Structure):

@@ -129,7 +129,7 @@ def test_rung_26_fits_its_shared_memory():
 
 
 def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch):
-    """The scheme's launch is one of eight kernels; a plan's call on new operands must reach
+    """The scheme's launch is six kernels; a plan's call on new operands must reach
     every one that reads them: the norms and the split (A, then B) and the recombination (C,
     and A and B for refused rows and columns). Launches recorded on stand-in handles."""
     import ctypes
@@ -138,11 +138,11 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     from sgemmlab.runtime import driver as driver_mod
     from sgemmlab.runtime import workspace as ws
 
-    names = ("gemm", "oz_norms", "oz_scale", "oz_split", "oz_crt")
+    names = ("gemm", "oz_norms", "oz_split", "oz_crt")
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for i, n in enumerate(names)}
-    slots = {2: (0,), 3: (), 4: (0,), 1: (), 5: (11, 13, 16)}  # by handle
+    slots = {2: (0,), 3: (0,), 1: (), 4: (11, 13, 16)}  # by handle
     seen = []
 
     def call(*a):
@@ -162,10 +162,36 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     w = ozaki.bind(0, 300, 200, 500, 1.0, 0x1000, 500, 0x2000, 200, 0.5, 0x3000, 200, stream,
                    cfg=ozaki.rung().seed)
     assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
-    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 8
+    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 6
     for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
-        assert seen == [(2, (a,)), (3, ()), (4, (a,)), (2, (b,)), (3, ()), (4, (b,)),
-                        (1, ()), (5, (c, a, b))]
+        assert seen == [(2, (a,)), (3, (a,)), (2, (b,)), (3, (b,)), (1, ()), (4, (c, a, b))]
+
+
+def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
+    """oz_norms' last block of a tile of rows writes the tile's exponents; its counter (one
+    per tile of A, then of B) comes from the workspace's zeroed region, which it leaves 0."""
+    import types
+
+    from sgemmlab.runtime import workspace as ws
+
+    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
+                                        max_active_blocks=lambda threads: 3)
+               for n in ("gemm", "oz_norms", "oz_split", "oz_crt")}
+    asked = []
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132))
+    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: asked.append((z, s)) or (
+        0x7000, 0xA0000000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    w = ozaki.bind(0, 300, 65, 500, 1.0, 0x1000, 500, 0x2000, 65, 0.0, 0x3000, 65,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    tiles = -(-300 // ozaki.TILE) + -(-65 // ozaki.TILE)  # 5 + 2
+    assert asked == [(4 * tiles, ozaki.layout(300, 65, 500, ref.COUNT).scratch_bytes)]
+    norms_a, _, norms_b, *_ = w._steps
+    assert norms_a.args[6] == 0x7000 and norms_b.args[6] == 0x7000 + 4 * 5
+    assert norms_a.grid == (5, 2, 1) and norms_b.grid == (2, 2, 1)  # K = 500: 2 chunks

@@ -1,13 +1,14 @@
 """Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
 
 C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
-it (the tests compare the two bit for bit). Eight launches on the stream, all of their
+it (the tests compare the two bit for bit). Six launches on the stream, all of their
 arrays in the stream's workspace:
 
-    oz_norms, oz_scale, oz_split   for A (rows i), then for B read as B^T (rows j): the
-                                   exponents mu, nu and the residue planes, K-major
-    rung 26                        the count products, each reduced modulo its m_l: R_l
-    oz_crt                         R -> X by the Chinese remainder theorem -> C
+    oz_norms, oz_split   for A (rows i), then for B read as B^T (rows j): the exponents
+                         mu, nu (the norms' last block of a tile of rows writes them) and
+                         the residue planes, K-major
+    rung 26              the count products, each reduced modulo its m_l: R_l
+    oz_crt               R -> X by the Chinese remainder theorem -> C
 
 The operands are read where they lie, in either layout (a row of X is a row of A, or a
 column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
@@ -141,7 +142,7 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_scale", "oz_split", "oz_crt"):
+    for name in ("oz_norms", "oz_split", "oz_crt"):
         out[name] = driver.load(steps.cubin, name, device_id)
     with _lock:
         _loaded.setdefault(key, out)
@@ -188,7 +189,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
-    unless given): the eight launches of the module docstring, on one scratch workspace."""
+    unless given): the six launches of the module docstring, on the stream's workspace
+    (the norms' counters in its zeroed region)."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
@@ -210,19 +212,19 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     work = -(-(-(-M // BM)) // cl) * -(-N // bn) * count  # (modulus, row-tile group, col)
     grid = cl * max(1, min(work, sms // cl))
 
+    tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
     crt_blocks = sms * max(1, k["oz_crt"].max_active_blocks(256))  # oz_crt's wave
 
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
         out = []
-        for x, sr, sk, rows, part, e, res, sm in (
-                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a),
-                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b)):
+        for x, sr, sk, rows, part, e, res, sm, done in (
+                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a, zeroed),
+                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b,
+                 zeroed + 4 * tiles_a)):
             out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
-                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part),
-                              pointer_slots=(0,)))
-            out.append(Packed(k["oz_scale"], stream, (-(-rows // 256), 1, 1), (256, 1, 1),
-                              (part, i32(rows), i32(lay.chunks), r, f64(FLAT), e)))
+                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part,
+                                            done, r, f64(FLAT), e), pointer_slots=(0,)))
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             out.append(Packed(k["oz_split"], stream,
@@ -249,7 +251,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         return tuple(out)
 
     # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
-    return WorkspaceLaunch(device_id, stream, Workspace(0, lay.scratch_bytes), steps_at,
+    return WorkspaceLaunch(device_id, stream,
+                           Workspace(4 * (tiles_a + tiles_b), lay.scratch_bytes), steps_at,
                            pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
 
 
@@ -257,8 +260,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
 #: `pointer_slots` take: the norms and the split read A, then B; the products read only the
 #: workspace; the recombination writes C (reading it when beta is not 0) and reads A and B
 #: for the rows and columns the scaling refused.
-STEPS_ORDER = ("norms_a", "scale_a", "split_a", "norms_b", "scale_b", "split_b", "gemm", "crt")
-ROLES = ((0,), (), (0,), (1,), (), (1,), (), (2, 0, 1))
+STEPS_ORDER = ("norms_a", "split_a", "norms_b", "split_b", "gemm", "crt")
+ROLES = ((0,), (0,), (1,), (1,), (), (2, 0, 1))
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)
 CRT_ONE_WAVE = True

@@ -3,8 +3,8 @@
 //
 //   oz_norms  per row of an operand X, partial sums over chunks of K: sum x^2, sum |x| and
 //             the nonzero count (FP64, a fixed order: the same inputs give the same
-//             exponents every run)
-//   oz_scale  the chunks' sums, in order; the row's exponent e, the largest with
+//             exponents every run); the last block of a tile of rows to finish then adds
+//             the chunks' sums, in order, into each row's exponent e, the largest with
 //             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
 //             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
 //             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
@@ -28,17 +28,41 @@ constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
 constexpr int MAX_MODULI = 20;
-constexpr int SPECIAL = -2147483647 - 1;  // oz_scale's exponent for a row with Inf or NaN
+constexpr int SPECIAL = -2147483647 - 1;  // the exponent of a row with Inf or NaN
 
 __device__ __forceinline__ float load_x(const float* x, long long sr, long long sk, long long r,
                                         long long k) {
     return x[r * sr + k * sk];
 }
 
+// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
+// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min. The chunks'
+// sums are read from L2 (__ldcg: other blocks wrote them), in order.
+__device__ int exponent(const double* part, int rows, int chunks, int r, double radius,
+                        double flat_min) {
+    double sq = 0.0, ab = 0.0, nz = 0.0;
+    for (int c = 0; c < chunks; ++c) {
+        const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
+        sq += __ldcg(in), ab += __ldcg(in + 1), nz += __ldcg(in + 2);
+    }
+    if (!isfinite(sq)) return SPECIAL;
+    if (sq == 0.0) return 0;
+    const double norm = sqrt(sq);
+    if (ab / (sqrt(nz) * norm) < flat_min) return SPECIAL;
+    int en, eg;
+    const double f = frexp(norm, &en), g = frexp(radius, &eg);
+    return f <= g ? eg - en : eg - en - 1;
+}
+
 // part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r.
+// Then the block that finishes a tile's chunks last (`done[blockIdx.x]` counts them, and is
+// left 0 again for the next launch: the workspace's zeroed region) writes the tile's
+// exponents e[r] (`exponent`): one launch fewer than a pass of its own, and no wait on it.
 SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
-                      double* __restrict__ part) {
+                      double* __restrict__ part, unsigned* __restrict__ done, double radius,
+                      double flat_min, int* __restrict__ e) {
     __shared__ double sums[4][T][3];
+    __shared__ bool last;
     const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int kend = min(K, k0 + CHUNK);
@@ -85,54 +109,43 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                 out[0] = sq, out[1] = ab, out[2] = nz;
             }
         }
-        return;
-    }
-    // r contiguous (or neither): a thread per row and quarter of the chunk, then the quarters
-    const int i = tid % T, q = tid / T, r = r0 + i;
-    double sq = 0.0, ab = 0.0, nz = 0.0;
-    if (r < rows) {
-        const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
-#pragma unroll 8
-        for (int k = kq; k < kqe; ++k) {
-            const double v = load_x(x, sr, sk, r, k);
-            sq = fma(v, v, sq);
-            ab += fabs(v);
-            nz += v != 0.0 ? 1.0 : 0.0;
-        }
-    }
-    sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
-    __syncthreads();
-    if (q == 0 && r < rows) {
-        for (int p = 1; p < 4; ++p) sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
-        double* out = part + (static_cast<long long>(c) * rows + r) * 3;
-        out[0] = sq, out[1] = ab, out[2] = nz;
-    }
-}
-
-// e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
-// sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min.
-SGEMM_KERNEL oz_scale(const double* __restrict__ part, int rows, int chunks, double radius,
-                      double flat_min, int* __restrict__ e) {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+    } else {
+        // r contiguous (or neither): a thread per row and quarter of the chunk, then the
+        // quarters
+        const int i = tid % T, q = tid / T, r = r0 + i;
         double sq = 0.0, ab = 0.0, nz = 0.0;
-        for (int c = 0; c < chunks; ++c) {
-            const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
-            sq += in[0], ab += in[1], nz += in[2];
-        }
-        int out = 0;
-        if (!isfinite(sq)) {
-            out = SPECIAL;
-        } else if (sq > 0.0) {
-            const double norm = sqrt(sq);
-            if (ab / (sqrt(nz) * norm) < flat_min) {
-                out = SPECIAL;
-            } else {
-                int en, eg;
-                const double f = frexp(norm, &en), g = frexp(radius, &eg);
-                out = f <= g ? eg - en : eg - en - 1;
+        if (r < rows) {
+            const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
+#pragma unroll 8
+            for (int k = kq; k < kqe; ++k) {
+                const double v = load_x(x, sr, sk, r, k);
+                sq = fma(v, v, sq);
+                ab += fabs(v);
+                nz += v != 0.0 ? 1.0 : 0.0;
             }
         }
-        e[r] = out;
+        sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
+        __syncthreads();
+        if (q == 0 && r < rows) {
+            for (int p = 1; p < 4; ++p)
+                sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
+            double* out = part + (static_cast<long long>(c) * rows + r) * 3;
+            out[0] = sq, out[1] = ab, out[2] = nz;
+        }
+    }
+    // the last of the tile's gridDim.y blocks: every other one's sums are in memory (each
+    // fenced its writes before counting itself), so this one adds them up
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        last = atomicAdd(done + blockIdx.x, 1u) == gridDim.y - 1;
+        if (last) done[blockIdx.x] = 0u;  // no other block of this launch touches it again
+    }
+    __syncthreads();
+    if (last) {
+        __threadfence();
+        for (int i = tid; i < T && r0 + i < rows; i += THREADS)
+            e[r0 + i] = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
     }
 }
 
