@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ozaki_probe import _time  # noqa: E402  (CUDA events around one call each)
 
 #: cubes around the turn, K along at fixed sides, and shapes of models' layers
 SHAPES = ([(n, n, n) for n in (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096)]
@@ -30,17 +33,6 @@ SHAPES = ([(n, n, n) for n in (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 307
 CHECK = ([(n, n, n) for n in (1408, 1664, 1920, 2304, 3001)]
          + [(4096, 4096, 768), (6144, 6144, 512), (8192, 8192, 640), (3000, 5000, 700),
             (5000, 3000, 3000), (6144, 1536, 6144), (12288, 4096, 1024), (1536, 1536, 12288)])
-
-
-def _time(fn) -> float:
-    import torch
-
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
 
 
 def measure(M: int, N: int, K: int, reps: int) -> dict:
@@ -68,7 +60,7 @@ def measure(M: int, N: int, K: int, reps: int) -> dict:
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):  # paired: every candidate once per round
         for name, fn in runs.items():
-            times[name].append(_time(fn))
+            times[name].append(_time(fn, 1)[0])
     ms = {name: statistics.median(t) for name, t in times.items()}
     return {"shape": [M, N, K], "chosen": choice.rung,
             "predicted_us": {"fp32_emulated": tensor.emulated_us(M, N, K, info.sm_count),
