@@ -52,7 +52,7 @@ EMULATED_MAX_K = 2**17 - 1  # runtime/ozaki.MAX_K: INT32 sums of K products of 2
 #: to exact FP32, though the scheme ran 1.18x faster there. A second run at 13 shapes the
 #: fit had not seen (…/emulated-20261204T2014Z.json) bore it out.
 EMULATED_COUNT = 8  # the moduli: ozaki/reference.COUNT
-EMULATED_PASS_US = 82.0  # the eight launches' fixed time, the host's included
+EMULATED_PASS_US = 82.0  # the launches' fixed time, the host's included
 EMULATED_PASS_BYTES_PER_US = 2.8e6  # the passes' bytes at 2.8 TB/s
 EMULATED_WAVE_US = 4.5  # a wave of tiles' fixed time (the ring's fill, the epilogue)
 EMULATED_TILE_OPS_PER_US = 13.0e6  # one SM's INT8 operations per µs at the 700 W clock
