@@ -131,7 +131,9 @@ def test_info_lists_every_rung_the_library_runs():
 
 @pytest.mark.parametrize("shape, precision", [((4096, 4096, 4096), "ieee"),
                                               ((8, 4096, 4096), "ieee"),
-                                              ((4096, 4096, 4096), "tf32x3")])
+                                              ((4096, 4096, 4096), "tf32x3"),
+                                              ((4096, 4096, 4096), "fp32_emulated"),
+                                              ((512, 512, 512), "fp32_emulated")])
 def test_what_explain_picks_info_lists(shape, precision):
     import json
 
@@ -142,6 +144,9 @@ def test_what_explain_picks_info_lists(shape, precision):
     assert chose.exit_code == 0, chose.output
     picked = registry.rung(json.loads(chose.output)["rung"]).number
     assert picked in _info_numbers(CliRunner().invoke(app, ["info"]).output)
+    if precision == "fp32_emulated":  # the scheme at 4096^3, exact FP32 at 512^3: both say why
+        assert (picked == 26) is (shape[0] == 4096), picked
+        assert "predicted" in json.loads(chose.output)["reason"]
 
 
 # -- the Python simulator: an estimate first, progress on the way --------------------------
