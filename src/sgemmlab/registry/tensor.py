@@ -42,8 +42,9 @@ def _ozaki_smem(c: Config) -> int:
 #: The tensor-core rungs (kernels/hopper/): Hopper only (sm_90a), not FP32 by the
 #: ladder's rule, so neither in ALL nor chosen unless the caller asks for their precision
 #: (matmul(precision="fp32_emulated" | "tf32x3" | "tf32")). Looked up like any rung.
-#: Rung 26 is one launch of five (runtime/ozaki.py: the scaling, the split into residues,
-#: the INT8 products, the recombination); its configuration is the products'.
+#: Rung 26 is one launch of six (runtime/ozaki.py: the norms and exponents, the split into
+#: residues, for A and for B; the INT8 products; the recombination); its configuration is
+#: the products'.
 TENSOR: tuple[Rung, ...] = (
     Rung(
         19, "tf32_wgmma", "TF32 on the tensor cores: TMA, mbarriers, wgmma (NOT FP32)",

@@ -253,7 +253,7 @@ class Launcher:
 
     def _bind_tensor(self, call: Call) -> WorkspaceLaunch:
         """Rungs 19-20: tensor maps by value and the pre-passes (runtime/hopper.py); rung 26:
-        Ozaki scheme II's five steps around it (runtime/ozaki.py)."""
+        Ozaki scheme II's passes around it (runtime/ozaki.py)."""
         from . import hopper, ozaki
 
         cl = call
