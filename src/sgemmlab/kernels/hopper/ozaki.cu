@@ -166,7 +166,7 @@ constexpr double MAGIC52 = 6755399441055744.0;
 constexpr double MAGIC_S = 6755401588539392.0;  // 1.5 2^52 + 2^31
 constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
 
-// 2^e as a double, from its bits (|e| <= 1022: oz_scale's exponents are within about 200).
+// 2^e as a double, from its bits (|e| <= 1022: oz_norms' exponents are within about 200).
 __device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // v mod m, symmetric (v an integer in a double, |v| < 2^51; `low`, v's low 32 bits): q = v / m
