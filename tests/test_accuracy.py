@@ -21,10 +21,14 @@ torch = pytest.importorskip("torch")  # the harness runs on torch tensors (CPU o
 
 
 def test_the_fuzz_set_is_fixed_and_covers_k_1_to_65536_in_four_distributions():
-    cases = acc.fuzz_set()
-    assert cases == acc.fuzz_set()
-    assert len({c.name for c in cases}) == len(cases)
-    assert {c.distribution for c in cases} == set(acc.DISTRIBUTIONS)
+    every = acc.fuzz_set()
+    assert every == acc.fuzz_set()
+    assert len({c.name for c in every}) == len(every)
+    assert {c.distribution for c in every} == set(acc.DISTRIBUTIONS)
+    served = [c for c in every if (c.M, c.N) == acc.SERVED_MN]
+    assert {(c.distribution, c.K) for c in served} == {
+        (d, K) for d in acc.DISTRIBUTIONS for K in acc.SERVED_K}
+    cases = [c for c in every if c not in served]
     for d in ("normal", "uniform", "mixed"):
         ks = {c.K for c in cases if c.distribution == d and (c.M, c.N) in (acc.MN, acc.MN_DEEP)}
         assert ks == set(acc.K_VALUES), d
@@ -41,8 +45,8 @@ def test_the_quick_set_is_a_subset_with_every_distribution_but_the_scaling_break
     quick = acc.fuzz_set(quick=True)
     assert set(quick) < set(acc.fuzz_set())
     assert {c.distribution for c in quick} == set(acc.DISTRIBUTIONS) - set(acc.SCALING)
-    assert {c.K for c in acc.fuzz_set() if c.distribution in acc.SCALING} == \
-        set(acc.SCALING_K)
+    assert {c.K for c in acc.fuzz_set() if c.distribution in acc.SCALING
+            and (c.M, c.N) != acc.SERVED_MN} == set(acc.SCALING_K)
     assert len(quick) < len(acc.fuzz_set()) / 3
 
 

@@ -265,6 +265,16 @@ def test_the_emulated_rule_chose_only_winners_in_its_paired_runs():
     assert (4096, 4096, 4096) in picked and (4096, 14336, 4096) in picked, picked
 
 
+@pytest.mark.parametrize("precision", ["fp32_emulated", "tf32x3"])
+def test_the_accuracy_sets_served_cases_run_on_the_tensor_cores(isolated_dispatch, precision):
+    """bench/accuracy.py's served cases exist so that the harness sees the tensor-core rungs
+    through dispatch: they must stay large enough for both FP32-accurate precisions."""
+    from sgemmlab.bench import accuracy as acc
+
+    for K in acc.SERVED_K:
+        assert precision_of(choose(*acc.SERVED_MN, K, precision)) == precision, K
+
+
 def test_the_emulated_constants_are_the_schemes():
     from sgemmlab.ozaki import reference
     from sgemmlab.runtime import ozaki

@@ -23,7 +23,10 @@ itself is far from its bound, which the quick set's GPU test holds every FP32 pr
                small ones.
 
 K runs from 1 (one rounding, no sum) to 65536 (a long sum); a few ragged shapes (one row, one
-column, no tile multiple) join them. The inputs are float32, drawn on the GPU from a
+column, no tile multiple) join them. The full set ends with every distribution at
+2048×2048 and K 4096 and 16384 (`SERVED_MN`, `SERVED_K`): products large enough that
+dispatch runs "fp32_emulated" and "tf32x3" on the tensor cores, where the small cases
+above get exact FP32 under "fp32_emulated". The inputs are float32, drawn on the GPU from a
 generator seeded per case; the reference is the float64 product of those same inputs.
 
 The metric, componentwise (float64):
@@ -68,6 +71,10 @@ MIXED_EXPONENTS = (-16, 16)  # e of 2^e, inclusive
 MN, MN_DEEP = (256, 192), (128, 128)
 RAGGED = (("uniform", 257, 131, 1000), ("uniform", 1, 4096, 4096),
           ("uniform", 4096, 1, 4096), ("mixed", 257, 131, 1000))
+#: Products large enough that dispatch serves the FP32-accurate tensor-core precisions on
+#: the tensor cores (dispatch/tensor.py): every distribution at SERVED_MN and these K. The
+#: cases above are small, so under "fp32_emulated" dispatch computes them in exact FP32.
+SERVED_MN, SERVED_K = (2048, 2048), (4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,7 @@ def fuzz_set(quick: bool = False) -> list[Case]:
     out += [case(*r) for r in (RAGGED[:1] if quick else RAGGED)]
     if not quick:
         out += [_square(d, K) for d in SCALING for K in SCALING_K]
+        out += [case(d, *SERVED_MN, K) for d in DISTRIBUTIONS for K in SERVED_K]
     return out
 
 
