@@ -41,7 +41,6 @@ TF32X3_MIN_K = 256
 BATCH_MIN_FLOP = 2 * 2**27  # per product: 2 M N K
 HOPPER_ARCH = "sm_90"
 EMULATED_MIN_K = 256  # ozaki/reference.MIN_K (a test holds them equal)
-EMULATED_MAX_K = 2**17 - 1  # runtime/ozaki.MAX_K: INT32 sums of K products of 2^14
 #: The cost model of fp32_emulated (rung 26 and its passes) against exact FP32, per product,
 #: fitted by least squares to one paired run of both at 27 shapes (tools/emulated_pair.py,
 #: results/nvidia-h200/pairs/emulated-20261204T2001Z.json: cubes 512-4096, K 256-2048 at
@@ -127,9 +126,10 @@ def _emulated_why_not(req: Request, asked: str) -> str | None:
     if req.K < EMULATED_MIN_K:
         return (f"{asked}; K = {req.K} < {EMULATED_MIN_K}: over so short a K exact FP32 is "
                 "more accurate than the scheme's scaling (sgemmlab accuracy), and as fast")
-    if req.K > EMULATED_MAX_K:
-        return (f"{asked}; K = {req.K} > {EMULATED_MAX_K}: the INT8 products' INT32 sums "
-                "would overflow, so exact FP32 instead")
+    r = tensor_rung("fp32_emulated")
+    if not r.serves(req.M, req.N, req.K):
+        return (f"{asked}; K = {req.K}: rung {r.label} computes {r.domain} (past that its "
+                "INT32 sums would overflow), so exact FP32 instead")
     mine, fp32 = emulated_us(req.M, req.N, req.K, req.sm_count), fp32_us(req.M, req.N, req.K)
     if mine * EMULATED_MARGIN >= fp32:
         return (f"{asked}; predicted {mine:.0f} µs for the scheme's passes and INT8 products "

@@ -16,7 +16,8 @@ def _tiles(c: Config) -> dict[str, int]:
 
 def _hopper_smem(c: Config, b_arrays: int) -> int:
     """STAGES stages of A (TILE_M x TILE_K floats) and b_arrays of B (BN x TILE_K), a full
-    and an empty mbarrier per stage, 1024 bytes to align the tiles to the swizzle's period."""
+    and an empty mbarrier per stage, 1024 bytes to align the tiles to the swizzle's period.
+    (Rung 26's tiles hold int8, 128 of them a row: the same 128 bytes as TILE_K floats.)"""
     return (c["STAGES"] * (TILE_M * TILE_K + b_arrays * c["BN"] * TILE_K) * _F
             + 16 * c["STAGES"] + 1024)
 
@@ -31,12 +32,6 @@ def _hopper_rules(b_arrays: int) -> tuple[Rule, ...]:
              f"{b_arrays} x B tiles) + barriers + 1024)",
              lambda c: _hopper_smem(c, b_arrays) <= _HOPPER_SMEM_MAX),
     )
-
-
-def _ozaki_smem(c: Config) -> int:
-    """Rung 26's ring: STAGES stages of A (TILE_M rows) and B (BN rows) of one 128-byte
-    k-tile each (128 int8), a full and an empty mbarrier per stage, 1024 to align."""
-    return c["STAGES"] * (TILE_M + c["BN"]) * TILE_K * _F + 16 * c["STAGES"] + 1024
 
 
 #: The tensor-core rungs (kernels/hopper/): Hopper only (sm_90a), not FP32 by the
@@ -78,14 +73,10 @@ TENSOR: tuple[Rung, ...] = (
                "CLUSTER": (1, 2)},
         block=lambda c: (384, 1, 1), tile=lambda c: (TILE_M, c["BN"]),
         smem_bytes=lambda c: 0, seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1},
-        rules=(Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
-               Rule(f"the ring fits in {_HOPPER_SMEM_MAX} bytes of shared memory (STAGES x "
-                    "(A + B tiles of 128 bytes a row) + barriers + 1024)",
-                    lambda c: _ozaki_smem(c) <= _HOPPER_SMEM_MAX),
-               Rule("CLUSTER is 1 or 2", lambda c: c["CLUSTER"] in (1, 2))),
+        rules=_hopper_rules(1) + (Rule("CLUSTER is 1 or 2", lambda c: c["CLUSTER"] in (1, 2)),),
         features=frozenset({"layouts", "tma"}),
         precision="fp32_emulated", arch="sm_90a", needs_cc=(9, 0),
-        dynamic_smem=_ozaki_smem, derived=_tiles,
+        dynamic_smem=lambda c: _hopper_smem(c, 1), derived=_tiles,
         domain="any M, N and K < 131072 on a Hopper GPU (sm_90)",
         serves=lambda M, N, K: K < 2**17,
     ),
