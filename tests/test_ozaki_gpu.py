@@ -178,3 +178,62 @@ def test_rows_the_flatness_rule_refuses_are_dot_products_summed_in_fp64(cluster)
     scale = np.abs(an.astype(np.float64)) @ np.abs(bn.astype(np.float64))
     err, fp32 = np.abs(got - exact) / scale, np.abs((an @ bn) - exact) / scale
     assert err.max() <= fp32.max()
+
+
+def _spiky(rows, cols, trans, seed, every, ld_extra=0):
+    """`_operand` with a huge entry in every `every`-th row (every row when 1): rows the
+    flatness rule refuses, scattered across the tiles."""
+    x = _operand(rows, cols, trans, seed, ld_extra).clone()
+    x[::every, seed % cols] = 2.0**40
+    return x
+
+
+@HOPPER
+@pytest.mark.parametrize("M, N, K, every_a, every_b",
+                         [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
+                          (1, 300, 97, 1, 2), (600, 1, 260, 2, 1)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, every_a,
+                                                                    every_b, ta, tb):
+    """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
+    over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
+    bit for bit; beta != 0 shows an output whose row and column are both refused is written
+    once."""
+    import torch
+
+    a = _spiky(M, K, ta, 31 + M, every_a, ld_extra=3)
+    b = _spiky(N, K, not tb, 37 + N, every_b, ld_extra=5).t()  # columns of B: rows of B^T
+    an, bn = a.cpu().numpy(), b.cpu().numpy()
+    assert (ref.flatness(an, 1) < ref.FLAT).sum() == len(range(0, M, every_a))
+    assert (ref.flatness(bn, 0) < ref.FLAT).sum() == len(range(0, N, every_b))
+    c0 = torch.randn(M, N, device="cuda")
+    c = c0.clone()
+    _run(a, b, c, alpha=1.0, beta=0.5)
+    got = c.cpu().numpy()
+    want = ref.matmul(an, bn) + np.float32(0.5) * c0.cpu().numpy()
+    terms = np.abs(ref.matmul(an, bn)) + np.abs(np.float32(0.5) * c0.cpu().numpy())
+    assert (np.abs(got - want) <= 2**-22 * terms).all()
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c)
+    np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
+
+
+@HOPPER
+def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product():
+    """A product with many refused rows, then a smaller one with none on the same stream's
+    workspace: had the refused counts stayed, the second would write the first's rows (past
+    its own M), or take its outputs from the fallback."""
+    import torch
+
+    big_a, big_b = _spiky(400, 300, False, 3, 2), _operand(300, 90, False, 4)
+    c = torch.full((400, 90), float("nan"), device="cuda")
+    _run(big_a, big_b, c)
+    np.testing.assert_array_equal(c.cpu().numpy(),
+                                  ref.matmul(big_a.cpu().numpy(), big_b.cpu().numpy()))
+    a, b = _operand(50, 300, False, 5), _operand(300, 90, False, 6)
+    guard = torch.full((400, 90), float("nan"), device="cuda")
+    small = guard[:50]
+    _run(a, b, small)
+    np.testing.assert_array_equal(small.cpu().numpy(),
+                                  ref.matmul(a.cpu().numpy(), b.cpu().numpy()))
+    assert torch.isnan(guard[50:]).all()

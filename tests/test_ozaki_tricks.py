@@ -110,8 +110,8 @@ def test_the_workspace_layout_is_aligned_and_disjoint(M, N, K, count):
     spans = sorted(lay.offsets.items(), key=lambda kv: kv[1])
     assert all(off % ozaki.ALIGN == 0 for _, off in spans)
     sizes = {"part_a": 24 * lay.chunks * M, "part_b": 24 * lay.chunks * N, "mu": 4 * M,
-             "nu": 4 * N, "res_a": count * M * lay.kpad, "res_b": count * N * lay.kpad,
-             "res_c": count * M * lay.ldr}
+             "nu": 4 * N, "list_a": 4 * M, "list_b": 4 * N, "res_a": count * M * lay.kpad,
+             "res_b": count * N * lay.kpad, "res_c": count * M * lay.ldr}
     for (name, off), (_, nxt) in zip(spans, spans[1:] + [("end", lay.scratch_bytes)]):
         assert off + sizes[name] <= nxt, name
 
@@ -129,20 +129,21 @@ def test_rung_26_fits_its_shared_memory():
 
 
 def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch):
-    """The scheme's launch is six kernels; a plan's call on new operands must reach
-    every one that reads them: the norms and the split (A, then B) and the recombination (C,
-    and A and B for refused rows and columns). Launches recorded on stand-in handles."""
+    """The scheme's launch is seven kernels; a plan's call on new operands must reach
+    every one that reads them: the norms and the split (A, then B), the recombination (C)
+    and the fallback (C, and A and B for refused rows and columns). Launches recorded on
+    stand-in handles."""
     import ctypes
     import types
 
     from sgemmlab.runtime import driver as driver_mod
     from sgemmlab.runtime import workspace as ws
 
-    names = ("gemm", "oz_norms", "oz_split", "oz_crt")
+    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback")
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for i, n in enumerate(names)}
-    slots = {2: (0,), 3: (0,), 1: (), 4: (11, 13, 16)}  # by handle
+    slots = {2: (0,), 3: (0,), 1: (), 4: (11,), 5: (11, 0, 3)}  # by handle
     seen = []
 
     def call(*a):
@@ -162,24 +163,27 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     w = ozaki.bind(0, 300, 200, 500, 1.0, 0x1000, 500, 0x2000, 200, 0.5, 0x3000, 200, stream,
                    cfg=ozaki.rung().seed)
     assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
-    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 6
+    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 7
     for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
-        assert seen == [(2, (a,)), (3, (a,)), (2, (b,)), (3, (b,)), (1, ()), (4, (c, a, b))]
+        assert seen == [(2, (a,)), (3, (a,)), (2, (b,)), (3, (b,)), (1, ()), (4, (c,)),
+                        (5, (c, a, b))]
 
 
 def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
     """oz_norms' last block of a tile of rows writes the tile's exponents; its counter (one
-    per tile of A, then of B) comes from the workspace's zeroed region, which it leaves 0."""
+    per tile of A, then of B) comes from the workspace's zeroed region, which it leaves 0;
+    so do the refused rows' counts (A's, B's) and the fallback's finished blocks, after
+    them, where the norms count the rows they list and the fallback reads them."""
     import types
 
     from sgemmlab.runtime import workspace as ws
 
     kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
-               for n in ("gemm", "oz_norms", "oz_split", "oz_crt")}
+               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback")}
     asked = []
     monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
     monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
@@ -191,7 +195,13 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
     w = ozaki.bind(0, 300, 65, 500, 1.0, 0x1000, 500, 0x2000, 65, 0.0, 0x3000, 65,
                    types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
     tiles = -(-300 // ozaki.TILE) + -(-65 // ozaki.TILE)  # 5 + 2
-    assert asked == [(4 * tiles, ozaki.layout(300, 65, 500, ref.COUNT).scratch_bytes)]
-    norms_a, _, norms_b, *_ = w._steps
+    lay = ozaki.layout(300, 65, 500, ref.COUNT)
+    assert asked == [(4 * (tiles + 3), lay.scratch_bytes)]
+    norms_a, _, norms_b, *_, fallback = w._steps
     assert norms_a.args[6] == 0x7000 and norms_b.args[6] == 0x7000 + 4 * 5
+    counts = 0x7000 + 4 * tiles
+    assert norms_a.args[10] == counts and norms_b.args[10] == counts + 4
+    assert norms_a.args[11] == 0xA0000000 + lay.offsets["list_a"]
+    assert norms_b.args[11] == 0xA0000000 + lay.offsets["list_b"]
+    assert fallback.args[14:] == (counts, norms_a.args[11], norms_b.args[11])
     assert norms_a.grid == (5, 2, 1) and norms_b.grid == (2, 2, 1)  # K = 500: 2 chunks

@@ -5,7 +5,7 @@
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
-#                               hosttime ozaki fixuppair emulated emulatedpair
+#                               hosttime ozaki fixuppair emulated emulatedpair refusal
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -113,6 +113,17 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       # 4096,8192 --count 8 --b-cols --smi"); results/<gpu>/probe/ozaki-<stamp>.json
       python3 tools/ozaki_probe.py ${OZAKI_ARGS:---sizes 2048,4096,8192 --count 8} \
         --out "results/nvidia-h200/probe/ozaki-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
+    refusal)  # what refused rows cost the scheme (tools/refusal_probe.py; REFUSAL_ARGS),
+      # then the same probe's copy in .cache/baseline (an earlier tree, carried) if there is
+      # one (REFUSAL_BASELINE_ARGS; BASELINE_COMMIT names it)
+      python3 tools/refusal_probe.py ${REFUSAL_ARGS:-} \
+        --out "results/nvidia-h200/probe/refusal-$(date -u +%Y%m%dT%H%MZ).json" || status=1
+      if [ -f .cache/baseline/tools/refusal_probe.py ]; then
+        SGEMMLAB_GIT_COMMIT=${BASELINE_COMMIT:-baseline} python3 \
+          .cache/baseline/tools/refusal_probe.py ${REFUSAL_BASELINE_ARGS:-${REFUSAL_ARGS:-}} \
+          --out "results/nvidia-h200/probe/refusal-baseline-$(date -u +%Y%m%dT%H%MZ).json" \
+          || status=1
+      fi ;;
     emulated)  # precision="fp32_emulated" through dispatch and the API against cuBLAS SGEMM
       # and the composed anchor (EMULATED_ARGS="--confirm" for 15 rounds; EMULATED_SIZES:
       # the cubes' sides; 16384 takes about four minutes confirmed)

@@ -1,14 +1,16 @@
 """Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
 
 C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
-it (the tests compare the two bit for bit). Six launches on the stream, all of their
+it (the tests compare the two bit for bit). Seven launches on the stream, all of their
 arrays in the stream's workspace:
 
     oz_norms, oz_split   for A (rows i), then for B read as B^T (rows j): the exponents
-                         mu, nu (the norms' last block of a tile of rows writes them) and
-                         the residue planes, K-major
+                         mu, nu (the norms' last block of a tile of rows writes them, and
+                         lists the rows it refuses) and the residue planes, K-major
     rung 26              the count products, each reduced modulo its m_l: R_l
     oz_crt               R -> X by the Chinese remainder theorem -> C
+    oz_fallback          the refused rows' and columns' outputs, summed in FP64 (nothing
+                         refused: its blocks return at once)
 
 The operands are read where they lie, in either layout (a row of X is a row of A, or a
 column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
@@ -143,7 +145,7 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_split", "oz_crt"):
+    for name in ("oz_norms", "oz_split", "oz_crt", "oz_fallback"):
         out[name] = driver.load(steps.cubin, name, device_id)
     with _lock:
         _loaded.setdefault(key, out)
@@ -164,7 +166,7 @@ class Layout:
 def layout(M: int, N: int, K: int, count: int) -> Layout:
     kpad, ldr, chunks = _up(K, PLANE_ALIGN), _up(N, PLANE_ALIGN), -(-K // CHUNK)
     sizes = {"part_a": 24 * chunks * M, "part_b": 24 * chunks * N, "mu": 4 * M, "nu": 4 * N,
-             "res_a": count * M * kpad,
+             "list_a": 4 * M, "list_b": 4 * N, "res_a": count * M * kpad,
              "res_b": count * N * kpad, "res_c": count * M * ldr}
     offsets, at = {}, 0
     for name, size in sizes.items():
@@ -190,8 +192,9 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
-    unless given): the six launches of the module docstring, on the stream's workspace
-    (the norms' counters in its zeroed region)."""
+    unless given): the seven launches of the module docstring, on the stream's workspace
+    (in its zeroed region: the norms' counters, one a tile of rows of A, then of B, and
+    oz_fallback's three: A's refused rows, B's, its finished blocks)."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
@@ -215,17 +218,21 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
 
     tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
     crt_blocks = sms * max(1, k["oz_crt"].max_active_blocks(256))  # oz_crt's wave
+    fallback_blocks = sms * max(1, k["oz_fallback"].max_active_blocks(256))
 
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
+        counts = zeroed + 4 * (tiles_a + tiles_b)  # refused rows of A, of B; finished
         out = []
-        for x, sr, sk, rows, part, e, res, sm, done in (
-                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a, zeroed),
+        for x, sr, sk, rows, part, e, res, sm, done, refused, listed in (
+                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a, zeroed, counts,
+                 o["list_a"]),
                 (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b,
-                 zeroed + 4 * tiles_a)):
+                 zeroed + 4 * tiles_a, counts + 4, o["list_b"])):
             out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
                               (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part,
-                                            done, r, f64(FLAT), e), pointer_slots=(0,)))
+                                            done, r, f64(FLAT), e, refused, listed),
+                              pointer_slots=(0,)))
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             out.append(Packed(k["oz_split"], stream,
@@ -247,22 +254,26 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
                            i32(count), cm, o["mu"], o["nu"], f32(alpha), f32(beta), c,
-                           i64(ldc), a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk),
-                           i32(K)), pointer_slots=(11, 13, 16)))
+                           i64(ldc)), pointer_slots=(11,)))
+        # one wave, walking the refused rows' and columns' tiles
+        out.append(Packed(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
+                          (a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk), i32(M), i32(N),
+                           i32(K), f32(alpha), f32(beta), c, i64(ldc), o["mu"], counts,
+                           o["list_a"], o["list_b"]), pointer_slots=(11, 0, 3)))
         return tuple(out)
 
     # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
     return WorkspaceLaunch(device_id, stream,
-                           Workspace(4 * (tiles_a + tiles_b), lay.scratch_bytes), steps_at,
+                           Workspace(4 * (tiles_a + tiles_b + 3), lay.scratch_bytes), steps_at,
                            pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
 
 
 #: bind's launches, and which of the call's pointers (0 A, 1 B, 2 C) each one's
 #: `pointer_slots` take: the norms and the split read A, then B; the products read only the
-#: workspace; the recombination writes C (reading it when beta is not 0) and reads A and B
-#: for the rows and columns the scaling refused.
-STEPS_ORDER = ("norms_a", "split_a", "norms_b", "split_b", "gemm", "crt")
-ROLES = ((0,), (0,), (1,), (1,), (), (2, 0, 1))
+#: workspace; the recombination writes C (reading it when beta is not 0); the fallback
+#: writes C for the rows and columns the scaling refused, reading A and B there.
+STEPS_ORDER = ("norms_a", "split_a", "norms_b", "split_b", "gemm", "crt", "fallback")
+ROLES = ((0,), (0,), (1,), (1,), (), (2,), (2, 0, 1))
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)
 CRT_ONE_WAVE = True

@@ -11,9 +11,11 @@
 //   oz_split  rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
 //             each m_l, written as planes of INT8, K-major (what rung 26's tensor maps read)
 //   oz_crt    each output's residues R_l -> the integer X = (A'B')_ij by the Chinese
-//             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C; an output of a
-//             SPECIAL row or column is instead the dot product of the FP32 inputs, summed
-//             in FP64
+//             remainder theorem -> 2^-(mu_i + nu_j) X -> alpha, beta -> C; it leaves the
+//             outputs of a SPECIAL row or column alone
+//   oz_fallback  those outputs: the dot products of the FP32 inputs, summed in FP64, in
+//             tiles of the rows and columns oz_norms listed as SPECIAL (nothing listed: the
+//             launch ends at once)
 //
 // An operand is read as X(r, k) = x[r sr + k sk]: A is X with r = i; B is read as B^T, r = j.
 // The pass picks its threads' order from the strides, so that a warp reads consecutive words
@@ -58,9 +60,13 @@ __device__ int exponent(const double* part, int rows, int chunks, int r, double 
 // Then the block that finishes a tile's chunks last (`done[blockIdx.x]` counts them, and is
 // left 0 again for the next launch: the workspace's zeroed region) writes the tile's
 // exponents e[r] (`exponent`): one launch fewer than a pass of its own, and no wait on it.
+// A SPECIAL row's index goes into `listed` (at *refused, counted up: in the zeroed region,
+// oz_fallback leaves it 0 again), in no fixed order: each listed row's outputs are the same
+// whatever its place.
 SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       double* __restrict__ part, unsigned* __restrict__ done, double radius,
-                      double flat_min, int* __restrict__ e) {
+                      double flat_min, int* __restrict__ e, unsigned* __restrict__ refused,
+                      int* __restrict__ listed) {
     __shared__ double sums[4][T][3];
     __shared__ bool last;
     const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
@@ -144,8 +150,11 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     __syncthreads();
     if (last) {
         __threadfence();
-        for (int i = tid; i < T && r0 + i < rows; i += THREADS)
-            e[r0 + i] = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
+        for (int i = tid; i < T && r0 + i < rows; i += THREADS) {
+            const int ex = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
+            e[r0 + i] = ex;
+            if (ex == SPECIAL) listed[atomicAdd(refused, 1u)] = r0 + i;  // for oz_fallback
+        }
     }
 }
 
@@ -294,37 +303,28 @@ struct CrtModuli {
 constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
 constexpr int MAX_COUNT = 8;  // the recombination's exact FP64 sums hold M up to 8 moduli
 
-// Row i of A times column j of B, the FP32 products summed in FP64 (each exact there), for
-// the outputs of a SPECIAL row or column: IEEE's specials come out as an FP32 product gives
-// them, and a refused row's outputs at least as accurately.
-__device__ float dot(const float* a, long long a_sr, long long a_sk, const float* b,
-                     long long b_sr, long long b_sk, int i, int j, int K) {
-    double s = 0.0;
-    for (int k = 0; k < K; ++k)
-        s = fma(static_cast<double>(load_x(a, a_sr, a_sk, i, k)),
-                static_cast<double>(load_x(b, b_sr, b_sk, j, k)), s);
-    return static_cast<float>(s);
-}
-
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
 // (ldr a multiple of 16: the 8-byte loads are aligned and stay inside the row), threads along
 // the row (blockIdx.x), rows along blockIdx.y and beyond, in steps of gridDim.y (the host
 // makes the grid one wave): the next row's residues are loaded before this row's are
-// recombined, so a thread always has a row's loads in flight.
+// recombined, so a thread always has a row's loads in flight. The outputs of a SPECIAL row or
+// column are oz_fallback's: not written here.
 SGEMM_KERNEL __launch_bounds__(256, 3)  // 80 registers: three blocks an SM (four spill)
 oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
                     const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
-                    float beta, float* __restrict__ C, long long ldc,
-                    const float* __restrict__ a, long long a_sr, long long a_sk,
-                    const float* __restrict__ b, long long b_sr, long long b_sk, int K) {
+                    float beta, float* __restrict__ C, long long ldc) {
     const int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * QUAD;
     if (j0 >= N) return;
     const bool vec = j0 + QUAD <= N && (ldc & 3) == 0 &&
                      (reinterpret_cast<unsigned long long>(C) & 15) == 0;
     int ej[QUAD];
+    bool mine = true;  // none of the thread's columns is SPECIAL
 #pragma unroll
-    for (int q = 0; q < QUAD; ++q) ej[q] = j0 + q < N ? nu[j0 + q] : 0;
+    for (int q = 0; q < QUAD; ++q) {
+        ej[q] = j0 + q < N ? nu[j0 + q] : 0;
+        mine = mine && ej[q] != SPECIAL;
+    }
     // every plane's bytes of a row loaded before any is used (unrolled to the most moduli
     // the recombination takes): one memory latency a row, not one a plane
     uint2 words[MAX_COUNT];
@@ -364,10 +364,6 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
         float out[QUAD];
 #pragma unroll
         for (int q = 0; q < QUAD; ++q) {
-            if (ei == SPECIAL || ej[q] == SPECIAL) {
-                out[q] = j0 + q < N ? dot(a, a_sr, a_sk, b, b_sr, b_sk, i, j0 + q, K) : 0.0f;
-                continue;
-            }
             // k: S / M to the nearest integer (|S / M| < 5; S_hi + S_lo rounded is close
             // enough, the radius leaving a margin of 2^-13), by the addition of 1.5 2^52
             const double near = fma(hi[q] + static_cast<double>(lo[q]), mods.inverse, MAGIC52);
@@ -377,7 +373,9 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
             // X (rounded once, in the sum above) times a power of two (exact), to FP32
             out[q] = static_cast<float>(X * pow2(-(ei + ej[q])));
         }
-        if (vec) {
+        if (ei == SPECIAL) {
+            // oz_fallback's row
+        } else if (vec && mine) {
 #pragma unroll
             for (int h = 0; h < QUAD; h += 4) {
                 float4 v = make_float4(alpha * out[h], alpha * out[h + 1], alpha * out[h + 2],
@@ -392,9 +390,104 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
         } else {
 #pragma unroll
             for (int q = 0; q < QUAD; ++q)
-                if (j0 + q < N) c[q] = epilogue(out[q], alpha, beta, c + q);
+                if (j0 + q < N && ej[q] != SPECIAL) c[q] = epilogue(out[q], alpha, beta, c + q);
         }
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l) words[l] = ahead[l];
+    }
+}
+
+// The outputs of the rows and columns oz_norms refused (SPECIAL: Inf or NaN, or too little
+// flatness), listed there in `rows` (counts[0] of them) and `cols` (counts[1]):
+// C = alpha (A B)_ij + beta C_ij, the FP32 products summed in FP64 in the order of k (each
+// is exact there; IEEE's specials come out as an FP32 product gives them). Work, in tiles of
+// FT x FT outputs: the listed rows against every column, then every row but the listed ones
+// against the listed columns (so an output whose row and column are both listed is written
+// once). A block of 16 x 16 threads, each 4 x 4 outputs in FP64, stages FK k at a time of
+// its tile's rows of A and of B^T in shared memory as FP64. The grid is one wave that walks
+// the tiles; with nothing listed every block returns at once. Its last block sets counts
+// back to 0 (the workspace's zeroed region).
+//
+// The bill: 2 FP64 FMA per output and k, against an FP32 product's one FP32 FMA. The H200
+// issues half as many FP64 FMA as FP32 ones a clock: a refused output costs about twice
+// what an exact FP32 product spends on it, on top of the scheme's own (which the rest of
+// its row or column still needs).
+constexpr int FT = 64;  // a fallback tile's rows and columns
+constexpr int FK = 16;  // the k staged at a time
+
+SGEMM_KERNEL __launch_bounds__(256)
+oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
+            const float* __restrict__ b, long long b_sr, long long b_sk, int M, int N, int K,
+            float alpha, float beta, float* __restrict__ C, long long ldc,
+            const int* __restrict__ mu, unsigned* __restrict__ counts,
+            const int* __restrict__ rows, const int* __restrict__ cols) {
+    __shared__ double As[FK][FT + 1], Bs[FK][FT + 1];  // (+1: no bank conflict on the stores)
+    __shared__ int ri[FT], cj[FT];  // the tile's rows and columns; -1: none
+    const long long nr = counts[0], nc = counts[1];
+    if (nr == 0 && nc == 0) return;  // (then nothing to set back either)
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const long long across = (N + FT - 1) / FT, down = (M + FT - 1) / FT;
+    const long long first = (nr + FT - 1) / FT * across;  // the listed rows' tiles
+    const long long total = first + down * ((nc + FT - 1) / FT);
+    for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+        __syncthreads();  // the last tile's ri, cj and stages are read
+        if (tid < FT) {
+            if (t < first) {
+                const long long p = t / across * FT + tid, j = t % across * FT + tid;
+                ri[tid] = p < nr ? rows[p] : -1;
+                cj[tid] = j < N ? static_cast<int>(j) : -1;
+            } else {
+                const long long u = t - first;
+                const long long i = u % down * FT + tid, p = u / down * FT + tid;
+                ri[tid] = i < M && mu[i] != SPECIAL ? static_cast<int>(i) : -1;
+                cj[tid] = p < nc ? cols[p] : -1;
+            }
+        }
+        double acc[4][4];
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[p][q] = 0.0;
+        for (int k0 = 0; k0 < K; k0 += FK) {
+            __syncthreads();  // ri, cj written; the last step's stages read
+            // FT x FK of each operand, 4 a thread; along k where k is contiguous (a warp
+            // reads 2 rows of 16 words), else along the rows
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int e = tid + 256 * h;
+                const int ia = a_sk == 1 ? e / FK : e % FT, ka = a_sk == 1 ? e % FK : e / FT;
+                const int ib = b_sk == 1 ? e / FK : e % FT, kb = b_sk == 1 ? e % FK : e / FT;
+                const int r = ri[ia], j = cj[ib];
+                As[ka][ia] = r >= 0 && k0 + ka < K ? load_x(a, a_sr, a_sk, r, k0 + ka) : 0.0;
+                Bs[kb][ib] = j >= 0 && k0 + kb < K ? load_x(b, b_sr, b_sk, j, k0 + kb) : 0.0;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < FK; ++kk) {
+                double x[4], y[4];
+#pragma unroll
+                for (int p = 0; p < 4; ++p) x[p] = As[kk][ty + 16 * p], y[p] = Bs[kk][tx + 16 * p];
+#pragma unroll
+                for (int p = 0; p < 4; ++p)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) acc[p][q] = fma(x[p], y[q], acc[p][q]);
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int r = ri[ty + 16 * p], j = cj[tx + 16 * q];
+                if (r >= 0 && j >= 0) {
+                    float* c = C + r * ldc + j;
+                    *c = epilogue(static_cast<float>(acc[p][q]), alpha, beta, c);
+                }
+            }
+    }
+    // the last block out: every block has read the counts, so they go back to 0
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(counts + 2, 1u) == gridDim.x - 1) counts[0] = counts[1] = counts[2] = 0u;
     }
 }
