@@ -257,7 +257,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # Ozaki scheme II (runtime/ozaki.py: rung 26 and hopper/ozaki.cu's steps), alone and in
 # clusters of two that share B's tiles by multicast: 1x1x1, ragged shapes in every layout
 # (an odd count of row-tiles leaves one block of a pair past M), a K that crosses several
-# k-tiles and norm chunks, and a row holding Inf (its outputs are FP32 dot products)
+# k-tiles and norm chunks, a row holding Inf, and every third row of A and fourth column of B
+# with one huge entry (their outputs come from the tiled FP64 fallback, oz_fallback)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -269,6 +270,8 @@ for cluster in (1, 2):
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")
         b = torch.rand(N, K, device="cuda").t() if tb else torch.rand(K, N, device="cuda")
+        a[::3, 0] = 2.0**40
+        b[K // 3, ::4] = 2.0**40
         a[M // 2, K // 2] = float("inf")
         c = torch.rand(M, N, device="cuda")
         lda = a.stride(1) if ta else a.stride(0)
