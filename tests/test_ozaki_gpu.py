@@ -191,14 +191,16 @@ def _spiky(rows, cols, trans, seed, every, ld_extra=0):
 @HOPPER
 @pytest.mark.parametrize("M, N, K, every_a, every_b",
                          [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
-                          (1, 300, 97, 1, 2), (600, 1, 260, 2, 1)])
+                          (1, 300, 97, 1, 2), (600, 1, 260, 2, 1), (1100, 1030, 200, 1, 50)])
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
 def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, every_a,
                                                                     every_b, ta, tb):
     """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
     over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
     bit for bit; beta != 0 shows an output whose row and column are both refused is written
-    once."""
+    once. Few tiles cut K into slices (added up by the tile's last slice); 1100 x 1030 with
+    every row refused has more tiles than the fallback's wave has blocks, and K = 97 is too
+    short to cut: both walk the whole of K a tile."""
     import torch
 
     a = _spiky(M, K, ta, 31 + M, every_a, ld_extra=3)

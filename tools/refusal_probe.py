@@ -56,6 +56,20 @@ def _time(fn) -> float:
     return s.elapsed_time(e)
 
 
+def _steps(steps) -> list[float]:
+    """Each launch's time, in one pass through them in order (each alone would upset the
+    counts the norms leave for the fallback)."""
+    import torch
+
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(len(steps) + 1)]
+    events[0].record()
+    for step, e in zip(steps, events[1:]):
+        step()
+        e.record()
+    events[-1].synchronize()
+    return [s.elapsed_time(e) for s, e in zip(events, events[1:])]
+
+
 def measure(case: str, M: int, N: int, K: int, reps: int) -> dict:
     import torch
 
@@ -81,9 +95,8 @@ def measure(case: str, M: int, N: int, K: int, reps: int) -> dict:
     for _ in range(reps):  # interleaved
         for name, fn in runs.items():
             times[name].append(_time(fn))
-    steps = dict(zip(ozaki.STEPS_ORDER, launch._steps))
-    per = {name: statistics.median(_time(step) for _ in range(reps))
-           for name, step in steps.items()}
+    per = {name: statistics.median(t) for name, t in zip(
+        ozaki.STEPS_ORDER, zip(*(_steps(launch._steps) for _ in range(reps))))}
     want = a.double() @ b.double()
     scale = a.double().abs() @ b.double().abs()
     errors = {}
