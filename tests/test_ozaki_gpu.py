@@ -198,9 +198,8 @@ def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, eve
     """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
     over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
     bit for bit; beta != 0 shows an output whose row and column are both refused is written
-    once. Few tiles cut K into slices (added up by the tile's last slice); 1100 x 1030 with
-    every row refused has more tiles than the fallback's wave has blocks, and K = 97 is too
-    short to cut: both walk the whole of K a tile."""
+    once. 1100 x 1030 with every row refused has more tiles than the fallback's wave has
+    blocks: they walk the tiles."""
     import torch
 
     a = _spiky(M, K, ta, 31 + M, every_a, ld_extra=3)
