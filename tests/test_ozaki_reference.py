@@ -297,3 +297,62 @@ def test_the_product_rule_serves_outlier_features():
     assert _errors(oz.matmul(A, B, rule="product"), A, B)[0] < 0.2 * _errors(A @ B, A, B)[0]
     with pytest.raises(ValueError, match="rule must be one of"):
         oz.refusals(A, B, rule="magic")
+
+
+def _outliers(rng, K, features=4, times=1000.0):
+    A = rng.standard_normal((64, K)).astype(np.float32)
+    A[:, :features] *= times
+    return A, rng.standard_normal((K, 48)).astype(np.float32)
+
+
+def test_balance_is_exact_and_keeps_the_product():
+    """A D and D^-1 B in FP64 are A and B to the bit, times powers of two: every term of the
+    product is the same, and the balanced norms of column k and row k are within 4x."""
+    rng = np.random.default_rng(5)
+    A, B = _outliers(rng, 1000)
+    B[:, 3] = 0.0
+    B[7, :] *= 2.0**-30
+    d = oz.balance(A, B)
+    Ad = np.ldexp(A.astype(np.float64), d[None, :])
+    Bd = np.ldexp(B.astype(np.float64), -d[:, None])
+    np.testing.assert_array_equal(np.ldexp(Ad, -d[None, :]), A.astype(np.float64))
+    np.testing.assert_array_equal(Ad[0, :, None] * Bd, A[0, :, None].astype(np.float64) * B)
+    ratio = np.linalg.norm(Ad, axis=0) / np.linalg.norm(Bd, axis=1)
+    assert (ratio >= 0.25).all() and (ratio <= 4.0).all()
+    assert d[:4].max() < -3 and abs(d[7]) >= 7  # the outliers shrink; row 7 grows
+    assert oz.balance(np.zeros((2, 3)), np.ones((3, 2))).tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("K, share", [(1000, 0.3), (4096, 0.0)])
+@pytest.mark.parametrize("features, times", [(4, 1000.0), (6, 100.0)])
+def test_balancing_serves_outlier_features(K, share, features, times):
+    """Activations with a few outlier features, which the flatness rule refuses row by row:
+    balanced, the scheme serves (nearly) all of their outputs, far more accurately than an
+    FP32 product."""
+    rng = np.random.default_rng(K + features)
+    A, B = _outliers(rng, K, features, times)
+    assert oz.refusals(A, B).mean() > 0.5
+    _, _, refused = oz.served(A, B, balanced=True)
+    assert refused.mean() <= share
+    ours, fp32 = _errors(oz.matmul(A, B, balanced=True), A, B), _errors(A @ B, A, B)
+    assert ours[0] < 0.2 * fp32[0] and ours[1] < 0.2 * fp32[1]
+
+
+@pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
+                                          "subnormal", "spikes"])
+def test_balanced_it_is_as_accurate_as_fp32_and_never_refuses_more(distribution):
+    """Balancing is tried only where the rule refuses, and kept only where it refuses fewer
+    outputs: on the accuracy set's distributions the served product stays at or below an
+    FP32 product's max and median error."""
+    torch = pytest.importorskip("torch")
+    from sgemmlab.bench import accuracy as acc
+
+    for K in (oz.MIN_K, 1000, 4096):
+        g = torch.Generator().manual_seed(K + 13)
+        A = acc.draw(distribution, 64, K, g, "cpu").numpy()
+        B = acc.draw(distribution, K, 48, g, "cpu").numpy()
+        _, _, refused = oz.served(A, B, balanced=True)
+        assert refused.sum() <= oz.refusals(A, B).sum()
+        ours = _errors_guarded(oz.matmul(A, B, balanced=True), A, B)
+        fp32 = _errors_guarded(A @ B, A, B)
+        assert ours[0] <= fp32[0] and ours[1] <= fp32[1], (K, ours, fp32)

@@ -204,14 +204,48 @@ def refusals(A: np.ndarray, B: np.ndarray, count: int = COUNT, flat: float = FLA
     return mask
 
 
+def balance(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """d, one exponent per k that balances A's column k against B's row k: A D and D^-1 B,
+    D = diag(2^d), have the same product, exactly (powers of two, in FP64), and column k of
+    A D and row k of D^-1 B have 2-norms within a factor of about 2 of each other. With
+    s_A = |A_:k|_2^2 and s_B = |B_k:|_2^2, d_k = floor((ilogb s_B - ilogb s_A) / 4) (0 where
+    either is 0). Activations with a few outlier features (columns of A 100 or 1000 times
+    the rest) become rows the flatness rule serves: the outlier columns shrink by about the
+    square root of their excess, and B's matching rows grow as much."""
+    A64, B64 = np.asarray(A, np.float64), np.asarray(B, np.float64)
+    sa, sb = (A64 * A64).sum(axis=0), (B64 * B64).sum(axis=1)
+    ok = (sa > 0) & (sb > 0) & np.isfinite(sa) & np.isfinite(sb)
+    ea = np.frexp(np.where(ok, sa, 1.0))[1] - 1  # ilogb: frexp's exponent less one
+    eb = np.frexp(np.where(ok, sb, 1.0))[1] - 1
+    return np.where(ok, (eb - ea) // 4, 0).astype(np.int64)
+
+
+def served(A: np.ndarray, B: np.ndarray, count: int = COUNT, flat: float = FLAT,
+           rule: str = "flatness", balanced: bool = False
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A', B', refused): the operands the scheme scales to integers, A and B, or (balanced,
+    where the rule refuses some output with A and B and refuses fewer with them) A D and
+    D^-1 B in FP64 (`balance`), and the outputs the fallback gives."""
+    mask = refusals(A, B, count, flat, rule)
+    if not (balanced and mask.any()):
+        return A, B, mask
+    d = balance(A, B)
+    Ad = np.ldexp(np.asarray(A, np.float64), d[None, :])
+    Bd = np.ldexp(np.asarray(B, np.float64), -d[:, None])
+    second = refusals(Ad, Bd, count, flat, rule)
+    return (Ad, Bd, second) if second.sum() < mask.sum() else (A, B, mask)
+
+
 def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
            exps: tuple[np.ndarray, np.ndarray] | None = None, flat: float = FLAT,
-           rule: str = "flatness") -> np.ndarray:
+           rule: str = "flatness", balanced: bool = False) -> np.ndarray:
     """A @ B (float32 operands) by the scheme with `count` moduli, as float32. `exps`: (mu, nu)
     to use instead of `scales`' (a kernel's, whose norms sum in another order). The outputs
     `refusals` names (rows of A and columns of B less flat than `flat`, 0: none; with
     rule="product" only those of them the coarse loss refuses) are the FP32 inputs'
-    products summed in FP64."""
+    products summed in FP64. `balanced`: where the rule refuses any output, the scheme is
+    also tried on A D and D^-1 B (`balance`), and taken when it refuses fewer outputs (the
+    kernels do not do this yet)."""
     A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
@@ -220,11 +254,11 @@ def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
     if not (np.isfinite(A).all() and np.isfinite(B).all()):
         raise ValueError("the scheme takes finite operands only (NaN and Inf have no residue)")
     mods = moduli(count)
-    mu, nu = scales(A, B, count) if exps is None else exps
     # (the kernels split a refused row or column as zeros: that changes only its own
     # outputs, which the fallback gives)
-    mask = refusals(A, B, count, flat, rule)
-    Ai, Bi = to_integers(A, mu, axis=1), to_integers(B, nu, axis=0)
+    As, Bs, mask = served(A, B, count, flat, rule, balanced)
+    mu, nu = scales(As, Bs, count) if exps is None else exps
+    Ai, Bi = to_integers(As, mu, axis=1), to_integers(Bs, nu, axis=0)
     products = [residues(Ai, m).astype(np.int64) @ residues(Bi, m).astype(np.int64)
                 for m in mods]
     exact = crt(products, mods)
