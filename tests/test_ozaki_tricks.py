@@ -176,7 +176,8 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
     """oz_norms' last block of a tile of rows writes the tile's exponents; its counter (one
     per tile of A, then of B) comes from the workspace's zeroed region, which it leaves 0;
     so do the refused rows' counts (A's, B's) and the fallback's finished blocks, after
-    them, where the norms count the rows they list and the fallback reads them."""
+    them, where the norms count the rows they list and the fallback reads them, then the
+    fallback's counters of a tile's slices; its slices' sums follow the layout's scratch."""
     import types
 
     from sgemmlab.runtime import workspace as ws
@@ -196,12 +197,14 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
                    types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
     tiles = -(-300 // ozaki.TILE) + -(-65 // ozaki.TILE)  # 5 + 2
     lay = ozaki.layout(300, 65, 500, ref.COUNT)
-    assert asked == [(4 * (tiles + 3), lay.scratch_bytes)]
+    blocks = 132 * 3  # oz_fallback's wave (the stand-in's three blocks an SM)
+    assert asked == [(4 * (tiles + 3 + blocks), lay.scratch_bytes + 8 * 64 * 64 * blocks)]
     norms_a, _, norms_b, *_, fallback = w._steps
     assert norms_a.args[6] == 0x7000 and norms_b.args[6] == 0x7000 + 4 * 5
     counts = 0x7000 + 4 * tiles
     assert norms_a.args[10] == counts and norms_b.args[10] == counts + 4
     assert norms_a.args[11] == 0xA0000000 + lay.offsets["list_a"]
     assert norms_b.args[11] == 0xA0000000 + lay.offsets["list_b"]
-    assert fallback.args[14:] == (counts, norms_a.args[11], norms_b.args[11])
+    assert fallback.args[14:] == (counts, norms_a.args[11], norms_b.args[11],
+                                  0xA0000000 + lay.scratch_bytes, counts + 12)
     assert norms_a.grid == (5, 2, 1) and norms_b.grid == (2, 2, 1)  # K = 500: 2 chunks

@@ -44,6 +44,7 @@ MAX_K = 2**17 - 1  # a sum of K terms of at most 2^14 stays inside INT32
 TILE = 64  # oz_norms' rows per block (hopper/ozaki.cu: T)
 SPAN = 16  # oz_split's k per thread
 QUAD = 8  # oz_crt's outputs per thread
+FALLBACK_TILE = 64  # oz_fallback's tile of outputs (hopper/ozaki.cu: FT)
 CHUNK = 256  # k per partial sum of oz_norms
 BM, KB = 128, 128  # rung 26's row tile and k-tile (bytes)
 ALIGN = 256
@@ -193,8 +194,9 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
     unless given): the seven launches of the module docstring, on the stream's workspace
-    (in its zeroed region: the norms' counters, one a tile of rows of A, then of B, and
-    oz_fallback's three: A's refused rows, B's, its finished blocks)."""
+    (in its zeroed region: the norms' counters, one a tile of rows of A, then of B,
+    oz_fallback's three, A's refused rows, B's, its finished blocks, and its counters of a
+    tile's slices, one a block of its wave)."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
@@ -219,10 +221,14 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
     crt_blocks = sms * max(1, k["oz_crt"].max_active_blocks(256))  # oz_crt's wave
     fallback_blocks = sms * max(1, k["oz_fallback"].max_active_blocks(256))
+    # oz_fallback's slices of K: an FP64 tile of sums a block, after the layout's scratch;
+    # its tiles' counters after the norms' and the refusal counts
+    partial_bytes = 8 * FALLBACK_TILE**2 * fallback_blocks
 
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
         counts = zeroed + 4 * (tiles_a + tiles_b)  # refused rows of A, of B; finished
+        sliced = counts + 4 * 3  # oz_fallback's counters of a tile's slices
         out = []
         for x, sr, sk, rows, part, e, res, sm, done, refused, listed in (
                 (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a, zeroed, counts,
@@ -259,12 +265,14 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         out.append(Packed(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
                           (a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk), i32(M), i32(N),
                            i32(K), f32(alpha), f32(beta), c, i64(ldc), o["mu"], counts,
-                           o["list_a"], o["list_b"]), pointer_slots=(11, 0, 3)))
+                           o["list_a"], o["list_b"], scratch + lay.scratch_bytes, sliced),
+                          pointer_slots=(11, 0, 3)))
         return tuple(out)
 
     # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
     return WorkspaceLaunch(device_id, stream,
-                           Workspace(4 * (tiles_a + tiles_b + 3), lay.scratch_bytes), steps_at,
+                           Workspace(4 * (tiles_a + tiles_b + 3 + fallback_blocks),
+                                     lay.scratch_bytes + partial_bytes), steps_at,
                            pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
 
 

@@ -153,7 +153,10 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
         for (int i = tid; i < T && r0 + i < rows; i += THREADS) {
             const int ex = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
             e[r0 + i] = ex;
-            if (ex == SPECIAL) listed[atomicAdd(refused, 1u)] = r0 + i;  // for oz_fallback
+            if (ex == SPECIAL) {  // for oz_fallback (never past the list: see there)
+                const unsigned at = atomicAdd(refused, 1u);
+                if (at < static_cast<unsigned>(rows)) listed[at] = r0 + i;
+            }
         }
     }
 }
@@ -399,38 +402,67 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
 
 // The outputs of the rows and columns oz_norms refused (SPECIAL: Inf or NaN, or too little
 // flatness), listed there in `rows` (counts[0] of them) and `cols` (counts[1]):
-// C = alpha (A B)_ij + beta C_ij, the FP32 products summed in FP64 in the order of k (each
-// is exact there; IEEE's specials come out as an FP32 product gives them). Work, in tiles of
-// FT x FT outputs: the listed rows against every column, then every row but the listed ones
-// against the listed columns (so an output whose row and column are both listed is written
-// once). A block of 16 x 16 threads, each 4 x 4 outputs in FP64, stages FK k at a time of
-// its tile's rows of A and of B^T in shared memory as FP64. The grid is one wave that walks
-// the tiles; with nothing listed every block returns at once. Its last block sets counts
-// back to 0 (the workspace's zeroed region).
+// C = alpha (A B)_ij + beta C_ij, the FP32 products summed in FP64 (each is exact there;
+// IEEE's specials come out as an FP32 product gives them). Work, in tiles of FT x FT
+// outputs: the listed rows against every column, then every row but the listed ones against
+// the listed columns (so an output whose row and column are both listed is written once).
+// A block of 16 x 16 threads, each 4 x 4 outputs in FP64, stages FK k at a time of its
+// tile's rows of A and of B^T in shared memory as FP64, and loads the next FK into registers
+// while it multiplies these. The grid is one wave that walks the tiles; with nothing listed
+// every block returns at once.
 //
-// The bill: 2 FP64 FMA per output and k, against an FP32 product's one FP32 FMA. The H200
-// issues half as many FP64 FMA as FP32 ones a clock: a refused output costs about twice
-// what an exact FP32 product spends on it, on top of the scheme's own (which the rest of
-// its row or column still needs).
-constexpr int FT = 64;  // a fallback tile's rows and columns
-constexpr int FK = 16;  // the k staged at a time
+// Few tiles (a few refused rows: 32 tiles at 2048 columns, on 132 SMs) would leave most SMs
+// idle while each block walked all of K, so the tiles' K is cut into `slices` when the wave
+// has blocks to spare (as many as fit, each at least SLICE_MIN long): each slice's FP64 sums
+// go to `partial`, and the last slice of a tile to finish (`done[t]` counts them, left 0
+// again) adds them up in the order of the slices, so the outputs are the same every run.
+// Its last block sets counts back to 0 (the workspace's zeroed region).
+//
+// The bill: an FP64 FMA per output and k, where an exact FP32 product spends one FP32 FMA,
+// and the H200 issues half as many FP64 FMA a clock: a refused output costs at least twice
+// what exact FP32 spends on it, on top of the scheme's own work.
+constexpr int FT = 64;          // a fallback tile's rows and columns
+constexpr int FK = 16;          // the k staged at a time
+constexpr int SLICE_MIN = 128;  // the shortest slice of K worth a block of its own
 
 SGEMM_KERNEL __launch_bounds__(256)
 oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
             const float* __restrict__ b, long long b_sr, long long b_sk, int M, int N, int K,
             float alpha, float beta, float* __restrict__ C, long long ldc,
             const int* __restrict__ mu, unsigned* __restrict__ counts,
-            const int* __restrict__ rows, const int* __restrict__ cols) {
+            const int* __restrict__ rows, const int* __restrict__ cols,
+            double* __restrict__ partial, unsigned* __restrict__ done) {
     __shared__ double As[FK][FT + 1], Bs[FK][FT + 1];  // (+1: no bank conflict on the stores)
     __shared__ int ri[FT], cj[FT];  // the tile's rows and columns; -1: none
-    const long long nr = counts[0], nc = counts[1];
+    __shared__ bool last;
+    // (at most M and N: a norms launch run again without this one, as a probe timing the
+    // launches one by one does, counts its rows again, and only this launch sets them back)
+    const long long nr = min(counts[0], static_cast<unsigned>(M));
+    const long long nc = min(counts[1], static_cast<unsigned>(N));
     if (nr == 0 && nc == 0) return;  // (then nothing to set back either)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const long long across = (N + FT - 1) / FT, down = (M + FT - 1) / FT;
     const long long first = (nr + FT - 1) / FT * across;  // the listed rows' tiles
-    const long long total = first + down * ((nc + FT - 1) / FT);
-    for (long long t = blockIdx.x; t < total; t += gridDim.x) {
-        __syncthreads();  // the last tile's ri, cj and stages are read
+    const long long tiles = first + down * ((nc + FT - 1) / FT);
+    // slices of K a tile: as many as the wave has blocks for, none shorter than SLICE_MIN
+    const int slices = tiles >= gridDim.x ? 1 : static_cast<int>(
+        min(static_cast<long long>(gridDim.x) / tiles,
+            static_cast<long long>((K + SLICE_MIN - 1) / SLICE_MIN)));
+    const int span = ((K + slices - 1) / slices + FK - 1) / FK * FK;  // k a slice
+    // what this thread stages: element e = tid + 256 h of each operand's FT x FK, along k
+    // where k is contiguous (a warp reads 2 rows of 16 words), else along the rows
+    int ia[4], ka[4], ib[4], kb[4];
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+        const int e = tid + 256 * h;
+        ia[h] = a_sk == 1 ? e / FK : e % FT, ka[h] = a_sk == 1 ? e % FK : e / FT;
+        ib[h] = b_sk == 1 ? e / FK : e % FT, kb[h] = b_sk == 1 ? e % FK : e / FT;
+    }
+    for (long long item = blockIdx.x; item < tiles * slices; item += gridDim.x) {
+        const long long t = item / slices;
+        const int slice = static_cast<int>(item % slices);
+        const int kbeg = slice * span, kend = min(K, kbeg + span);
+        __syncthreads();  // the last item's ri, cj and stages are read
         if (tid < FT) {
             if (t < first) {
                 const long long p = t / across * FT + tid, j = t % across * FT + tid;
@@ -443,25 +475,32 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
                 cj[tid] = p < nc ? cols[p] : -1;
             }
         }
+        __syncthreads();
+        int r[4], j[4];
+#pragma unroll
+        for (int h = 0; h < 4; ++h) r[h] = ri[ia[h]], j[h] = cj[ib[h]];
+        float xa[4], xb[4];  // the next FK's elements, in flight while these are multiplied
+        auto fetch = [&](int k0) {
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                xa[h] = r[h] >= 0 && k0 + ka[h] < kend ? load_x(a, a_sr, a_sk, r[h], k0 + ka[h])
+                                                       : 0.0f;
+                xb[h] = j[h] >= 0 && k0 + kb[h] < kend ? load_x(b, b_sr, b_sk, j[h], k0 + kb[h])
+                                                       : 0.0f;
+            }
+        };
         double acc[4][4];
 #pragma unroll
         for (int p = 0; p < 4; ++p)
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[p][q] = 0.0;
-        for (int k0 = 0; k0 < K; k0 += FK) {
-            __syncthreads();  // ri, cj written; the last step's stages read
-            // FT x FK of each operand, 4 a thread; along k where k is contiguous (a warp
-            // reads 2 rows of 16 words), else along the rows
+        fetch(kbeg);
+        for (int k0 = kbeg; k0 < kend; k0 += FK) {
+            __syncthreads();  // the last step's stages are read
 #pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int e = tid + 256 * h;
-                const int ia = a_sk == 1 ? e / FK : e % FT, ka = a_sk == 1 ? e % FK : e / FT;
-                const int ib = b_sk == 1 ? e / FK : e % FT, kb = b_sk == 1 ? e % FK : e / FT;
-                const int r = ri[ia], j = cj[ib];
-                As[ka][ia] = r >= 0 && k0 + ka < K ? load_x(a, a_sr, a_sk, r, k0 + ka) : 0.0;
-                Bs[kb][ib] = j >= 0 && k0 + kb < K ? load_x(b, b_sr, b_sk, j, k0 + kb) : 0.0;
-            }
+            for (int h = 0; h < 4; ++h) As[ka[h]][ia[h]] = xa[h], Bs[kb[h]][ib[h]] = xb[h];
             __syncthreads();
+            if (k0 + FK < kend) fetch(k0 + FK);
 #pragma unroll
             for (int kk = 0; kk < FK; ++kk) {
                 double x[4], y[4];
@@ -473,13 +512,40 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
                     for (int q = 0; q < 4; ++q) acc[p][q] = fma(x[p], y[q], acc[p][q]);
             }
         }
+        if (slices > 1) {
+            // this slice's sums, then the tile's last slice adds all of them, in order
+            double* mine = partial + item * (FT * FT);
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) mine[(p * 4 + q) * 256 + tid] = acc[p][q];
+            __threadfence();
+            __syncthreads();
+            if (tid == 0) {
+                last = atomicAdd(done + t, 1u) == static_cast<unsigned>(slices) - 1;
+                if (last) done[t] = 0u;
+            }
+            __syncthreads();
+            if (!last) continue;
+            __threadfence();
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    double sum = 0.0;
+                    for (int sl = 0; sl < slices; ++sl)
+                        sum += __ldcg(partial + (t * slices + sl) * (FT * FT) + (p * 4 + q) * 256 +
+                                      tid);
+                    acc[p][q] = sum;
+                }
+        }
 #pragma unroll
         for (int p = 0; p < 4; ++p)
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                const int r = ri[ty + 16 * p], j = cj[tx + 16 * q];
-                if (r >= 0 && j >= 0) {
-                    float* c = C + r * ldc + j;
+                const int i = ri[ty + 16 * p], jj = cj[tx + 16 * q];
+                if (i >= 0 && jj >= 0) {
+                    float* c = C + i * ldc + jj;
                     *c = epilogue(static_cast<float>(acc[p][q]), alpha, beta, c);
                 }
             }
