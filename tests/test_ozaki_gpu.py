@@ -198,8 +198,9 @@ def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, eve
     """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
     over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
     bit for bit; beta != 0 shows an output whose row and column are both refused is written
-    once. 1100 x 1030 with every row refused has more tiles than the fallback's wave has
-    blocks: they walk the tiles."""
+    once. Few tiles cut K into slices (added up by the tile's last slice); 1100 x 1030 with
+    every row refused has more tiles than the fallback's wave has blocks, and K = 97 is too
+    short to cut: both walk the whole of K a tile."""
     import torch
 
     a = _spiky(M, K, ta, 31 + M, every_a, ld_extra=3)
@@ -238,3 +239,49 @@ def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product():
     np.testing.assert_array_equal(small.cpu().numpy(),
                                   ref.matmul(a.cpu().numpy(), b.cpu().numpy()))
     assert torch.isnan(guard[50:]).all()
+
+
+def _outlier_features(M, K, trans, seed, features=4, times=1000.0):
+    """Activations with a few outlier features: `features` columns of A at `times` the rest."""
+    a = _operand(M, K, trans, seed).clone()
+    a[:, :features] *= times
+    return a
+
+
+@HOPPER
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("M, N, K", [(300, 200, 1500), (131, 257, 4097)])
+def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb):
+    """The flatness rule refuses every row; balanced (oz_balance, the norms again on A D and
+    D^-1 B) the scheme serves them: the outputs are the reference's, bit for bit, and the
+    reference serves (nearly) all of them without the fallback."""
+    import torch
+
+    a = _outlier_features(M, K, ta, M + K)
+    b = _operand(K, N, tb, M + K + 1)
+    an, bn = a.cpu().numpy(), b.cpu().numpy()
+    assert ref.refusals(an, bn).all()
+    _, _, refused = ref.served(an, bn)
+    assert refused.mean() < 0.3
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(a, b, c)
+    np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
+
+
+@HOPPER
+def test_balancing_is_not_taken_where_it_refuses_more():
+    """Rows of a few huge entries (the accuracy set's spikes) at K = 256: balanced, the
+    scheme would refuse more outputs, so the first scaling stands; bit for bit as the
+    reference takes it."""
+    import torch
+
+    from sgemmlab.bench import accuracy as acc
+
+    g = torch.Generator(device="cuda").manual_seed(269)
+    a = acc.draw("spikes", 200, 256, g, "cuda").contiguous()
+    b = acc.draw("spikes", 256, 150, g, "cuda").contiguous()
+    an, bn = a.cpu().numpy(), b.cpu().numpy()
+    assert ref.refusals(an, bn).any() and ref.served(an, bn)[0] is an  # tried, not taken
+    c = torch.full((200, 150), float("nan"), device="cuda")
+    _run(a, b, c)
+    np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn, balanced=False))

@@ -109,9 +109,12 @@ def test_the_workspace_layout_is_aligned_and_disjoint(M, N, K, count):
     assert lay.kpad % 16 == 0 and lay.kpad >= K and lay.ldr % 16 == 0 and lay.ldr >= N
     spans = sorted(lay.offsets.items(), key=lambda kv: kv[1])
     assert all(off % ozaki.ALIGN == 0 for _, off in spans)
-    sizes = {"part_a": 24 * lay.chunks * M, "part_b": 24 * lay.chunks * N, "mu": 4 * M,
-             "nu": 4 * N, "list_a": 4 * M, "list_b": 4 * N, "res_a": count * M * lay.kpad,
-             "res_b": count * N * lay.kpad, "res_c": count * M * lay.ldr}
+    tiles_a, tiles_b = -(-M // ozaki.TILE), -(-N // ozaki.TILE)
+    sizes = {"part_a": 24 * lay.chunks * M, "part_b": 24 * lay.chunks * N,
+             "exps": 8 * (M + N), "list_a": 4 * M, "list_b": 4 * N, "list2_a": 4 * M,
+             "list2_b": 4 * N, "kpart_a": 8 * tiles_a * K, "kpart_b": 8 * tiles_b * K,
+             "d": 4 * K, "res_a": count * M * lay.kpad, "res_b": count * N * lay.kpad,
+             "res_c": count * M * lay.ldr}
     for (name, off), (_, nxt) in zip(spans, spans[1:] + [("end", lay.scratch_bytes)]):
         assert off + sizes[name] <= nxt, name
 
@@ -129,25 +132,25 @@ def test_rung_26_fits_its_shared_memory():
 
 
 def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch):
-    """The scheme's launch is seven kernels; a plan's call on new operands must reach
-    every one that reads them: the norms and the split (A, then B), the recombination (C)
-    and the fallback (C, and A and B for refused rows and columns). Launches recorded on
-    stand-in handles."""
+    """The scheme's launch is ten kernels; a plan's call on new operands must reach every
+    one that reads them: the norms (A, then B, twice), the splits (A, then B), the
+    recombination (C) and the fallback (C, and A and B for refused rows and columns).
+    Launches recorded on stand-in handles."""
     import ctypes
     import types
 
     from sgemmlab.runtime import driver as driver_mod
     from sgemmlab.runtime import workspace as ws
 
-    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback")
+    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance")
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for i, n in enumerate(names)}
-    slots = {2: (0,), 3: (0,), 1: (), 4: (11,), 5: (11, 0, 3)}  # by handle
+    slots = {2: (0,), 3: (0,), 1: (), 4: (10,), 5: (11, 0, 3), 6: ()}  # by handle
     seen = []
 
     def call(*a):
-        ptrs = (ctypes.c_void_p * 17).from_address(a[9])
+        ptrs = (ctypes.c_void_p * 22).from_address(a[9])
         seen.append((a[0], tuple(ctypes.c_uint64.from_address(ptrs[i]).value
                                  for i in slots[a[0]])))
         return 0
@@ -163,13 +166,13 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     w = ozaki.bind(0, 300, 200, 500, 1.0, 0x1000, 500, 0x2000, 200, 0.5, 0x3000, 200, stream,
                    cfg=ozaki.rung().seed)
     assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
-    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 7
+    assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 10
     for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
-        assert seen == [(2, (a,)), (3, (a,)), (2, (b,)), (3, (b,)), (1, ()), (4, (c,)),
-                        (5, (c, a, b))]
+        assert seen == [(2, (a,)), (2, (b,)), (6, ()), (2, (a,)), (2, (b,)), (3, (a,)),
+                        (3, (b,)), (1, ()), (4, (c,)), (5, (c, a, b))]
 
 
 def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
@@ -184,7 +187,8 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
 
     kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
-               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback")}
+               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
+                         "oz_balance")}
     asked = []
     monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
     monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
@@ -198,13 +202,27 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
     tiles = -(-300 // ozaki.TILE) + -(-65 // ozaki.TILE)  # 5 + 2
     lay = ozaki.layout(300, 65, 500, ref.COUNT)
     blocks = 132 * 3  # oz_fallback's wave (the stand-in's three blocks an SM)
-    assert asked == [(4 * (tiles + 3 + blocks), lay.scratch_bytes + 8 * 64 * 64 * blocks)]
-    norms_a, _, norms_b, *_, fallback = w._steps
-    assert norms_a.args[6] == 0x7000 and norms_b.args[6] == 0x7000 + 4 * 5
-    counts = 0x7000 + 4 * tiles
-    assert norms_a.args[10] == counts and norms_b.args[10] == counts + 4
-    assert norms_a.args[11] == 0xA0000000 + lay.offsets["list_a"]
-    assert norms_b.args[11] == 0xA0000000 + lay.offsets["list_b"]
-    assert fallback.args[14:] == (counts, norms_a.args[11], norms_b.args[11],
-                                  0xA0000000 + lay.scratch_bytes, counts + 12)
+    assert asked == [(4 * (tiles + 5 + blocks), lay.scratch_bytes + 8 * 64 * 64 * blocks)]
+    norms_a, norms_b, balance, again_a, again_b, split_a, split_b, _, crt, fallback = w._steps
+    assert norms_a.args[6] == again_a.args[6] == 0x7000
+    assert norms_b.args[6] == again_b.args[6] == 0x7000 + 4 * 5
+    counts, at = 0x7000 + 4 * tiles, lambda name: 0xA0000000 + lay.offsets[name]
+    # the first norms count and list their refusals in slots 0 and 1, write mu and nu and
+    # each k's sums; the second (gated on the first's counts) in slots 3 and 4, from d
+    assert norms_a.args[9:] == (at("exps"), counts, at("list_a"), at("kpart_a"), 0, 0, 1)
+    assert norms_b.args[9:] == (at("exps") + 4 * 300, counts + 4, at("list_b"),
+                                at("kpart_b"), 0, 0, -1)
+    assert again_a.args[9:] == (at("exps") + 4 * 365, counts + 12, at("list2_a"), 0, counts,
+                                at("d"), 1)
+    assert again_b.args[9:] == (at("exps") + 4 * 665, counts + 16, at("list2_b"), 0, counts,
+                                at("d"), -1)
+    assert balance.args == (at("kpart_a"), 5, at("kpart_b"), 2, 500, counts, at("d"))
+    assert split_a.args[5] == at("exps") and split_a.args[11:] == (
+        at("exps") + 4 * 365, at("d"), 1, counts, 300, 65)
+    assert split_b.args[5] == at("exps") + 4 * 300 and split_b.args[11:] == (
+        at("exps") + 4 * 665, at("d"), -1, counts, 300, 65)
+    assert crt.args[7] == at("exps") and crt.args[12] == counts
+    assert fallback.args[13:] == (at("exps"), counts, at("list_a"), at("list_b"),
+                                  0xA0000000 + lay.scratch_bytes, counts + 20,
+                                  at("exps") + 4 * 365, at("list2_a"), at("list2_b"))
     assert norms_a.grid == (5, 2, 1) and norms_b.grid == (2, 2, 1)  # K = 500: 2 chunks

@@ -238,14 +238,14 @@ def served(A: np.ndarray, B: np.ndarray, count: int = COUNT, flat: float = FLAT,
 
 def matmul(A: np.ndarray, B: np.ndarray, count: int = COUNT,
            exps: tuple[np.ndarray, np.ndarray] | None = None, flat: float = FLAT,
-           rule: str = "flatness", balanced: bool = False) -> np.ndarray:
+           rule: str = "flatness", balanced: bool = True) -> np.ndarray:
     """A @ B (float32 operands) by the scheme with `count` moduli, as float32. `exps`: (mu, nu)
     to use instead of `scales`' (a kernel's, whose norms sum in another order). The outputs
     `refusals` names (rows of A and columns of B less flat than `flat`, 0: none; with
     rule="product" only those of them the coarse loss refuses) are the FP32 inputs'
     products summed in FP64. `balanced`: where the rule refuses any output, the scheme is
-    also tried on A D and D^-1 B (`balance`), and taken when it refuses fewer outputs (the
-    kernels do not do this yet)."""
+    also tried on A D and D^-1 B (`balance`), and taken when it refuses fewer outputs, as
+    the kernels do."""
     A, B = np.asarray(A, dtype=np.float32), np.asarray(B, dtype=np.float32)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")

@@ -1,12 +1,17 @@
 """Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
 
 C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
-it (the tests compare the two bit for bit). Seven launches on the stream, all of their
+it (the tests compare the two bit for bit). Ten launches on the stream, all of their
 arrays in the stream's workspace:
 
-    oz_norms, oz_split   for A (rows i), then for B read as B^T (rows j): the exponents
+    oz_norms             for A (rows i), then for B read as B^T (rows j): the exponents
                          mu, nu (the norms' last block of a tile of rows writes them, and
-                         lists the rows it refuses) and the residue planes, K-major
+                         lists the rows it refuses), and each k's sums of squares
+    oz_balance, oz_norms where the first norms refused a row or column: d, the powers of
+                         two that balance A's columns against B's rows, and the norms again
+                         on A D and D^-1 B (nothing refused: all three return at once); the
+                         steps after them take the scaling that refuses fewer outputs
+    oz_split             for A, then B: the residue planes, K-major
     rung 26              the count products, each reduced modulo its m_l: R_l
     oz_crt               R -> X by the Chinese remainder theorem -> C
     oz_fallback          the refused rows' and columns' outputs, summed in FP64 (nothing
@@ -146,7 +151,7 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_split", "oz_crt", "oz_fallback"):
+    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_fallback"):
         out[name] = driver.load(steps.cubin, name, device_id)
     with _lock:
         _loaded.setdefault(key, out)
@@ -166,8 +171,11 @@ class Layout:
 
 def layout(M: int, N: int, K: int, count: int) -> Layout:
     kpad, ldr, chunks = _up(K, PLANE_ALIGN), _up(N, PLANE_ALIGN), -(-K // CHUNK)
-    sizes = {"part_a": 24 * chunks * M, "part_b": 24 * chunks * N, "mu": 4 * M, "nu": 4 * N,
-             "list_a": 4 * M, "list_b": 4 * N, "res_a": count * M * kpad,
+    tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)
+    sizes = {"part_a": 24 * chunks * M, "part_b": 24 * chunks * N,
+             "exps": 4 * 2 * (M + N), "list_a": 4 * M, "list_b": 4 * N, "list2_a": 4 * M,
+             "list2_b": 4 * N, "kpart_a": 8 * tiles_a * K, "kpart_b": 8 * tiles_b * K,
+             "d": 4 * K, "res_a": count * M * kpad,
              "res_b": count * N * kpad, "res_c": count * M * ldr}
     offsets, at = {}, 0
     for name, size in sizes.items():
@@ -193,10 +201,11 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
-    unless given): the seven launches of the module docstring, on the stream's workspace
-    (in its zeroed region: the norms' counters, one a tile of rows of A, then of B,
-    oz_fallback's three, A's refused rows, B's, its finished blocks, and its counters of a
-    tile's slices, one a block of its wave)."""
+    unless given): the ten launches of the module docstring, on the stream's workspace (in
+    its zeroed region: the norms' counters, one a tile of rows of A, then of B; five
+    counts, A's and B's refused rows by the first norms, oz_fallback's finished blocks, A's
+    and B's by the second; and oz_fallback's counters of a tile's slices, one a block of its
+    wave)."""
     from ..ozaki.reference import COUNT, FLAT, moduli, radius
 
     count = COUNT if count is None else count
@@ -227,24 +236,41 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
 
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
-        counts = zeroed + 4 * (tiles_a + tiles_b)  # refused rows of A, of B; finished
-        sliced = counts + 4 * 3  # oz_fallback's counters of a tile's slices
+        # the refusal counts: A's and B's rows by the first norms, the fallback's finished
+        # blocks, A's and B's by the second; then the fallback's counters of a tile's slices
+        counts = zeroed + 4 * (tiles_a + tiles_b)
+        sliced = counts + 4 * 5
+        exps = o["exps"]  # mu (M), nu (N), then the second norms' mu and nu
+        e1 = {"a": exps, "b": exps + 4 * M}
+        e2 = {"a": exps + 4 * (M + N), "b": exps + 4 * (2 * M + N)}
+        operand = {"a": (a, a_sr, a_sk, M, 1, zeroed, 0), "b": (b, b_sr, b_sk, N, -1,
+                                                              zeroed + 4 * tiles_a, 1)}
         out = []
-        for x, sr, sk, rows, part, e, res, sm, done, refused, listed in (
-                (a, a_sr, a_sk, M, o["part_a"], o["mu"], o["res_a"], sm_a, zeroed, counts,
-                 o["list_a"]),
-                (b, b_sr, b_sk, N, o["part_b"], o["nu"], o["res_b"], sm_b,
-                 zeroed + 4 * tiles_a, counts + 4, o["list_b"])):
-            out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
-                              (256, 1, 1), (x, i64(sr), i64(sk), i32(rows), i32(K), part,
-                                            done, r, f64(FLAT), e, refused, listed),
-                              pointer_slots=(0,)))
+        for second in (False, True):
+            if second:  # d from the first norms' sums over k, where they refused something
+                out.append(Packed(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
+                                  (o["kpart_a"], i32(tiles_a), o["kpart_b"], i32(tiles_b),
+                                   i32(K), counts, o["d"])))
+            for side in "ab":
+                x, sr, sk, rows, dsign, done, at = operand[side]
+                listed = o[f"list2_{side}"] if second else o[f"list_{side}"]
+                out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
+                                  (256, 1, 1),
+                                  (x, i64(sr), i64(sk), i32(rows), i32(K), o[f"part_{side}"],
+                                   done, r, f64(FLAT), (e2 if second else e1)[side],
+                                   counts + 4 * (3 + at if second else at), listed,
+                                   0 if second else o[f"kpart_{side}"], counts if second else 0,
+                                   o["d"] if second else 0, i32(dsign)), pointer_slots=(0,)))
+        for side in "ab":
+            x, sr, sk, rows, dsign, _, _ = operand[side]
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             out.append(Packed(k["oz_split"], stream,
                               (-(-fast // 32), min(-(-slow // 8), 65535), 1), (32, 8, 1),
-                              (x, i64(sr), i64(sk), i32(rows), i32(K), e, i32(count), sm,
-                               res, i64(lay.kpad), i64(rows * lay.kpad)), pointer_slots=(0,)))
+                              (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
+                               sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
+                               i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
+                               i32(M), i32(N)), pointer_slots=(0,)))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
@@ -259,29 +285,32 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         rows = max(1, min(M, 65535, wave))
         out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
-                           i32(count), cm, o["mu"], o["nu"], f32(alpha), f32(beta), c,
-                           i64(ldc)), pointer_slots=(11,)))
+                           i32(count), cm, exps, f32(alpha), f32(beta), c, i64(ldc), counts),
+                          pointer_slots=(10,)))
         # one wave, walking the refused rows' and columns' tiles
         out.append(Packed(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
                           (a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk), i32(M), i32(N),
-                           i32(K), f32(alpha), f32(beta), c, i64(ldc), o["mu"], counts,
-                           o["list_a"], o["list_b"], scratch + lay.scratch_bytes, sliced),
+                           i32(K), f32(alpha), f32(beta), c, i64(ldc), e1["a"], counts,
+                           o["list_a"], o["list_b"], scratch + lay.scratch_bytes, sliced,
+                           e2["a"], o["list2_a"], o["list2_b"]),
                           pointer_slots=(11, 0, 3)))
         return tuple(out)
 
     # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
     return WorkspaceLaunch(device_id, stream,
-                           Workspace(4 * (tiles_a + tiles_b + 3 + fallback_blocks),
+                           Workspace(4 * (tiles_a + tiles_b + 5 + fallback_blocks),
                                      lay.scratch_bytes + partial_bytes), steps_at,
                            pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
 
 
 #: bind's launches, and which of the call's pointers (0 A, 1 B, 2 C) each one's
-#: `pointer_slots` take: the norms and the split read A, then B; the products read only the
-#: workspace; the recombination writes C (reading it when beta is not 0); the fallback
-#: writes C for the rows and columns the scaling refused, reading A and B there.
-STEPS_ORDER = ("norms_a", "split_a", "norms_b", "split_b", "gemm", "crt", "fallback")
-ROLES = ((0,), (0,), (1,), (1,), (), (2,), (2, 0, 1))
+#: `pointer_slots` take: the norms read A, then B (twice: the second time balanced, where
+#: the first refused something); the balance and the products read only the workspace; the
+#: splits read A, then B; the recombination writes C (reading it when beta is not 0); the
+#: fallback writes C for the rows and columns the scaling refused, reading A and B there.
+STEPS_ORDER = ("norms_a", "norms_b", "balance", "norms2_a", "norms2_b", "split_a", "split_b",
+               "gemm", "crt", "fallback")
+ROLES = ((0,), (1,), (), (0,), (1,), (0,), (1,), (), (2,), (2, 0, 1))
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)
 CRT_ONE_WAVE = True

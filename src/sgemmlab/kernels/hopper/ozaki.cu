@@ -8,6 +8,11 @@
 //             2^e |X_r|_2 <= R (exactly, by frexp; the host's R leaves room for rounding);
 //             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
 //             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
+//             (and per k, the sum of x^2 over each tile of rows, for oz_balance)
+//   oz_balance where the norms refused a row or column: d_k, the power of two that balances
+//             column k of A against row k of B (reference.balance); oz_norms then runs
+//             again on A D and D^-1 B, and the steps after it take whichever of the two
+//             refuses fewer outputs (`balanced`; nothing refused: both return at once)
 //   oz_split  rint(2^e x), an integer of at most 33 bits, and its symmetric residue modulo
 //             each m_l, written as planes of INT8, K-major (what rung 26's tensor maps read)
 //   oz_crt    each output's residues R_l -> the integer X = (A'B')_ij by the Chinese
@@ -31,6 +36,18 @@ constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
 constexpr int MAX_MODULI = 20;
 constexpr int SPECIAL = -2147483647 - 1;  // the exponent of a row with Inf or NaN
+
+// counts[0], counts[1]: the rows of A and of B the first norms refused; counts[3],
+// counts[4]: those the second (balanced) norms refused (0 when it did not run). True when
+// the balanced scaling is the one taken: it ran, and it refuses fewer outputs.
+__device__ __forceinline__ bool balanced(const unsigned* counts, int M, int N) {
+    const long long r1 = counts[0], c1 = counts[1], r2 = counts[3], c2 = counts[4];
+    const long long out1 = r1 * N + c1 * M - r1 * c1, out2 = r2 * N + c2 * M - r2 * c2;
+    return r1 + c1 > 0 && out2 < out1;
+}
+
+// 2^e as a double, from its bits (|e| <= 1022: the exponents here stay within a few hundred).
+__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 __device__ __forceinline__ float load_x(const float* x, long long sr, long long sk, long long r,
                                         long long k) {
@@ -63,19 +80,31 @@ __device__ int exponent(const double* part, int rows, int chunks, int r, double 
 // A SPECIAL row's index goes into `listed` (at *refused, counted up: in the zeroed region,
 // oz_fallback leaves it 0 again), in no fixed order: each listed row's outputs are the same
 // whatever its place.
+//
+// The first norms (`gate` null) also write, for oz_balance, each k's sum of x^2 over the tile's
+// rows (kpart[blockIdx.x * K + k], in the order of the rows). The second (`gate`: the first's
+// refusal counts; nothing refused, it returns at once) reads x 2^(dsign d_k) instead of x.
 SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       double* __restrict__ part, unsigned* __restrict__ done, double radius,
                       double flat_min, int* __restrict__ e, unsigned* __restrict__ refused,
-                      int* __restrict__ listed) {
+                      int* __restrict__ listed, double* __restrict__ kpart,
+                      const unsigned* __restrict__ gate, const int* __restrict__ d, int dsign) {
     __shared__ double sums[4][T][3];
     __shared__ bool last;
+    if (gate != nullptr && gate[0] + gate[1] == 0u) return;
+    // x(r, k) as this pass reads it
+    auto at = [&](long long r, long long k) -> double {
+        const double v = load_x(x, sr, sk, r, k);
+        return gate != nullptr ? v * pow2(dsign * d[k]) : v;
+    };
     const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int kend = min(K, k0 + CHUNK);
     if (sk == 1) {
         // k contiguous: a warp per row, lanes along k (two float4 a lane where the rows
         // allow: the whole chunk in flight at once), a fixed butterfly to finish
-        const bool vec = (sr & 3) == 0 && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+        const bool vec = gate == nullptr && (sr & 3) == 0 &&
+                         (reinterpret_cast<unsigned long long>(x) & 15) == 0;
         for (int i = warp; i < T; i += THREADS / 32) {
             const int r = r0 + i;
             if (r >= rows) break;
@@ -98,7 +127,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                 }
             } else {
                 for (int k = k0 + lane; k < kend; k += 32) {
-                    const double v = load_x(x, sr, 1, r, k);
+                    const double v = at(r, k);
                     sq = fma(v, v, sq);
                     ab += fabs(v);
                     nz += v != 0.0 ? 1.0 : 0.0;
@@ -124,7 +153,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
             const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
 #pragma unroll 8
             for (int k = kq; k < kqe; ++k) {
-                const double v = load_x(x, sr, sk, r, k);
+                const double v = at(r, k);
                 sq = fma(v, v, sq);
                 ab += fabs(v);
                 nz += v != 0.0 ? 1.0 : 0.0;
@@ -138,6 +167,14 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
             double* out = part + (static_cast<long long>(c) * rows + r) * 3;
             out[0] = sq, out[1] = ab, out[2] = nz;
         }
+    }
+    if (kpart != nullptr && k0 + tid < kend) {  // (CHUNK == THREADS: a thread a k)
+        double sq = 0.0;
+        for (int i = 0; i < T && r0 + i < rows; ++i) {
+            const double v = load_x(x, sr, sk, r0 + i, k0 + tid);
+            sq = fma(v, v, sq);
+        }
+        kpart[static_cast<long long>(blockIdx.x) * K + k0 + tid] = sq;
     }
     // the last of the tile's gridDim.y blocks: every other one's sums are in memory (each
     // fenced its writes before counting itself), so this one adds them up
@@ -161,6 +198,24 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     }
 }
 
+// d_k = floor((ilogb s_B - ilogb s_A) / 4), s_A the sum of column k of A squared (kpart_a's
+// tiles added in order), s_B that of row k of B (0 where either is 0 or not finite), as
+// reference.balance: A D and D^-1 B, D = diag(2^d), have the product of A and B, and column
+// k of one a 2-norm within a few times row k's of the other. Only where the first norms
+// refused something (counts[0] + counts[1] > 0); a thread a k.
+SGEMM_KERNEL oz_balance(const double* __restrict__ kpart_a, int tiles_a,
+                        const double* __restrict__ kpart_b, int tiles_b, int K,
+                        const unsigned* __restrict__ counts, int* __restrict__ d) {
+    if (counts[0] + counts[1] == 0u) return;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    double sa = 0.0, sb = 0.0;
+    for (int t = 0; t < tiles_a; ++t) sa += kpart_a[static_cast<long long>(t) * K + k];
+    for (int t = 0; t < tiles_b; ++t) sb += kpart_b[static_cast<long long>(t) * K + k];
+    const bool ok = sa > 0.0 && sb > 0.0 && isfinite(sa) && isfinite(sb);
+    d[k] = ok ? (ilogb(sb) - ilogb(sa)) >> 2 : 0;  // (>> 2 of a negative: floor, as //)
+}
+
 // What the split needs of each modulus: its value, 1 / m (FP64), the largest symmetric
 // residue m - 1 - m / 2, and the factor y_l the residue is multiplied by first (1 for A; for
 // B, y_l = (M / m_l)^-1 mod m_l: then (A_l B_l) mod m_l is already the s_l oz_crt sums).
@@ -178,8 +233,6 @@ constexpr double MAGIC52 = 6755399441055744.0;
 constexpr double MAGIC_S = 6755401588539392.0;  // 1.5 2^52 + 2^31
 constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
 
-// 2^e as a double, from its bits (|e| <= 1022: oz_norms' exponents are within about 200).
-__device__ __forceinline__ double pow2(int e) { return __hiloint2double((e + 1023) << 20, 0); }
 
 // v mod m, symmetric (v an integer in a double, |v| < 2^51; `low`, v's low 32 bits): q = v / m
 // to the nearest integer (its low 32 bits suffice), then v - q m is in [-m/2, m/2] exactly in
@@ -221,10 +274,15 @@ __device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&l
 // loads are coalesced: along k (sk == 1: a warp stores 512 consecutive bytes of a row), or
 // along r (a warp's 16-byte pieces would land in 32 rows: they go through shared memory, and
 // leave as 128-byte rows).
+//
+// `e` and x, or (`balanced`) the second norms' `e2` and x 2^(dsign d_k).
 SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       const int* __restrict__ e, int count,
                       const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
-                      long long ldk, long long plane) {
+                      long long ldk, long long plane, const int* __restrict__ e2,
+                      const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
+                      int M, int N) {
+    const bool second = balanced(counts, M, N);
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
     __shared__ __align__(16) unsigned char stage[32 * ROW];
     const bool kfast = sk == 1;
@@ -239,7 +297,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
         double v[SPAN];
         int low[SPAN];
         if (live) {
-            const int ex = e[r];
+            const int ex = second ? e2[r] : e[r];
             const double scale = ex == SPECIAL ? 0.0 : pow2(ex);
             const float* row = x + r * sr;
             if (vec && k0 + SPAN <= K) {
@@ -251,6 +309,11 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
             } else {
 #pragma unroll
                 for (int j = 0; j < SPAN; ++j) v[j] = k0 + j < K ? row[(k0 + j) * sk] : 0.0f;
+            }
+            if (second && ex != SPECIAL) {
+#pragma unroll
+                for (int j = 0; j < SPAN; ++j)  // x 2^(dsign d_k) (exact), 0 past K
+                    v[j] = k0 + j < K ? v[j] * pow2(dsign * d[k0 + j]) : 0.0;
             }
 #pragma unroll
             for (int j = 0; j < SPAN; ++j) {
@@ -315,8 +378,11 @@ constexpr int MAX_COUNT = 8;  // the recombination's exact FP64 sums hold M up t
 SGEMM_KERNEL __launch_bounds__(256, 3)  // 80 registers: three blocks an SM (four spill)
 oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
-                    const int* __restrict__ mu, const int* __restrict__ nu, float alpha,
-                    float beta, float* __restrict__ C, long long ldc) {
+                    const int* __restrict__ exps, float alpha, float beta,
+                    float* __restrict__ C, long long ldc, const unsigned* __restrict__ counts) {
+    // exps: mu (M), nu (N), then the second norms' mu and nu, taken when `balanced`
+    const int* mu = exps + (balanced(counts, M, N) ? M + N : 0);
+    const int* nu = mu + M;
     const int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * QUAD;
     if (j0 >= N) return;
     const bool vec = j0 + QUAD <= N && (ldc & 3) == 0 &&
@@ -416,7 +482,8 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
 // has blocks to spare (as many as fit, each at least SLICE_MIN long): each slice's FP64 sums
 // go to `partial`, and the last slice of a tile to finish (`done[t]` counts them, left 0
 // again) adds them up in the order of the slices, so the outputs are the same every run.
-// Its last block sets counts back to 0 (the workspace's zeroed region).
+// Its last block sets counts back to 0 (the workspace's zeroed region): its own (counts[2],
+// the blocks finished) and both norms' refusal counts.
 //
 // The bill: an FP64 FMA per output and k, where an exact FP32 product spends one FP32 FMA,
 // and the H200 issues half as many FP64 FMA a clock: a refused output costs at least twice
@@ -431,15 +498,19 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
             float alpha, float beta, float* __restrict__ C, long long ldc,
             const int* __restrict__ mu, unsigned* __restrict__ counts,
             const int* __restrict__ rows, const int* __restrict__ cols,
-            double* __restrict__ partial, unsigned* __restrict__ done) {
+            double* __restrict__ partial, unsigned* __restrict__ done,
+            const int* __restrict__ mu2, const int* __restrict__ rows2,
+            const int* __restrict__ cols2) {
     __shared__ double As[FK][FT + 1], Bs[FK][FT + 1];  // (+1: no bank conflict on the stores)
     __shared__ int ri[FT], cj[FT];  // the tile's rows and columns; -1: none
     __shared__ bool last;
     // (at most M and N: a norms launch run again without this one, as a probe timing the
     // launches one by one does, counts its rows again, and only this launch sets them back)
-    const long long nr = min(counts[0], static_cast<unsigned>(M));
-    const long long nc = min(counts[1], static_cast<unsigned>(N));
-    if (nr == 0 && nc == 0) return;  // (then nothing to set back either)
+    if (counts[0] + counts[1] + counts[3] + counts[4] == 0u) return;  // (nothing to set back)
+    const bool second = balanced(counts, M, N);  // the second norms' lists and exponents
+    if (second) mu = mu2, rows = rows2, cols = cols2;
+    const long long nr = min(counts[second ? 3 : 0], static_cast<unsigned>(M));
+    const long long nc = min(counts[second ? 4 : 1], static_cast<unsigned>(N));
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const long long across = (N + FT - 1) / FT, down = (M + FT - 1) / FT;
     const long long first = (nr + FT - 1) / FT * across;  // the listed rows' tiles
@@ -554,6 +625,7 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
     __syncthreads();
     if (tid == 0) {
         __threadfence();
-        if (atomicAdd(counts + 2, 1u) == gridDim.x - 1) counts[0] = counts[1] = counts[2] = 0u;
+        if (atomicAdd(counts + 2, 1u) == gridDim.x - 1)
+            counts[0] = counts[1] = counts[2] = counts[3] = counts[4] = 0u;
     }
 }
