@@ -191,8 +191,8 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
             const int ex = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
             e[r0 + i] = ex;
             if (ex == SPECIAL) {  // for oz_fallback (never past the list: see there)
-                const unsigned at = atomicAdd(refused, 1u);
-                if (at < static_cast<unsigned>(rows)) listed[at] = r0 + i;
+                const unsigned slot = atomicAdd(refused, 1u);
+                if (slot < static_cast<unsigned>(rows)) listed[slot] = r0 + i;
             }
         }
     }
@@ -516,7 +516,8 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
     const long long first = (nr + FT - 1) / FT * across;  // the listed rows' tiles
     const long long tiles = first + down * ((nc + FT - 1) / FT);
     // slices of K a tile: as many as the wave has blocks for, none shorter than SLICE_MIN
-    const int slices = tiles >= gridDim.x ? 1 : static_cast<int>(
+    // (no tiles: the balanced scaling refused nothing, and this block only counts itself)
+    const int slices = tiles == 0 || tiles >= gridDim.x ? 1 : static_cast<int>(
         min(static_cast<long long>(gridDim.x) / tiles,
             static_cast<long long>((K + SLICE_MIN - 1) / SLICE_MIN)));
     const int span = ((K + slices - 1) / slices + FK - 1) / FK * FK;  // k a slice
