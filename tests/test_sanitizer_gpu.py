@@ -258,7 +258,9 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # clusters of two that share B's tiles by multicast: 1x1x1, ragged shapes in every layout
 # (an odd count of row-tiles leaves one block of a pair past M), a K that crosses several
 # k-tiles and norm chunks, a row holding Inf, and every third row of A and fourth column of B
-# with one huge entry (their outputs come from the tiled FP64 fallback, oz_fallback)
+# with one huge entry (their outputs come from the tiled FP64 fallback, oz_fallback); then
+# activations with outlier features, which the balanced scaling serves (oz_balance and the
+# second norms)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -279,6 +281,11 @@ for cluster in (1, 2):
         ozaki.bind(0, M, N, K, 1.5, a.data_ptr(), lda, b.data_ptr(), ldb, 0.5, c.data_ptr(),
                    N, stream, trans_a=bool(ta), trans_b=bool(tb),
                    cfg=dict(ozaki.rung().seed, CLUSTER=cluster))()
+    a = torch.randn(200, 1100, device="cuda")
+    a[:, :4] *= 1000.0
+    b, c = torch.randn(1100, 150, device="cuda"), torch.empty(200, 150, device="cuda")
+    ozaki.bind(0, 200, 150, 1100, 1.0, a.data_ptr(), 1100, b.data_ptr(), 150, 0.0,
+               c.data_ptr(), 150, stream, cfg=dict(ozaki.rung().seed, CLUSTER=cluster))()
 torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """
