@@ -84,8 +84,9 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
                                K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
                                trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
                                                     "STAGES": stages, "GROUP_M": group_m})
-            crt = launch._steps[-1]
-            rounds = [(_time(crt, 1)[0], _time(again._steps[-1], 1)[0]) for _ in range(reps)]
+            at = ozaki.STEPS_ORDER.index("crt")
+            crt, other = launch._steps[at], again._steps[at]
+            rounds = [(_time(crt, 1)[0], _time(other, 1)[0]) for _ in range(reps)]
             per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
             per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
         finally:
