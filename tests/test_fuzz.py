@@ -47,6 +47,17 @@ def test_the_campaign_draws_every_way_of_handing_operands_over():
                  settings=settings(max_examples=5000, database=None, deadline=None))
 
 
+def test_the_campaign_draws_spikes_where_the_scheme_refuses_rows():
+    """A finite spike in A or B with precision "fp32_emulated" and rung 26 asked for by
+    name: the scheme refuses that row or column, and its outputs come from the fallback."""
+    from hypothesis import find
+
+    for inject in ("spike_a", "spike_b"):
+        find(fuzz.cases(), lambda c, i=inject: c.inject == i and c.precision == "fp32_emulated"
+             and c.kernel == "?" and c.K >= 256,
+             settings=settings(max_examples=20000, database=None, deadline=None))
+
+
 @pytest.mark.parametrize("how", fuzz.SCALARS)
 @pytest.mark.parametrize("value", [1.0, 0.0, -2.5, 1e-40, 3.0])
 def test_scalars_keep_their_float32_value_in_every_type(how, value):

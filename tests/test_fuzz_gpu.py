@@ -59,6 +59,10 @@ HANDED = [
     dict(producer="jax", offset=1, layout="TN"),  # XLA wants aligned buffers: copies
     dict(alpha=0.0, inject="nan_a", beta=2.0), dict(alpha=0.0, inject="inf_b", beta=0.0),
     dict(alpha=0.0, inject="ninf_a", beta=-1.0, kernel="14_streamk"),
+    dict(inject="spike_a", precision="fp32_emulated", kernel="26_ozaki_int8", K=300, beta=0.5),
+    dict(inject="spike_b", precision="fp32_emulated", kernel="26_ozaki_int8", K=300,
+         layout="TT"),
+    dict(inject="spike_a", precision="fp32_emulated", K=300, batch=2, broadcast="b"),
     *[dict(scalar=s, alpha=a, beta=b) for s in fuzz.SCALARS for a, b in
       ((3.0, -1.0), (-2.5, 0.25), (1e-40, 1.0))],
 ]
@@ -72,7 +76,8 @@ def _handed(kw: dict) -> fuzz.Case:
 def test_the_ways_operands_are_handed_over(kw):
     """Every way the campaign hands operands and scalars over, at least once, checked
     against float64: negative and conjugate views, CuPy and JAX producers with work in
-    flight, alpha = 0 beside NaN and Inf, every accepted scalar type."""
+    flight, alpha = 0 beside NaN and Inf, every accepted scalar type, and a spike that
+    rung 26 refuses (its row's outputs from the FP64 fallback)."""
     if kw.get("producer") in ("cupy", "jax"):
         pytest.importorskip(kw["producer"])
     case = _handed(kw)

@@ -4,7 +4,9 @@ A case is a whole call as a user makes it: M, N, K from 1 to 4096 (primes and po
 their neighbours favoured; K to 65536 where the work allows), both operands row- or column-major,
 leading dimensions longer than the matrix and base offsets that break 16-byte alignment, batches
 with either operand broadcast, alpha and beta from 0, 1, negative, subnormal and ordinary values,
-NaN or Inf put into an operand (or NaN into C with beta = 0, which must never be read), the
+NaN or Inf put into an operand (or NaN into C with beta = 0, which must never be read), or one
+finite entry of 2^20 among values below 1 (a row "fp32_emulated" refuses: its outputs come from
+the FP64 fallback), the
 precision ("ieee", "fp32_emulated", "tf32x3", and "tf32", judged against the product of its operands
 as TF32 keeps them), deterministic or not, and the kernel: the dispatcher's choice, or a rung named
 with `kernel=` among those that serve the case. Each is run through `sgemmlab.sgemm` and judged
@@ -59,7 +61,11 @@ LONG_K = (8191, 8192, 16384, 32768, 65536)
 MAX_WORK = 2**31  # M N K batch at most per case: 10,000 cases stay within minutes
 ALPHAS = (1.0, 0.0, -1.0, 0.5, -2.5, 3.0, 1e-40)  # 1e-40: subnormal in FP32
 BETAS = (0.0, 1.0, -1.0, 0.25, -3.0, 1e-40)
-INJECT = ("", "", "", "", "nan_a", "inf_b", "ninf_a", "nan_c")
+INJECT = ("", "", "", "", "nan_a", "inf_b", "ninf_a", "nan_c", "spike_a", "spike_b")
+#: A finite entry far above the rest (the operands are in [-1, 1)): its row of A (column of
+#: B) is too uneven for one scaling, so "fp32_emulated" refuses it and its outputs come from
+#: the FP64 fallback; the other precisions take it as any value.
+SPIKE = 2.0**20
 #: torch views with the negative bit: of A, B or both, A as z.conj().imag, or C (refused)
 VIEWS = ("",) * 16 + ("neg_a", "neg_b", "neg_ab", "conj_a", "neg_c")
 #: who made the operands: torch, or (through DLPack only) CuPy on a stream of its own with
@@ -214,6 +220,10 @@ def operands(case: Case, seed: int):
         first(B)[_pick(where, case.K), _pick(where, case.N)] = math.inf
     elif case.inject == "nan_c" and case.beta != 0:
         first(C)[_pick(where, case.M), _pick(where, case.N)] = math.nan
+    elif case.inject == "spike_a":
+        first(A)[_pick(where, case.M), _pick(where, case.K)] = SPIKE
+    elif case.inject == "spike_b":
+        first(B)[_pick(where, case.K), _pick(where, case.N)] = -SPIKE
     if case.batch > 1 and case.broadcast == "a":
         A = A[0] if A.dim() == 3 else A
     if case.batch > 1 and case.broadcast == "b":
