@@ -1,6 +1,7 @@
 """What refused rows cost Ozaki scheme II (rung 26, runtime/ozaki.py): the whole product on
-inputs whose rows the flatness rule refuses (none; one in a hundred; half; every one, as
-activations with a few outlier features give), timed against exact FP32
+inputs whose rows the flatness rule refuses (none; one in a hundred; half; every one or
+most, as activations with a few outlier features give; two, as a few tokens' massive
+activations give), timed against exact FP32
 (`sgemmlab.matmul(..., precision="ieee")`) and cuBLAS SGEMM (torch.matmul, TF32 off),
 interleaved in one run, with each one's error. A probe for the kernel work; writes JSON.
 
@@ -27,6 +28,8 @@ CASES = {
     "one_in_100": "every 100th row of A holds one entry of 2^20: 1 % of its rows refused",
     "half": "every other row of A holds one entry of 2^20",
     "outlier_features": "4 columns of A at 1000x the rest (outlier features): every row",
+    "outlier_100x": "6 columns of A at 100x the rest: most rows",
+    "massive": "2 rows of A with 2 entries of 1e4 (massive activations of a few tokens)",
 }
 
 
@@ -42,6 +45,10 @@ def operands(case: str, M: int, N: int, K: int, seed: int):
         a[::2, 7] = 2.0**20
     elif case == "outlier_features":
         a[:, :4] *= 1000.0
+    elif case == "outlier_100x":
+        a[:, :6] *= 100.0
+    elif case == "massive":
+        a[:2, 5] = a[:2, 9] = 1e4
     return a, b
 
 
