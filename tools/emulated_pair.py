@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ozaki_probe import _time  # noqa: E402  (CUDA events around one call each)
+from ozaki_probe import _time, write_json  # noqa: E402  (_time: CUDA events, one call)
 
 #: cubes around the turn, K along at fixed sides, and shapes of models' layers
 SHAPES = ([(n, n, n) for n in (512, 768, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096)]
@@ -87,14 +86,11 @@ def main() -> None:
         records.append(rec)
         torch.cuda.empty_cache()
     chosen = [r for r in records if r["chosen"].startswith("26_")]
-    Path(args.out).write_text(json.dumps({
-        "tool": "tools/emulated_pair.py", "commit": os.environ.get("SGEMMLAB_GIT_COMMIT"),
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "note": "paired within this run: the four candidates interleaved per round, medians "
-                f"of {args.reps} rounds, CUDA events, L2 not flushed; normal inputs",
-        "shapes": "CHECK (not fitted to)" if args.check else "SHAPES (the fit's)",
-        "chosen_not_slower_than_ieee": all(r["served_over_ieee"] >= 1 for r in chosen),
-        "records": records}, indent=1))
+    write_json(args.out, "tools/emulated_pair.py",
+               "paired within this run: the four candidates interleaved per round, medians "
+               f"of {args.reps} rounds, CUDA events, L2 not flushed; normal inputs", records,
+               shapes="CHECK (not fitted to)" if args.check else "SHAPES (the fit's)",
+               chosen_not_slower_than_ieee=all(r["served_over_ieee"] >= 1 for r in chosen))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,35 @@ def _time(fn, reps: int) -> list[float]:
     return out
 
 
+def in_order(steps) -> list[float]:
+    """Each launch's time, in one pass through them in order. (Timed alone, over and over,
+    oz_norms would count refused rows again and again, which only oz_fallback sets back:
+    `measure` does that only on normal inputs, where nothing is refused.)"""
+    import torch
+
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(len(steps) + 1)]
+    events[0].record()
+    for step, e in zip(steps, events[1:]):
+        step()
+        e.record()
+    events[-1].synchronize()
+    return [s.elapsed_time(e) for s, e in zip(events, events[1:])]
+
+
+def write_json(path: str, tool: str, note: str, records: list, **extra) -> None:
+    """A probe's results file: the tool, the commit it ran (SGEMMLAB_GIT_COMMIT), the GPU and
+    torch, a note on how it paired, anything `extra`, and its records. (tools/emulated_pair.py
+    and tools/refusal_probe.py write theirs with it too.)"""
+    import os
+
+    import torch
+
+    Path(path).write_text(json.dumps({
+        "tool": tool, "commit": os.environ.get("SGEMMLAB_GIT_COMMIT"),
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "note": note,
+        **extra, "records": records}, indent=1))
+
+
 def under_smi(fn, seconds: float = 3.0) -> dict:
     """Run fn() over and over for `seconds` while nvidia-smi samples the SM clock and the
     board's power every 100 ms: their medians, and the power limit."""
@@ -146,14 +175,9 @@ def main() -> None:
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()
-    import os
-
-    Path(args.out).write_text(json.dumps({
-        "tool": "tools/ozaki_probe.py", "commit": os.environ.get("SGEMMLAB_GIT_COMMIT"),
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "note": "paired within this run: ozaki_ms and cublas_ms interleaved, medians of "
-                f"{args.reps}; errors componentwise over |A||B|, normal inputs",
-        "records": records}, indent=1))
+    write_json(args.out, "tools/ozaki_probe.py",
+               "paired within this run: ozaki_ms and cublas_ms interleaved, medians of "
+               f"{args.reps}; errors componentwise over |A||B|, normal inputs", records)
 
 
 if __name__ == "__main__":

@@ -7,20 +7,23 @@ interleaved in one run, with each one's error. A probe for the kernel work; writ
 
     PYTHONPATH=src python3 tools/refusal_probe.py --sizes 2048,4096 --out refusal.json
 
-It imports the package from the tree it sits in, so a copy of it in an older tree measures
-that tree's code.
+It imports the package (and tools/ozaki_probe.py's helpers) from the tree it sits in, so the
+same file in another checkout measures that checkout's code: tools/h200.sh's `refusal` stage
+runs the copy in .cache/baseline, a checkout carried beside the tree, after this one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ozaki_probe import _time, in_order, write_json  # noqa: E402
 
 #: name -> (what it is, how A's rows are made uneven)
 CASES = {
@@ -52,31 +55,6 @@ def operands(case: str, M: int, N: int, K: int, seed: int):
     return a, b
 
 
-def _time(fn) -> float:
-    import torch
-
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
-
-
-def _steps(steps) -> list[float]:
-    """Each launch's time, in one pass through them in order (each alone would upset the
-    counts the norms leave for the fallback)."""
-    import torch
-
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(len(steps) + 1)]
-    events[0].record()
-    for step, e in zip(steps, events[1:]):
-        step()
-        e.record()
-    events[-1].synchronize()
-    return [s.elapsed_time(e) for s, e in zip(events, events[1:])]
-
-
 def measure(case: str, M: int, N: int, K: int, reps: int) -> dict:
     import torch
 
@@ -101,9 +79,9 @@ def measure(case: str, M: int, N: int, K: int, reps: int) -> dict:
     times = {name: [] for name in runs}
     for _ in range(reps):  # interleaved
         for name, fn in runs.items():
-            times[name].append(_time(fn))
+            times[name].append(_time(fn, 1)[0])
     per = {name: statistics.median(t) for name, t in zip(
-        ozaki.STEPS_ORDER, zip(*(_steps(launch._steps) for _ in range(reps))))}
+        ozaki.STEPS_ORDER, zip(*(in_order(launch._steps) for _ in range(reps))))}
     want = a.double() @ b.double()
     scale = a.double().abs() @ b.double().abs()
     errors = {}
@@ -137,13 +115,10 @@ def main() -> None:
             rec = measure(case, n, n, n, args.reps)
             print(json.dumps(rec), flush=True)
             records.append(rec)
-    Path(args.out).write_text(json.dumps({
-        "tool": "tools/refusal_probe.py", "commit": os.environ.get("SGEMMLAB_GIT_COMMIT"),
-        "tree": str(Path(__file__).resolve().parents[1]),
-        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "note": "paired within this run: scheme, ieee and cublas interleaved, medians of "
-                f"{args.reps}; errors componentwise over |A||B|",
-        "records": records}, indent=1))
+    write_json(args.out, "tools/refusal_probe.py",
+               "paired within this run: scheme, ieee and cublas interleaved, medians of "
+               f"{args.reps}; errors componentwise over |A||B|", records,
+               tree=str(Path(__file__).resolve().parents[1]))
 
 
 if __name__ == "__main__":

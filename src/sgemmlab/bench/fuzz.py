@@ -6,11 +6,10 @@ leading dimensions longer than the matrix and base offsets that break 16-byte al
 with either operand broadcast, alpha and beta from 0, 1, negative, subnormal and ordinary values,
 NaN or Inf put into an operand (or NaN into C with beta = 0, which must never be read), or one
 finite entry of 2^20 among values below 1 (a row "fp32_emulated" refuses: its outputs come from
-the FP64 fallback), the
-precision ("ieee", "fp32_emulated", "tf32x3", and "tf32", judged against the product of its operands
-as TF32 keeps them), deterministic or not, and the kernel: the dispatcher's choice, or a rung named
-with `kernel=` among those that serve the case. Each is run through `sgemmlab.sgemm` and judged
-(`judge`):
+the FP64 fallback), the precision ("ieee", "fp32_emulated", "tf32x3", and "tf32", judged
+against the product of its operands as TF32 keeps them), deterministic or not, and the kernel:
+the dispatcher's choice, or a rung named with `kernel=` among those that serve the case. Each
+is run through `sgemmlab.sgemm` and judged (`judge`):
 - where the float64 reference is NaN, C is NaN; where it is +-Inf, C is the same Inf (IEEE
   propagation, the reference computed from the same operands);
 - everywhere else C is finite and within the FP32 bound of bench/check.py, plus the
