@@ -94,6 +94,10 @@ def test_the_scaling_breakers_draw_what_they_say():
     huge = spikes.abs() > 2.0**30
     assert 0.5 / acc.SPIKE_EVERY < float(huge.float().mean()) < 2.0 / acc.SPIKE_EVERY
     assert float(spikes[~huge].abs().max()) < 10
+    out = acc.draw("outliers", 64, 1100, g, "cpu")
+    big = out.abs().amax(dim=0) > 2.0**6
+    assert big.nonzero().flatten().tolist() == [0, 512, 1024]  # the outlier features
+    assert float(out[:, ~big].abs().max()) < 10
 
 
 # -- the metric -----------------------------------------------------------------------------

@@ -162,7 +162,7 @@ def test_zero_rows_and_columns_stay_zero():
 
 
 @pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
-                                          "subnormal", "spikes"])
+                                          "subnormal", "spikes", "outliers"])
 def test_on_the_accuracy_sets_inputs_it_is_as_accurate_as_fp32_or_says_it_may_not_be(
         distribution):
     """The accuracy harness's distributions (bench/accuracy.py, drawn on the CPU): wherever
@@ -205,7 +205,7 @@ def test_the_magnitude_floor_is_a_lower_bound_within_a_factor_of_two_where_it_ke
 
 
 @pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
-                                          "subnormal", "spikes"])
+                                          "subnormal", "spikes", "outliers"])
 def test_the_coarse_loss_never_accepts_what_the_exact_one_refuses(distribution):
     """The refusal rule a kernel can afford (one more UINT8 product): at least the exact
     ratio everywhere, and still below 1 on the plain distributions at K >= 255."""
@@ -236,7 +236,7 @@ def test_the_flatness_rule_refuses_the_inputs_that_break_the_scaling():
 
     for distribution, refused in (("normal", 0.0), ("uniform", 0.0), ("positive", 0.0),
                                   ("subnormal", 0.0), ("mixed", 0.9), ("span", 0.9),
-                                  ("spikes", 0.5)):
+                                  ("spikes", 0.5), ("outliers", 0.9)):
         g = torch.Generator().manual_seed(3)
         A = acc.draw(distribution, 64, oz.MIN_K, g, "cpu").numpy()
         share = float((oz.flatness(A, 1) < oz.FLAT).mean())
@@ -260,7 +260,7 @@ def test_outlier_features_are_refused_though_the_scheme_alone_would_serve_them()
 
 
 @pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
-                                          "subnormal", "spikes"])
+                                          "subnormal", "spikes", "outliers"])
 @pytest.mark.parametrize("rule", oz.RULES)
 def test_as_served_it_is_at_least_as_accurate_as_fp32_on_every_distribution(distribution,
                                                                             rule):
@@ -339,7 +339,7 @@ def test_balancing_serves_outlier_features(K, share, features, times):
 
 
 @pytest.mark.parametrize("distribution", ["normal", "uniform", "positive", "mixed", "span",
-                                          "subnormal", "spikes"])
+                                          "subnormal", "spikes", "outliers"])
 def test_balanced_it_is_as_accurate_as_fp32_and_never_refuses_more(distribution):
     """Balancing is tried only where the rule refuses, and kept only where it refuses fewer
     outputs: on the accuracy set's distributions the served product stays at or below an

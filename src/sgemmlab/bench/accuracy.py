@@ -12,7 +12,7 @@ as accurate as cuBLAS SGEMM, over inputs chosen to break a product that is only 
                A and B alike: a wide dynamic range within every row of A and column of B,
                where dropping the low bits of a large term swamps the small ones.
 
-And three that break schemes which scale a whole row or column to integers (Ozaki's,
+And four that break schemes which scale a whole row or column to integers (Ozaki's,
 sgemmlab/ozaki/): the full set has them, the quick one not (on subnormal outputs FP32
 itself is far from its bound, which the quick set's GPU test holds every FP32 product to):
 
@@ -20,7 +20,11 @@ itself is far from its bound, which the quick set's GPU test holds every FP32 pr
     subnormal  a standard normal, with every other row of A times 2^-135 (below FP32's
                normal range: those rows are subnormal, and so are their outputs);
     spikes     a standard normal, one entry in 256 times 2^40: a few huge entries among
-               small ones.
+               small ones;
+    outliers   a standard normal, every 512th column times 2^10: in A, the outlier features
+               of a transformer's activations (a few columns far above the rest, so every
+               row holds a few huge entries); in B, whole columns 2^10 larger, which no
+               scaling minds.
 
 K runs from 1 (one rounding, no sum) to 65536 (a long sum); a few ragged shapes (one row, one
 column, no tile multiple) join them. The full set ends with every distribution at
@@ -56,13 +60,15 @@ from typing import Any, Callable, Iterable, Sequence
 from ..errors import ConfigError, DispatchError
 from .check import relative_error
 
-DISTRIBUTIONS = ("normal", "uniform", "positive", "mixed", "span", "subnormal", "spikes")
+DISTRIBUTIONS = ("normal", "uniform", "positive", "mixed", "span", "subnormal", "spikes",
+                 "outliers")
 #: The distributions that break row and column scaling (the module docstring)
-SCALING = ("span", "subnormal", "spikes")
+SCALING = ("span", "subnormal", "spikes", "outliers")
 SCALING_K = (17, 1000, 16384)
 SPAN_EXPONENTS = (-30, 30)
 SUBNORMAL_EXPONENT = -135
 SPIKE_EXPONENT, SPIKE_EVERY = 40, 256
+OUTLIER_EXPONENT, OUTLIER_EVERY = 10, 512
 K_VALUES = (1, 2, 3, 8, 17, 64, 128, 255, 256, 512, 1000, 2048, 4096, 16384, 65536)
 POSITIVE_K = (16, 256, 4096, 65536)
 QUICK_K = (1, 17, 4096)
@@ -139,6 +145,10 @@ def draw(distribution: str, rows: int, cols: int, generator, device="cuda"):
         x = torch.randn(rows, cols, **kw)
         spike = torch.randint(0, SPIKE_EVERY, (rows, cols), **kw) == 0
         return torch.where(spike, x * 2.0**SPIKE_EXPONENT, x)
+    if distribution == "outliers":
+        x = torch.randn(rows, cols, **kw)
+        x[:, ::OUTLIER_EVERY] *= 2.0**OUTLIER_EXPONENT  # exact: a power of two
+        return x
     raise ValueError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
 
 
