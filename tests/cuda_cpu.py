@@ -1,0 +1,290 @@
+"""CUDA C++ kernels on the CPU, for the tests: the source is built with the host's C++ compiler
+and tests/cuda_cpu.h, which runs a block's threads as fibers (that header says what it
+emulates and what it cannot see). The scheme's passes (kernels/hopper/ozaki.cu) run here
+through the runtime's own launches (runtime/ozaki.bind, Packed), with rung 26's INT8
+products done in NumPy from the residue planes the splits wrote: so a machine without a GPU
+checks the passes bit for bit against the NumPy reference, and the runtime's packing of
+their arguments against the kernels' parameters.
+
+Every buffer the kernels see is placed against an unmapped page (past its end, to 16
+bytes), so a read or write past it faults, and the launch fails with the kernel, block and
+thread. The build lives in a private temporary folder (nothing executable is loaded from a
+place another user could write)."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE.parent / "src" / "sgemmlab" / "kernels"
+HEADER = HERE / "cuda_cpu.h"
+_KERNEL = re.compile(r"SGEMM_KERNEL\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
+SECONDS = 120  # a launch's time limit
+
+
+def compiler() -> str | None:
+    """The host's C++ compiler, or None."""
+    for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+_built: dict[tuple, "Library"] = {}
+_lock = threading.Lock()
+_home: Path | None = None
+
+
+def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library":
+    """`source` (relative to src/sgemmlab/kernels, or a path) with `defines`, built once a
+    process."""
+    global _home
+    defines = defines or {}
+    path = KERNELS / source
+    text = path.read_text()
+    names = _KERNEL.findall(re.sub(r"//[^\n]*", "", text))
+    key = (str(path), tuple(sorted(defines.items())))
+    with _lock:
+        if key in _built:
+            return _built[key]
+        if _home is None:
+            _home = Path(tempfile.mkdtemp(prefix="sgemmlab-cuda-cpu-"))  # mode 0700
+        digest = hashlib.sha256((text + HEADER.read_text() + repr(key)).encode()).hexdigest()
+        lib = _home / f"{path.stem}-{digest[:16]}.so"
+        wrapper = _home / f"{path.stem}-{digest[:16]}.cpp"
+        lines = [f'#include "{path}"']
+        for n in names:
+            lines.append(
+                f'extern "C" int emu_{n}(const unsigned* g, const unsigned* b, void** a, '
+                f'const unsigned* s, int c, unsigned t) '
+                f'{{ return emu::launch(&{n}, g, b, a, s, c, t); }}')
+        lines += ['extern "C" const char* emu_failure() { return emu::failure.c_str(); }',
+                  _ALLOC]
+        wrapper.write_text("\n".join(lines) + "\n")
+        cxx = compiler()
+        if cxx is None:
+            raise RuntimeError("no C++ compiler on this machine")
+        cmd = [cxx, "-std=c++20", "-O1", "-g", "-shared", "-fPIC", "-fno-strict-aliasing",
+               "-ffp-contract=off", "-Wno-unknown-pragmas", "-include", str(HEADER),
+               f"-I{path.parent}", f"-I{KERNELS}",
+               *[f"-D{k}={v}" for k, v in defines.items()], str(wrapper), "-o", str(lib)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{source} does not build for the CPU:\n{done.stderr[-4000:]}")
+        out = _built[key] = Library(ctypes.CDLL(str(lib)), names)
+        return out
+
+
+_ALLOC = r"""
+extern "C" void* emu_alloc(size_t n) {
+    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
+    const size_t span = (data + page - 1) / page * page;
+    void* base = mmap(nullptr, span + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    char* first = static_cast<char*>(base) + page;
+    if (mprotect(first, span, PROT_READ | PROT_WRITE)) return nullptr;
+    return first + span - data;
+}
+extern "C" void emu_free(void* p, size_t n) {
+    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
+    const size_t span = (data + page - 1) / page * page;
+    munmap(static_cast<char*>(p) + data - span - page, span + 2 * page);
+}
+"""
+
+
+class Buffer:
+    """`size` bytes of emulated device memory (against an unmapped page): `address`, and
+    `array(dtype)`, a NumPy view of them."""
+
+    def __init__(self, lib: "Library", size: int, fill: int = 0):
+        self._lib, self.size = lib, size
+        self.address = lib.dll.emu_alloc(ctypes.c_size_t(size))
+        if not self.address:
+            raise MemoryError(f"{size} bytes")
+        ctypes.memset(self.address, fill, size)
+
+    def array(self, dtype=np.uint8) -> np.ndarray:
+        raw = (ctypes.c_ubyte * self.size).from_address(self.address)
+        return np.frombuffer(raw, dtype=np.uint8).view(dtype)
+
+    def __del__(self):
+        if getattr(self, "address", None):
+            self._lib.dll.emu_free(ctypes.c_void_p(self.address), ctypes.c_size_t(self.size))
+
+
+class LaunchFailed(RuntimeError):
+    pass
+
+
+class Library:
+    def __init__(self, dll, names: list[str]):
+        self.dll, self.names = dll, names
+        dll.emu_alloc.restype = ctypes.c_void_p
+        dll.emu_failure.restype = ctypes.c_char_p
+
+    def alloc(self, size: int, fill: int = 0) -> Buffer:
+        return Buffer(self, size, fill)
+
+    def launch(self, name: str, grid, block, params: int, sizes: list[int],
+               seconds: int = SECONDS) -> None:
+        """`name` on `grid` x `block`, its arguments as cuLaunchKernel takes them (`params`:
+        the address of an array of pointers to each argument's bytes, `sizes` their sizes)."""
+        fn = getattr(self.dll, f"emu_{name}")
+        g = (ctypes.c_uint * 3)(*grid)
+        b = (ctypes.c_uint * 3)(*block)
+        s = (ctypes.c_uint * max(1, len(sizes)))(*sizes)
+        if fn(g, b, ctypes.c_void_p(params), s, len(sizes), seconds):
+            raise LaunchFailed(f"{name} (grid {tuple(grid)}, block {tuple(block)}): "
+                               + self.dll.emu_failure().decode())
+
+
+def cell_size(cell) -> int:
+    """The bytes of one of Packed's argument cells (a ctypes scalar, or a _TensorMap)."""
+    if hasattr(cell, "_buf"):
+        from sgemmlab.runtime.tma import TENSOR_MAP_ALIGN
+        return ctypes.sizeof(cell._buf) - TENSOR_MAP_ALIGN
+    return ctypes.sizeof(cell)
+
+
+# --- the scheme's launches on the CPU ---------------------------------------------------
+
+_MAP = struct.Struct("<6q")  # a stand-in tensor map: base, rows, cols, ld, planes, plane_ld
+
+
+def _fake_map(m) -> bytes:
+    return _MAP.pack(m.base, m.rows, m.cols, m.ld, m.planes, m.plane_ld).ljust(128, b"\0")
+
+
+def _plane(address: int, count: int, rows: int, ld: int, plane: int) -> np.ndarray:
+    """count x rows x ld int8 residues at `address` (planes `plane` bytes apart)."""
+    size = (count - 1) * plane + rows * ld
+    raw = (ctypes.c_byte * size).from_address(address)
+    flat = np.frombuffer(raw, dtype=np.int8)
+    return np.lib.stride_tricks.as_strided(flat, (count, rows, ld), (plane, ld, 1))
+
+
+def _products(args, moduli: tuple[int, ...]) -> None:
+    """Rung 26's launch in NumPy: R_l = (A_l B_l^T) mod m_l, symmetric, as int8 into the
+    residue planes of C (its arguments: map_a, map_b, M, N, K, count, moduli, res_c, ldr,
+    plane)."""
+    map_a, map_b, M, N, K, count, _, res_c, ldr, plane = args
+    ba, ma_rows, _, lda, _, pla = _MAP.unpack(bytes(map_a)[:_MAP.size])
+    bb, mb_rows, _, ldb, _, plb = _MAP.unpack(bytes(map_b)[:_MAP.size])
+    M, N, K, count = int(M), int(N), int(K), int(count)
+    # (in FP64: each sum is an integer below 2^31, exact there, and BLAS is quick)
+    ra = _plane(ba, count, M, lda, pla)[:, :, :K].astype(np.float64)
+    rb = _plane(bb, count, N, ldb, plb)[:, :, :K].astype(np.float64)
+    out = _plane(res_c, count, M, int(ldr), int(plane))
+    for l_ in range(count):
+        m, h = moduli[l_], moduli[l_] // 2
+        p = (ra[l_] @ rb[l_].T).astype(np.int64)
+        out[l_][:, :N] = (np.mod(p + h, m) - h).astype(np.int8)
+
+
+@contextmanager
+def ozaki_on_cpu(sms: int = 3, occupancy: int = 2):
+    """Within it, runtime/ozaki.bind's launches run on the CPU: the passes of
+    kernels/hopper/ozaki.cu emulated, rung 26 in NumPy. Yields `run(a, b, c, ...)`; the
+    stream's workspace is kept from one call to the next, as on a GPU.
+
+    `sms` and `occupancy` stand for the GPU's SMs and blocks an SM (the waves' sizes)."""
+    import types
+    from unittest import mock
+
+    from sgemmlab.ozaki.reference import COUNT
+    from sgemmlab.runtime import ozaki
+    from sgemmlab.runtime import packed as packed_mod
+    from sgemmlab.runtime import workspace as ws
+
+    lib = build(ozaki.STEPS, {"OZAKI": 1})
+    names = ["gemm", *lib.names]
+    kernels = {n: types.SimpleNamespace(handle=f"cpu:{n}", name=n, dynamic_smem=0,
+                                        max_active_blocks=lambda threads: occupancy)
+               for n in names}
+    state = {"count": COUNT}
+    spaces: list[Buffer] = []
+
+    def call(self):
+        name = self.kernel.name
+        if name == "gemm":
+            _gemm(self, state["count"])
+            return
+        lib.launch(name, self.grid, self.block, ctypes.addressof(self._params),
+                   [cell_size(v) for v in self._values])
+
+    def workspace(dev, stream, zeroed, scratch):
+        # one a stream, as the runtime's: kept while it is large enough (so a later product
+        # finds what an earlier one left in the zeroed region); scratch starts as NaN
+        if not spaces or spaces[0].size < zeroed or spaces[1].size < scratch:
+            spaces[:] = [lib.alloc(max(zeroed, 16)), lib.alloc(max(scratch, 16), fill=0xFF)]
+        return spaces[0].address, spaces[1].address
+
+    def place(x: np.ndarray, trans: bool, extra: int):
+        """x (rows x cols) in emulated memory: row-major with `extra` more columns, or
+        (trans) column-major with `extra` more rows; (buffer, leading dimension, view)."""
+        store = x.T if trans else x
+        ld = store.shape[1] + extra
+        buf = lib.alloc(4 * store.shape[0] * ld)
+        full = buf.array(np.float32).reshape(store.shape[0], ld)
+        full[:, :store.shape[1]] = store
+        view = full[:, :store.shape[1]]
+        return buf, ld, (view.T if trans else view)
+
+    def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
+            guard=None):
+        """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
+        when ta, B when tb, each stored with `pad` more elements a row or column); returns
+        C. `guard` more rows of C past M hold NaN, and must still hold it. Checks that the
+        workspace's zeroed region is 0 again afterwards."""
+        state["count"] = count
+        M, K = a.shape
+        N = b.shape[1]
+        abuf, lda, _ = place(a, ta, pad[0])
+        bbuf, ldb, _ = place(b, tb, pad[1])
+        rows = M + (guard or 0)
+        big = np.full((rows, N), np.nan, np.float32)
+        big[:M] = c
+        cbuf, ldc, cview = place(big, False, pad[2])
+        stream = types.SimpleNamespace(handle=0x20)
+        w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
+                       cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
+                       cfg=ozaki.rung().seed)
+        w()
+        zeroed = spaces[0].array()
+        if zeroed.any():
+            raise AssertionError(f"the workspace's zeroed region is not 0 after the product: "
+                                 f"bytes {np.flatnonzero(zeroed)[:8]} of {zeroed.size}")
+        if guard and not np.isnan(cview[M:]).all():
+            raise AssertionError("an output was written past M")
+        return cview[:M].copy()
+
+    with mock.patch.object(ozaki, "load", lambda cfg, device_id=0: kernels), \
+            mock.patch.object(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+                name="NVIDIA H200", sm_count=sms, compute_capability=(9, 0))), \
+            mock.patch.object(ozaki, "encode_tiled_2d", _fake_map), \
+            mock.patch.object(ws, "workspace", workspace), \
+            mock.patch.object(ws, "capture_probe", lambda stream: None), \
+            mock.patch.object(packed_mod.Packed, "__call__", call):
+        yield run
+
+
+def _gemm(packed, count: int) -> None:
+    from sgemmlab.ozaki.reference import moduli
+
+    values = []
+    for v, a in zip(packed._values, packed.args):
+        values.append(bytes(a) if isinstance(a, (bytes, bytearray)) else a)
+    _products(values, moduli(count))

@@ -1,0 +1,122 @@
+"""The scheme's passes (kernels/hopper/ozaki.cu) on the CPU, through the runtime's own
+launches (tests/cuda_cpu.py: the passes emulated, rung 26's INT8 products in NumPy), bit
+for bit against the NumPy reference: what tests/test_ozaki_gpu.py checks on the H200, here
+on every machine, CI's included. Ragged shapes (1 and primes), every layout of A and B,
+leading dimensions past the row, 1 to 8 moduli, alpha and beta, Inf and NaN, and rows the
+flatness rule refuses, few or all of them; outputs start as NaN, so one never written fails;
+every buffer ends against an unmapped page; the workspace's zeroed region must be 0 again
+after each product. The GPU tests stay the judge of what the emulator cannot see (races
+between blocks, the GPU's memory model, NVRTC's code)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuda_cpu
+from sgemmlab.ozaki import reference as ref
+
+pytestmark = pytest.mark.skipif(cuda_cpu.compiler() is None, reason="no C++ compiler")
+
+
+@pytest.fixture(scope="module")
+def run():
+    with cuda_cpu.ozaki_on_cpu() as go:
+        yield go
+
+
+def _normal(rows, cols, seed):
+    return np.random.default_rng(seed).standard_normal((rows, cols), dtype=np.float32)
+
+
+def _nan(M, N):
+    return np.full((M, N), np.nan, np.float32)
+
+
+SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
+          (131, 257, 300), (263, 509, 1031), (64, 600, 33)]
+
+
+@pytest.mark.parametrize("M, N, K", SHAPES)
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
+def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb):
+    seed = M * 7919 + N * 31 + K + 2 * ta + tb
+    a, b = _normal(M, K, seed), _normal(K, N, seed + 1)
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
+def test_every_count_of_moduli(run, count):
+    a, b = _normal(97, 389, count), _normal(389, 211, count + 100)
+    np.testing.assert_array_equal(run(a, b, _nan(97, 211), count=count),
+                                  ref.matmul(a, b, count))
+
+
+def test_alpha_and_beta(run):
+    M, N, K = 133, 71, 517
+    a, b, c0 = _normal(M, K, 1), _normal(K, N, 2), _normal(M, N, 3)
+    got = run(a, b, c0, alpha=0.75, beta=-1.5, tb=True)
+    ab = ref.matmul(a, b)
+    want = (np.float32(0.75) * ab + np.float32(-1.5) * c0).astype(np.float32)
+    terms = np.abs(np.float32(0.75) * ab) + np.abs(np.float32(1.5) * c0)
+    assert (np.abs(got - want) <= 2**-22 * terms).all()
+
+
+def test_scale_invariance_and_a_long_k(run):
+    M, N, K = 67, 40, 8195
+    a, b = _normal(M, K, 5), _normal(K, N, 6)
+    c1 = run(a, b, _nan(M, N))
+    c2 = run(a * np.float32(2.0**40), b * np.float32(2.0**-70), _nan(M, N))
+    np.testing.assert_array_equal(c2, c1 * np.float32(2.0**-30))
+    np.testing.assert_array_equal(c1, ref.matmul(a, b))
+
+
+def test_inf_and_nan_rows_give_ieee_specials(run):
+    M, N, K = 40, 50, 300
+    a, b = _normal(M, K, 7), _normal(K, N, 8)
+    a[3, 17], a[9, 2], b[100, 11] = np.inf, np.nan, -np.inf
+    got = run(a, b, _nan(M, N))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
+    rows = [i for i in range(M) if i not in (3, 9)]
+    cols = [j for j in range(N) if j != 11]
+    np.testing.assert_array_equal(got[np.ix_(rows, cols)], ref.matmul(a[rows], b[:, cols]))
+
+
+def _spiky(rows, cols, seed, every):
+    """Normal values with a huge entry in every `every`-th row: rows the flatness rule
+    refuses, scattered across the tiles."""
+    x = _normal(rows, cols, seed)
+    x[::every, seed % cols] = 2.0**40
+    return x
+
+
+@pytest.mark.parametrize("M, N, K, every_a, every_b",
+                         [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
+                          (1, 300, 97, 1, 2), (600, 1, 260, 2, 1), (1100, 1030, 200, 1, 50)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(run, M, N, K, every_a,
+                                                                    every_b, ta, tb):
+    """Their outputs are the FP64 sums of the reference, the rest the scheme's, bit for bit;
+    beta != 0 shows an output whose row and column are both refused is written once; the
+    emulated wave (3 SMs) is smaller than the tiles, so blocks walk several."""
+    a = _spiky(M, K, 31 + M, every_a)
+    b = _spiky(N, K, 37 + N, every_b).T.copy()
+    assert (ref.flatness(a, 1) < ref.FLAT).sum() == len(range(0, M, every_a))
+    assert (ref.flatness(b, 0) < ref.FLAT).sum() == len(range(0, N, every_b))
+    c0 = _normal(M, N, 9)
+    got = run(a, b, c0, beta=0.5, ta=ta, tb=tb)
+    want = ref.matmul(a, b) + np.float32(0.5) * c0
+    terms = np.abs(ref.matmul(a, b)) + np.abs(np.float32(0.5) * c0)
+    assert (np.abs(got - want) <= 2**-22 * terms).all()
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+
+
+def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product(run):
+    big_a, big_b = _spiky(400, 300, 3, 2), _normal(300, 90, 4)
+    np.testing.assert_array_equal(run(big_a, big_b, _nan(400, 90)), ref.matmul(big_a, big_b))
+    a, b = _normal(50, 300, 5), _normal(300, 90, 6)
+    np.testing.assert_array_equal(run(a, b, _nan(50, 90), guard=350), ref.matmul(a, b))
