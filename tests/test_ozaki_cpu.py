@@ -120,3 +120,49 @@ def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product(run):
     np.testing.assert_array_equal(run(big_a, big_b, _nan(400, 90)), ref.matmul(big_a, big_b))
     a, b = _normal(50, 300, 5), _normal(300, 90, 6)
     np.testing.assert_array_equal(run(a, b, _nan(50, 90), guard=350), ref.matmul(a, b))
+
+
+def _outlier_features(M, K, seed, features=4, times=1000.0):
+    """Activations with a few outlier features: `features` columns of A at `times` the rest."""
+    a = _normal(M, K, seed)
+    a[:, :features] *= np.float32(times)
+    return a
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("M, N, K", [(300, 200, 1500), (131, 257, 4097)])
+def test_outlier_features_are_balanced_and_served_by_the_scheme(run, M, N, K, ta, tb):
+    """The flatness rule refuses every row; balanced (oz_balance, the norms again on A D and
+    D^-1 B) the scheme serves them: bit for bit as the reference, which serves (nearly) all
+    of them without the fallback."""
+    a, b = _outlier_features(M, K, M + K), _normal(K, N, M + K + 1)
+    assert ref.refusals(a, b).all()
+    _, _, refused = ref.served(a, b, balanced=True)
+    assert refused.mean() < 0.3
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+
+
+def _spikes_balancing_would_spread(seed):
+    """Every 10th row of A holds one entry of 2^20 (a column of its own): balancing would
+    shrink those columns of A by 2^-9 and grow B's matching rows by 2^9, which leaves A's
+    rows as uneven and makes every column of B uneven too."""
+    a, b = _normal(200, 256, seed), _normal(256, 150, seed + 1)
+    for i in range(0, 200, 10):
+        a[i, (7 * i) % 256] = 2.0**20
+    return a, b
+
+
+def test_balancing_is_not_taken_where_it_refuses_more(run):
+    """Balanced, the scheme would refuse more outputs, so the first scaling stands."""
+    a, b = _spikes_balancing_would_spread(269)
+    assert ref.refusals(a, b).any() and ref.served(a, b, balanced=True)[0] is a  # not taken
+    np.testing.assert_array_equal(run(a, b, _nan(200, 150)), ref.matmul(a, b, balanced=False))
+
+
+def test_a_balanced_product_then_a_plain_one_on_the_same_workspace(run):
+    """The second norms' counts are set back to 0 as the first's are: a later product with
+    nothing refused takes the first scaling, and writes nothing past its M."""
+    a, b = _outlier_features(300, 1500, 11), _normal(1500, 90, 12)
+    np.testing.assert_array_equal(run(a, b, _nan(300, 90)), ref.matmul(a, b))
+    a, b = _normal(50, 1500, 13), _normal(1500, 90, 14)
+    np.testing.assert_array_equal(run(a, b, _nan(50, 90), guard=250), ref.matmul(a, b))

@@ -261,7 +261,7 @@ def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb)
     b = _operand(K, N, tb, M + K + 1)
     an, bn = a.cpu().numpy(), b.cpu().numpy()
     assert ref.refusals(an, bn).all()
-    _, _, refused = ref.served(an, bn)
+    _, _, refused = ref.served(an, bn, balanced=True)
     assert refused.mean() < 0.3
     c = torch.full((M, N), float("nan"), device="cuda")
     _run(a, b, c)
@@ -270,18 +270,16 @@ def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb)
 
 @HOPPER
 def test_balancing_is_not_taken_where_it_refuses_more():
-    """Rows of a few huge entries (the accuracy set's spikes) at K = 256: balanced, the
-    scheme would refuse more outputs, so the first scaling stands; bit for bit as the
+    """Every 10th row of A holds one entry of 2^20: balancing would shrink those columns of
+    A by 2^-9 and grow B's matching rows by 2^9, leaving A's rows as uneven and every column
+    of B uneven too. It refuses more, so the first scaling stands; bit for bit as the
     reference takes it."""
     import torch
 
-    from sgemmlab.bench import accuracy as acc
+    from test_ozaki_cpu import _spikes_balancing_would_spread
 
-    g = torch.Generator(device="cuda").manual_seed(269)
-    a = acc.draw("spikes", 200, 256, g, "cuda").contiguous()
-    b = acc.draw("spikes", 256, 150, g, "cuda").contiguous()
-    an, bn = a.cpu().numpy(), b.cpu().numpy()
-    assert ref.refusals(an, bn).any() and ref.served(an, bn)[0] is an  # tried, not taken
+    an, bn = _spikes_balancing_would_spread(269)
+    assert ref.refusals(an, bn).any() and ref.served(an, bn, balanced=True)[0] is an
     c = torch.full((200, 150), float("nan"), device="cuda")
-    _run(a, b, c)
+    _run(torch.from_numpy(an).cuda(), torch.from_numpy(bn).cuda(), c)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn, balanced=False))
