@@ -120,3 +120,17 @@ def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product(run):
     np.testing.assert_array_equal(run(big_a, big_b, _nan(400, 90)), ref.matmul(big_a, big_b))
     a, b = _normal(50, 300, 5), _normal(300, 90, 6)
     np.testing.assert_array_equal(run(a, b, _nan(50, 90), guard=350), ref.matmul(a, b))
+
+
+@pytest.mark.parametrize("M, N, K, every_a", [(1, 300, 1031, 1), (70, 130, 1031, 69),
+                                              (5, 1, 700, 2), (130, 70, 4100, 64)])
+def test_a_few_refused_rows_in_a_wave_of_more_blocks_than_tiles(run, M, N, K, every_a):
+    """A wave of 40 blocks (20 SMs, 2 blocks an SM) for one to six tiles of refused rows:
+    bit for bit, and with beta != 0 each output written once."""
+    a, b = _spiky(M, K, 41 + M, every_a), _normal(K, N, 43)
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), sms=20), ref.matmul(a, b))
+    c0 = _normal(M, N, 47)
+    got = run(a, b, c0, beta=-0.25, sms=20, tb=True)
+    want = ref.matmul(a, b) - np.float32(0.25) * c0
+    terms = np.abs(ref.matmul(a, b)) + np.abs(np.float32(0.25) * c0)
+    assert (np.abs(got - want) <= 2**-22 * terms).all()
