@@ -195,12 +195,10 @@ def _products(args, moduli: tuple[int, ...]) -> None:
 
 
 @contextmanager
-def ozaki_on_cpu(sms: int = 3, occupancy: int = 2):
+def ozaki_on_cpu():
     """Within it, runtime/ozaki.bind's launches run on the CPU: the passes of
     kernels/hopper/ozaki.cu emulated, rung 26 in NumPy. Yields `run(a, b, c, ...)`; the
-    stream's workspace is kept from one call to the next, as on a GPU.
-
-    `sms` and `occupancy` stand for the GPU's SMs and blocks an SM (the waves' sizes)."""
+    stream's workspace is kept from one call to the next, as on a GPU."""
     import types
     from unittest import mock
 
@@ -212,9 +210,9 @@ def ozaki_on_cpu(sms: int = 3, occupancy: int = 2):
     lib = build(ozaki.STEPS, {"OZAKI": 1})
     names = ["gemm", *lib.names]
     kernels = {n: types.SimpleNamespace(handle=f"cpu:{n}", name=n, dynamic_smem=0,
-                                        max_active_blocks=lambda threads: occupancy)
+                                        max_active_blocks=lambda threads: state["occupancy"])
                for n in names}
-    state = {"count": COUNT}
+    state = {"count": COUNT, "sms": 3, "occupancy": 2}
     spaces: list[Buffer] = []
 
     def call(self):
@@ -244,12 +242,13 @@ def ozaki_on_cpu(sms: int = 3, occupancy: int = 2):
         return buf, ld, (view.T if trans else view)
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
-            guard=None):
+            guard=None, sms=3, occupancy=2):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
-        C. `guard` more rows of C past M hold NaN, and must still hold it. Checks that the
-        workspace's zeroed region is 0 again afterwards."""
-        state["count"] = count
+        C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
+        `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes).
+        Checks that the workspace's zeroed region is 0 again afterwards."""
+        state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
         N = b.shape[1]
         abuf, lda, _ = place(a, ta, pad[0])
@@ -273,7 +272,7 @@ def ozaki_on_cpu(sms: int = 3, occupancy: int = 2):
 
     with mock.patch.object(ozaki, "load", lambda cfg, device_id=0: kernels), \
             mock.patch.object(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
-                name="NVIDIA H200", sm_count=sms, compute_capability=(9, 0))), \
+                name="NVIDIA H200", sm_count=state["sms"], compute_capability=(9, 0))), \
             mock.patch.object(ozaki, "encode_tiled_2d", _fake_map), \
             mock.patch.object(ws, "workspace", workspace), \
             mock.patch.object(ws, "capture_probe", lambda stream: None), \

@@ -166,3 +166,17 @@ def test_a_balanced_product_then_a_plain_one_on_the_same_workspace(run):
     np.testing.assert_array_equal(run(a, b, _nan(300, 90)), ref.matmul(a, b))
     a, b = _normal(50, 1500, 13), _normal(1500, 90, 14)
     np.testing.assert_array_equal(run(a, b, _nan(50, 90), guard=250), ref.matmul(a, b))
+
+
+@pytest.mark.parametrize("M, N, K, every_a", [(1, 300, 1031, 1), (70, 130, 1031, 69),
+                                              (5, 1, 700, 2), (130, 70, 4100, 64)])
+def test_a_few_refused_rows_in_a_wave_of_more_blocks_than_tiles(run, M, N, K, every_a):
+    """A wave of 40 blocks (20 SMs, 2 blocks an SM) for one to six tiles of refused rows:
+    bit for bit, and with beta != 0 each output written once."""
+    a, b = _spiky(M, K, 41 + M, every_a), _normal(K, N, 43)
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), sms=20), ref.matmul(a, b))
+    c0 = _normal(M, N, 47)
+    got = run(a, b, c0, beta=-0.25, sms=20, tb=True)
+    want = ref.matmul(a, b) - np.float32(0.25) * c0
+    terms = np.abs(ref.matmul(a, b)) + np.abs(np.float32(0.25) * c0)
+    assert (np.abs(got - want) <= 2**-22 * terms).all()
