@@ -19,6 +19,8 @@
 // contraction, and the kernels write their FMAs out). The GPU tests stay the judge.
 #pragma once
 
+#define SGEMM_CPU_EMULATOR 1
+
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -103,6 +105,26 @@ inline dim3 block_dim, grid_dim;
 inline std::function<void()> body;
 inline unsigned long long slots[32][32];  // a warp's shuffle values, by warp and lane
 inline std::string failure;
+
+// `n` bytes (rounded up to 16) that end where an unmapped page begins, after one before them.
+inline void* alloc(size_t n) {
+    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
+    const size_t span = (data + page - 1) / page * page;
+    void* base = mmap(nullptr, span + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    char* first = static_cast<char*>(base) + page;
+    if (mprotect(first, span, PROT_READ | PROT_WRITE)) return nullptr;
+    return first + span - data;
+}
+inline void release(void* p, size_t n) {
+    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
+    const size_t span = (data + page - 1) / page * page;
+    munmap(static_cast<char*>(p) + data - span - page, span + 2 * page);
+}
+
+// the launch's dynamic shared memory (guarded as `alloc`'s buffers are)
+inline unsigned char* dynamic = nullptr;
+inline size_t dynamic_size = 0;
 
 inline void yield(State s) {
     cur->state = s;
@@ -272,6 +294,8 @@ inline int run_grid(const unsigned* grid, const unsigned* block, unsigned second
             for (unsigned y = 0; y < grid[1] && rc == 0; ++y)
                 for (unsigned x = 0; x < grid[0] && rc == 0; ++x) {
                     block_idx = {x, y, z};
+                    // (what a block finds there: NaN, -1 and so on, not zeros)
+                    std::memset(dynamic, 0xFF, dynamic_size);
                     if (!run_block(fibers, n)) rc = 1;
                 }
     } else {
@@ -294,8 +318,8 @@ void call(void (*f)(P...), void** args, std::index_sequence<I...>) {
 // A kernel's launch as cuLaunchKernel takes it: a pointer to each argument's bytes; `sizes`
 // their byte counts, checked against the kernel's parameters (a mismatch is a packing bug).
 template <class... P>
-int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, void** args,
-           const unsigned* sizes, int count, unsigned seconds) {
+int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, unsigned smem,
+           void** args, const unsigned* sizes, int count, unsigned seconds) {
     constexpr size_t want[] = {sizeof(std::decay_t<P>)..., 0};
     if (count != static_cast<int>(sizeof...(P))) {
         failure = std::to_string(count) + " arguments for " + std::to_string(sizeof...(P)) +
@@ -308,11 +332,18 @@ int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, void** 
                       " bytes; its parameter has " + std::to_string(want[i]);
             return 1;
         }
+    if (dynamic) release(dynamic, dynamic_size);
+    dynamic = static_cast<unsigned char*>(alloc(smem)), dynamic_size = smem;
     body = [&] { call(f, args, std::index_sequence_for<P...>{}); };
     return run_grid(grid, block, seconds);
 }
 
 }  // namespace emu
+
+template <class T>
+T* dynamic_smem() {
+    return reinterpret_cast<T*>(emu::dynamic);
+}
 
 #define threadIdx (emu::cur->tid)
 #define blockIdx (emu::block_idx)

@@ -67,9 +67,9 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
         lines = [f'#include "{path}"']
         for n in names:
             lines.append(
-                f'extern "C" int emu_{n}(const unsigned* g, const unsigned* b, void** a, '
-                f'const unsigned* s, int c, unsigned t) '
-                f'{{ return emu::launch(&{n}, g, b, a, s, c, t); }}')
+                f'extern "C" int emu_{n}(const unsigned* g, const unsigned* b, unsigned m, '
+                f'void** a, const unsigned* s, int c, unsigned t) '
+                f'{{ return emu::launch(&{n}, g, b, m, a, s, c, t); }}')
         lines += ['extern "C" const char* emu_failure() { return emu::failure.c_str(); }',
                   _ALLOC]
         wrapper.write_text("\n".join(lines) + "\n")
@@ -87,21 +87,9 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
         return out
 
 
-_ALLOC = r"""
-extern "C" void* emu_alloc(size_t n) {
-    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
-    const size_t span = (data + page - 1) / page * page;
-    void* base = mmap(nullptr, span + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return nullptr;
-    char* first = static_cast<char*>(base) + page;
-    if (mprotect(first, span, PROT_READ | PROT_WRITE)) return nullptr;
-    return first + span - data;
-}
-extern "C" void emu_free(void* p, size_t n) {
-    const size_t page = sysconf(_SC_PAGESIZE), data = (n + 15) / 16 * 16 + 16 * (n == 0);
-    const size_t span = (data + page - 1) / page * page;
-    munmap(static_cast<char*>(p) + data - span - page, span + 2 * page);
-}
+_ALLOC = """
+extern "C" void* emu_alloc(size_t n) { return emu::alloc(n); }
+extern "C" void emu_free(void* p, size_t n) { emu::release(p, n); }
 """
 
 
@@ -139,14 +127,15 @@ class Library:
         return Buffer(self, size, fill)
 
     def launch(self, name: str, grid, block, params: int, sizes: list[int],
-               seconds: int = SECONDS) -> None:
+               seconds: int = SECONDS, smem: int = 0) -> None:
         """`name` on `grid` x `block`, its arguments as cuLaunchKernel takes them (`params`:
-        the address of an array of pointers to each argument's bytes, `sizes` their sizes)."""
+        the address of an array of pointers to each argument's bytes, `sizes` their sizes;
+        `smem` bytes of dynamic shared memory, which every block finds filled with 0xFF)."""
         fn = getattr(self.dll, f"emu_{name}")
         g = (ctypes.c_uint * 3)(*grid)
         b = (ctypes.c_uint * 3)(*block)
         s = (ctypes.c_uint * max(1, len(sizes)))(*sizes)
-        if fn(g, b, ctypes.c_void_p(params), s, len(sizes), seconds):
+        if fn(g, b, smem, ctypes.c_void_p(params), s, len(sizes), seconds):
             raise LaunchFailed(f"{name} (grid {tuple(grid)}, block {tuple(block)}): "
                                + self.dll.emu_failure().decode())
 
@@ -221,7 +210,7 @@ def ozaki_on_cpu():
             _gemm(self, state["count"])
             return
         lib.launch(name, self.grid, self.block, ctypes.addressof(self._params),
-                   [cell_size(v) for v in self._values])
+                   [cell_size(v) for v in self._values], smem=self._call[7])
 
     def workspace(dev, stream, zeroed, scratch):
         # one a stream, as the runtime's: kept while it is large enough (so a later product
@@ -242,11 +231,12 @@ def ozaki_on_cpu():
         return buf, ld, (view.T if trans else view)
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
-            guard=None, sms=3, occupancy=2):
+            guard=None, sms=3, occupancy=2, fused=True):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
-        `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes).
+        `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes);
+        `fused`: ozaki.FUSED for the call (oz_scale where the rows fit, or the two passes).
         Checks that the workspace's zeroed region is 0 again afterwards."""
         state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
@@ -258,9 +248,10 @@ def ozaki_on_cpu():
         big[:M] = c
         cbuf, ldc, cview = place(big, False, pad[2])
         stream = types.SimpleNamespace(handle=0x20)
-        w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
-                       cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
-                       cfg=ozaki.rung().seed)
+        with mock.patch.object(ozaki, "FUSED", fused):
+            w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
+                           cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
+                           cfg=ozaki.rung().seed)
         w()
         zeroed = spaces[0].array()
         if zeroed.any():

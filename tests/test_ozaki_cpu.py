@@ -39,10 +39,13 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb):
+@pytest.mark.parametrize("fused", [True, False])
+def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused):
+    """fused: oz_scale (one pass an operand), or oz_norms then oz_split."""
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a, b = _normal(M, K, seed), _normal(K, N, seed + 1)
-    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused),
+                                  ref.matmul(a, b))
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
@@ -62,11 +65,15 @@ def test_alpha_and_beta(run):
     assert (np.abs(got - want) <= 2**-22 * terms).all()
 
 
-def test_scale_invariance_and_a_long_k(run):
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, True)])
+def test_scale_invariance_and_a_long_k(run, ta, tb):
+    """K = 8195 crosses oz_norms' chunks. oz_scale stages rows of all of it where k is
+    contiguous (A unless ta, B^T when tb), and not where r is (8 rows do not fit): each
+    operand takes its own path, and oz_ksums sums only oz_scale's."""
     M, N, K = 67, 40, 8195
     a, b = _normal(M, K, 5), _normal(K, N, 6)
-    c1 = run(a, b, _nan(M, N))
-    c2 = run(a * np.float32(2.0**40), b * np.float32(2.0**-70), _nan(M, N))
+    c1 = run(a, b, _nan(M, N), ta=ta, tb=tb)
+    c2 = run(a * np.float32(2.0**40), b * np.float32(2.0**-70), _nan(M, N), ta=ta, tb=tb)
     np.testing.assert_array_equal(c2, c1 * np.float32(2.0**-30))
     np.testing.assert_array_equal(c1, ref.matmul(a, b))
 
@@ -97,9 +104,10 @@ def _spiky(rows, cols, seed, every):
 @pytest.mark.parametrize("M, N, K, every_a, every_b",
                          [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
                           (1, 300, 97, 1, 2), (600, 1, 260, 2, 1), (1100, 1030, 200, 1, 50)])
-@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("ta, tb, fused", [(False, False, True), (True, True, True),
+                                          (False, True, True), (False, False, False)])
 def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(run, M, N, K, every_a,
-                                                                    every_b, ta, tb):
+                                                                    every_b, ta, tb, fused):
     """Their outputs are the FP64 sums of the reference, the rest the scheme's, bit for bit;
     beta != 0 shows an output whose row and column are both refused is written once; the
     emulated wave (3 SMs) is smaller than the tiles, so blocks walk several."""
@@ -108,11 +116,12 @@ def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(run, M, N, K
     assert (ref.flatness(a, 1) < ref.FLAT).sum() == len(range(0, M, every_a))
     assert (ref.flatness(b, 0) < ref.FLAT).sum() == len(range(0, N, every_b))
     c0 = _normal(M, N, 9)
-    got = run(a, b, c0, beta=0.5, ta=ta, tb=tb)
+    got = run(a, b, c0, beta=0.5, ta=ta, tb=tb, fused=fused)
     want = ref.matmul(a, b) + np.float32(0.5) * c0
     terms = np.abs(ref.matmul(a, b)) + np.abs(np.float32(0.5) * c0)
     assert (np.abs(got - want) <= 2**-22 * terms).all()
-    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused),
+                                  ref.matmul(a, b))
 
 
 def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product(run):
@@ -129,9 +138,10 @@ def _outlier_features(M, K, seed, features=4, times=1000.0):
     return a
 
 
-@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("ta, tb, fused", [(False, False, True), (True, True, True),
+                                          (False, True, True), (False, False, False)])
 @pytest.mark.parametrize("M, N, K", [(300, 200, 1500), (131, 257, 4097)])
-def test_outlier_features_are_balanced_and_served_by_the_scheme(run, M, N, K, ta, tb):
+def test_outlier_features_are_balanced_and_served_by_the_scheme(run, M, N, K, ta, tb, fused):
     """The flatness rule refuses every row; balanced (oz_balance, the norms again on A D and
     D^-1 B) the scheme serves them: bit for bit as the reference, which serves (nearly) all
     of them without the fallback."""
@@ -139,7 +149,8 @@ def test_outlier_features_are_balanced_and_served_by_the_scheme(run, M, N, K, ta
     assert ref.refusals(a, b).all()
     _, _, refused = ref.served(a, b, balanced=True)
     assert refused.mean() < 0.3
-    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused),
+                                  ref.matmul(a, b))
 
 
 def _spikes_balancing_would_spread(seed):
@@ -180,3 +191,13 @@ def test_a_few_refused_rows_in_a_wave_of_more_blocks_than_tiles(run, M, N, K, ev
     want = ref.matmul(a, b) - np.float32(0.25) * c0
     terms = np.abs(ref.matmul(a, b)) + np.abs(np.float32(0.25) * c0)
     assert (np.abs(got - want) <= 2**-22 * terms).all()
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
+def test_outlier_features_where_one_operand_takes_each_path(run, ta, tb):
+    """K = 6500: rows along k fit oz_scale, rows along r (8 a block) do not; the balance
+    reads oz_ksums' sums for one operand and oz_norms' for the other."""
+    M, N, K = 70, 60, 6500
+    a, b = _outlier_features(M, K, 17), _normal(K, N, 18)
+    assert ref.refusals(a, b).all() and ref.served(a, b, balanced=True)[2].mean() < 0.3
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))

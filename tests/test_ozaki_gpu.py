@@ -17,9 +17,10 @@ from test_tensor_gpu import HOPPER
 pytestmark = pytest.mark.gpu
 
 
-def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1):
+def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
-    (a transposed view is read as it lies), C row-major."""
+    (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
+    (oz_scale where the rows fit, or oz_norms then oz_split)."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -37,9 +38,13 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1):
     N = b.shape[1]
     assert c.stride(1) == 1
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
-                        c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
-                        count=count, cfg={**ozaki.rung().seed, "CLUSTER": cluster})
+    saved, ozaki.FUSED = ozaki.FUSED, fused
+    try:
+        launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
+                            c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
+                            count=count, cfg={**ozaki.rung().seed, "CLUSTER": cluster})
+    finally:
+        ozaki.FUSED = saved
     launch()
     torch.cuda.synchronize()
 
@@ -64,17 +69,18 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 @HOPPER
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("cluster", [1, 2])
-def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster):
+@pytest.mark.parametrize("cluster, fused", [(1, True), (2, True), (1, False)])
+def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
-    leaves one block of a pair computing zeros past M)."""
+    leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
+    instead of oz_scale."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a = _operand(M, K, ta, seed, ld_extra=3)
     b = _operand(K, N, tb, seed + 1, ld_extra=5)
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, cluster=cluster)
+    _run(a, b, c, cluster=cluster, fused=fused)
     want = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
     np.testing.assert_array_equal(c.cpu().numpy(), want)
 
@@ -111,13 +117,16 @@ def test_alpha_and_beta():
 
 
 @HOPPER
-def test_scale_invariance_and_a_long_k():
+@pytest.mark.parametrize("tb", [False, True])
+def test_scale_invariance_and_a_long_k(tb):
     """2^40 A B^-... a power of two in A comes out exactly (the exponents absorb it), at a K
-    that crosses several of oz_norms' chunks and rung 26's k-tiles."""
+    that crosses several of oz_norms' chunks and rung 26's k-tiles; with B column-major
+    (tb), oz_scale stages rows of all 8195 k, and without, B's rows do not fit and the two
+    passes run."""
     import torch
 
     M, N, K = 67, 300, 8195
-    a, b = _operand(M, K, False, 5), _operand(K, N, False, 6)
+    a, b = _operand(M, K, False, 5), _operand(K, N, tb, 6)
     c1 = torch.full((M, N), float("nan"), device="cuda")
     c2 = torch.full((M, N), float("nan"), device="cuda")
     _run(a, b, c1)

@@ -131,9 +131,11 @@ def test_rung_26_fits_its_shared_memory():
     assert not r.is_legal({**r.seed, "STAGES": 5}), "five stages of 256 columns do not fit"
 
 
-def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch):
-    """The scheme's launch is ten kernels; a plan's call on new operands must reach every
-    one that reads them: the norms (A, then B, twice), the splits (A, then B), the
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch, fused):
+    """The scheme's launch is ten kernels (eleven with oz_scale); a plan's call on new
+    operands must reach every one that reads them: the norms or the one-pass scale (A, then
+    B), the column sums (A and B), the second norms and the splits (A, then B), the
     recombination (C) and the fallback (C, and A and B for refused rows and columns).
     Launches recorded on stand-in handles."""
     import ctypes
@@ -142,11 +144,13 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     from sgemmlab.runtime import driver as driver_mod
     from sgemmlab.runtime import workspace as ws
 
-    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance")
+    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance",
+             "oz_scale", "oz_ksums")
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for i, n in enumerate(names)}
-    slots = {2: (0,), 3: (0,), 1: (), 4: (10,), 5: (11, 0, 3), 6: ()}  # by handle
+    slots = {2: (0,), 3: (0,), 1: (), 4: (10,), 5: (11, 0, 3), 6: (), 7: (0,),
+             8: (0, 4)}  # by handle
     seen = []
 
     def call(*a):
@@ -162,17 +166,21 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
     monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0, 0xA0000000))
     monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    monkeypatch.setattr(ozaki, "FUSED", fused)
     stream = types.SimpleNamespace(handle=0x20)
     w = ozaki.bind(0, 300, 200, 500, 1.0, 0x1000, 500, 0x2000, 200, 0.5, 0x3000, 200, stream,
                    cfg=ozaki.rung().seed)
     assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
     assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 10
+    assert len(w._steps) == len(ozaki.steps_order(fused, fused)) == 10 + fused
     for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
-        assert seen == [(2, (a,)), (2, (b,)), (6, ()), (2, (a,)), (2, (b,)), (3, (a,)),
-                        (3, (b,)), (1, ()), (4, (c,)), (5, (c, a, b))]
+        first = ([(7, (a,)), (7, (b,)), (8, (a, b)), (6, ())] if fused else
+                 [(2, (a,)), (2, (b,)), (6, ())])
+        assert seen == first + [(2, (a,)), (2, (b,)), (3, (a,)), (3, (b,)), (1, ()),
+                                (4, (c,)), (5, (c, a, b))]
 
 
 def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
@@ -188,8 +196,9 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
     kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
-                         "oz_balance")}
+                         "oz_balance", "oz_scale", "oz_ksums")}
     asked = []
+    monkeypatch.setattr(ozaki, "FUSED", False)  # (the two passes' counters)
     monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
     monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
         name="NVIDIA H200", sm_count=132))
@@ -218,11 +227,90 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
                                 at("d"), -1)
     assert balance.args == (at("kpart_a"), 5, at("kpart_b"), 2, 500, counts, at("d"))
     assert split_a.args[5] == at("exps") and split_a.args[11:] == (
-        at("exps") + 4 * 365, at("d"), 1, counts, 300, 65)
+        at("exps") + 4 * 365, at("d"), 1, counts, 300, 65, 0)
     assert split_b.args[5] == at("exps") + 4 * 300 and split_b.args[11:] == (
-        at("exps") + 4 * 665, at("d"), -1, counts, 300, 65)
+        at("exps") + 4 * 665, at("d"), -1, counts, 300, 65, 0)
     assert crt.args[7] == at("exps") and crt.args[12] == counts
     assert fallback.args[13:] == (at("exps"), counts, at("list_a"), at("list_b"),
                                   0xA0000000 + lay.scratch_bytes, counts + 20,
                                   at("exps") + 4 * 365, at("list2_a"), at("list2_b"))
     assert norms_a.grid == (5, 2, 1) and norms_b.grid == (2, 2, 1)  # K = 500: 2 chunks
+
+
+def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
+    """oz_scale stages R rows of all of K in shared memory (4 where k is contiguous, 8 where
+    r is): it runs where SCALE_SMEM holds them, for both operands or neither; it counts and
+    lists its refusals where oz_norms would, the column sums feed oz_balance as oz_norms'
+    tiles did, and the splits then run only for the balanced scaling."""
+    import types
+
+    from sgemmlab.runtime import workspace as ws
+
+    assert ozaki.use_scale(4096, False) and ozaki.use_scale(6384, False)
+    assert not ozaki.use_scale(6400, False) and ozaki.use_scale(8192, True)
+    assert not ozaki.use_scale(12800, True) and ozaki.use_scale(12784, True)
+    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
+                                        max_active_blocks=lambda threads: 3)
+               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
+                         "oz_balance", "oz_scale", "oz_ksums")}
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132))
+    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0x7000, 0xA0000000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    monkeypatch.setattr(ozaki, "FUSED", True)
+    w = ozaki.bind(0, 300, 65, 500, 1.0, 0x1000, 500, 0x2000, 65, 0.0, 0x3000, 65,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    scale_a, scale_b, ksums, balance, _, _, split_a, split_b, *_ = w._steps
+    lay = ozaki.layout(300, 65, 500, ref.COUNT)
+    counts, at = 0x7000 + 4 * (5 + 2), lambda name: 0xA0000000 + lay.offsets[name]
+    kst = 512 + 4
+    assert scale_a.grid == (75, 1, 1) and scale_a.args[5:8] == (4, kst, 512)
+    assert scale_b.grid == (9, 1, 1) and scale_b.args[5:8] == (8, kst, 512)
+    assert scale_a._call[7] == 4 * 4 * kst and scale_b._call[7] == 4 * 8 * kst
+    assert scale_a.args[10:13] == (at("exps"), counts, at("list_a"))
+    assert scale_b.args[10:13] == (at("exps") + 4 * 300, counts + 4, at("list_b"))
+    assert scale_a.args[15] == at("res_a") and scale_b.args[15] == at("res_b")
+    groups = min(ozaki.KSUM_GROUPS, 5, 2)
+    assert ksums.grid == (2, groups, 2) and ksums.args[9:] == (counts, at("kpart_a"),
+                                                              at("kpart_b"), 0)
+    assert balance.args == (at("kpart_a"), groups, at("kpart_b"), groups, 500, counts, at("d"))
+    assert split_a.args[-1] == split_b.args[-1] == 1  # only the balanced scaling
+
+
+@pytest.mark.parametrize("trans, names, z0", [
+    (False, ("scale_a", "norms_b", "ksums"), 0), (True, ("norms_a", "scale_b", "ksums"), 1)])
+def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
+    """K = 8192: 4 rows along k fit oz_scale's shared memory, 8 along r do not. Row-major A
+    and B: A by oz_scale, B by oz_norms; both column-major: the other way round. oz_ksums
+    sums only oz_scale's operand (z0, one z), oz_balance reads its groups and the other's
+    tiles, and only oz_scale's operand's split waits for the balanced scaling."""
+    import types
+
+    from sgemmlab.runtime import workspace as ws
+
+    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
+                                        max_active_blocks=lambda threads: 3)
+               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
+                         "oz_balance", "oz_scale", "oz_ksums")}
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132))
+    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0x7000, 0xA0000000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    monkeypatch.setattr(ozaki, "FUSED", True)
+    M, N, K = 300, 1000, 8192
+    w = ozaki.bind(0, M, N, K, 1.0, 0x1000, M if trans else K, 0x2000, K if trans else N,
+                   0.0, 0x3000, N, types.SimpleNamespace(handle=0x20), trans_a=trans,
+                   trans_b=trans, cfg=ozaki.rung().seed)
+    assert ozaki.steps_order(not trans, trans)[:3] == names and len(w._steps) == 11
+    ksums, balance, *_ = w._steps[2:]
+    split_a, split_b = w._steps[6:8]
+    tiles = {"a": -(-M // ozaki.TILE), "b": -(-N // ozaki.TILE)}
+    groups = min(ozaki.KSUM_GROUPS, tiles["b" if trans else "a"])
+    assert ksums.grid == (K // 256, groups, 1) and ksums.args[-1] == z0
+    assert balance.args[1] == (tiles["a"] if trans else groups)
+    assert balance.args[3] == (groups if trans else tiles["b"])
+    assert (split_a.args[-1], split_b.args[-1]) == ((0, 1) if trans else (1, 0))

@@ -88,7 +88,7 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
-            crt_rows: bool = False) -> dict:
+            crt_rows: bool = False, two_pass: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -104,8 +104,25 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
                              "GROUP_M": group_m})
     launch()
     torch.cuda.synchronize()
-    steps = dict(zip(ozaki.STEPS_ORDER, launch._steps))
+    # which operands oz_scale takes (A row-major: its rows along k; B^T's where B is
+    # column-major)
+    fused = ozaki.use_scale(K, True), ozaki.use_scale(K, b_cols)
+    steps = dict(zip(ozaki.steps_order(*fused), launch._steps))
     per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
+    other = None
+    if two_pass and any(fused):  # the same product by oz_norms and oz_split, paired below
+        ozaki.FUSED = False
+        try:
+            other = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
+                               K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
+                               trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
+                                                    "STAGES": stages, "GROUP_M": group_m})
+        finally:
+            ozaki.FUSED = True
+        other()
+        torch.cuda.synchronize()
+        per.update({f"two_pass_{name}": statistics.median(_time(step, reps))
+                    for name, step in zip(ozaki.STEPS_ORDER, other._steps)})
     if crt_rows:  # oz_crt with a row per thread (its first grid), beside the one-wave grid
         ozaki.CRT_ONE_WAVE = False
         try:
@@ -113,17 +130,27 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
                                K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
                                trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
                                                     "STAGES": stages, "GROUP_M": group_m})
-            at = ozaki.STEPS_ORDER.index("crt")
+            at = ozaki.steps_order(*fused).index("crt")
             crt, other = launch._steps[at], again._steps[at]
             rounds = [(_time(crt, 1)[0], _time(other, 1)[0]) for _ in range(reps)]
             per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
             per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
         finally:
             ozaki.CRT_ONE_WAVE = True
-    whole, cublas = [], []
+    whole, cublas, whole2 = [], [], []
     for _ in range(reps):  # paired, interleaved
         whole += _time(launch, 1)
+        if other is not None:
+            whole2 += _time(other, 1)
         cublas += _time(lambda: torch.matmul(a, b, out=c), 1)
+    same = None
+    if other is not None:  # the two paths' outputs: the same bits but where a row's
+        other()            # exponent sits on a boundary that their sums' orders round apart
+        torch.cuda.synchronize()
+        theirs = c.clone()
+        launch()
+        torch.cuda.synchronize()
+        same = float((c == theirs).double().mean())
     launch()
     torch.cuda.synchronize()
     mine = c.clone()
@@ -139,7 +166,9 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     return {**extra, "shape": [M, N, K], "count": count, "cluster": cluster,
             "stages": stages, "group_m": group_m,
             "b": "column-major" if b_cols else "row-major",
-            "steps_ms": per,
+            "steps_ms": per, "one_pass_scale": list(fused),
+            **({"two_pass_ms": statistics.median(whole2), "two_pass_same_bits": same}
+               if other is not None else {}),
             "ozaki_ms": statistics.median(whole), "cublas_ms": statistics.median(cublas),
             "gemm_tops": ops * count / (per["gemm"] * 1e-3) / 1e12,
             "speedup": statistics.median(cublas) / statistics.median(whole),
@@ -160,6 +189,8 @@ def main() -> None:
     p.add_argument("--group-m", default="8", help="rung 26's GROUP_M values, e.g. 4,8,16")
     p.add_argument("--crt-rows", action="store_true",
                    help="also time oz_crt with a row per thread, paired with its one-wave grid")
+    p.add_argument("--two-pass", action="store_true",
+                   help="also the product by oz_norms and oz_split where oz_scale runs, paired")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -171,7 +202,7 @@ def main() -> None:
                 (False, True) if args.b_cols else (False,), map(int, args.clusters.split(",")),
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
-                          args.crt_rows)
+                          args.crt_rows, args.two_pass)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

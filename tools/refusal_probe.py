@@ -81,7 +81,8 @@ def measure(case: str, M: int, N: int, K: int, reps: int) -> dict:
         for name, fn in runs.items():
             times[name].append(_time(fn, 1)[0])
     per = {name: statistics.median(t) for name, t in zip(
-        ozaki.STEPS_ORDER, zip(*(in_order(launch._steps) for _ in range(reps))))}
+        ozaki.steps_order(ozaki.use_scale(K, True), ozaki.use_scale(K, False)),
+        zip(*(in_order(launch._steps) for _ in range(reps))))}
     want = a.double() @ b.double()
     scale = a.double().abs() @ b.double().abs()
     errors = {}

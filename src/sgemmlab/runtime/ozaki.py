@@ -1,17 +1,23 @@
 """Launching Ozaki scheme II (rung 26, kernels/hopper/26_ozaki_int8.cu and hopper/ozaki.cu).
 
 C = alpha A B + beta C from `count` INT8 products, as sgemmlab/ozaki/reference.py computes
-it (the tests compare the two bit for bit). Ten launches on the stream, all of their
-arrays in the stream's workspace:
+it (the tests compare the two bit for bit). Ten or eleven launches on the stream, all of
+their arrays in the stream's workspace:
 
-    oz_norms             for A (rows i), then for B read as B^T (rows j): the exponents
-                         mu, nu (the norms' last block of a tile of rows writes them, and
-                         lists the rows it refuses), and each k's sums of squares
-    oz_balance, oz_norms where the first norms refused a row or column: d, the powers of
+    oz_scale             where an operand's rows fit in shared memory (use_scale), for A
+                         (rows i), then for B read as B^T (rows j): each row read once, its
+                         exponent (mu, nu; the rows it refuses listed) and its residue
+                         planes, K-major; then oz_ksums, each k's sums of squares, where a
+                         row or column was refused (else it returns at once)
+    oz_norms             otherwise, for A, then B: the exponents (the norms' last block of a
+                         tile of rows writes them, and lists the rows it refuses), and each
+                         k's sums of squares
+    oz_balance, oz_norms where the first scaling refused a row or column: d, the powers of
                          two that balance A's columns against B's rows, and the norms again
                          on A D and D^-1 B (nothing refused: all three return at once); the
                          steps after them take the scaling that refuses fewer outputs
-    oz_split             for A, then B: the residue planes, K-major
+    oz_split             for A, then B: the residue planes, K-major (after oz_scale, only
+                         for the balanced scaling, when it is taken)
     rung 26              the count products, each reduced modulo its m_l: R_l
     oz_crt               R -> X by the Chinese remainder theorem -> C
     oz_fallback          the refused rows' and columns' outputs, summed in FP64 (nothing
@@ -151,8 +157,9 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_fallback"):
+    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_fallback", "oz_ksums"):
         out[name] = driver.load(steps.cubin, name, device_id)
+    out["oz_scale"] = driver.load(steps.cubin, "oz_scale", device_id, SCALE_SMEM)
     with _lock:
         _loaded.setdefault(key, out)
         return _loaded[key]
@@ -201,7 +208,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     """C = alpha A B + beta C (row-major C; A column-major when trans_a, B column-major when
     trans_b; pointers as ints, leading dimensions in floats) by the scheme with `count`
     moduli (reference.COUNT unless given) and rung 26 at `cfg` (its default for this GPU
-    unless given): the ten launches of the module docstring, on the stream's workspace (in
+    unless given): the launches of the module docstring, on the stream's workspace (in
     its zeroed region: the norms' counters, one a tile of rows of A, then of B; five
     counts, A's and B's refused rows by the first norms, oz_fallback's finished blocks, A's
     and B's by the second; and oz_fallback's counters of a tile's slices, one a block of its
@@ -234,6 +241,13 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     # its tiles' counters after the norms' and the refusal counts
     partial_bytes = 8 * FALLBACK_TILE**2 * fallback_blocks
 
+    # oz_scale for each operand whose rows fit, oz_norms (and later oz_split) for the other
+    fused = {"a": use_scale(K, a_sk == 1), "b": use_scale(K, b_sk == 1)}
+    kst = scale_stride(K)
+    # oz_ksums' groups of rows (kpart's tiles for the operands oz_scale takes)
+    kgroups = min([KSUM_GROUPS] + [t for t, side in ((tiles_a, "a"), (tiles_b, "b"))
+                                   if fused[side]])
+
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
         # the refusal counts: A's and B's rows by the first norms, the fallback's finished
@@ -246,21 +260,43 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         operand = {"a": (a, a_sr, a_sk, M, 1, zeroed, 0), "b": (b, b_sr, b_sk, N, -1,
                                                               zeroed + 4 * tiles_a, 1)}
         out = []
-        for second in (False, True):
-            if second:  # d from the first norms' sums over k, where they refused something
-                out.append(Packed(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
-                                  (o["kpart_a"], i32(tiles_a), o["kpart_b"], i32(tiles_b),
-                                   i32(K), counts, o["d"])))
-            for side in "ab":
-                x, sr, sk, rows, dsign, done, at = operand[side]
-                listed = o[f"list2_{side}"] if second else o[f"list_{side}"]
-                out.append(Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1),
-                                  (256, 1, 1),
-                                  (x, i64(sr), i64(sk), i32(rows), i32(K), o[f"part_{side}"],
-                                   done, r, f64(FLAT), (e2 if second else e1)[side],
-                                   counts + 4 * (3 + at if second else at), listed,
-                                   0 if second else o[f"kpart_{side}"], counts if second else 0,
-                                   o["d"] if second else 0, i32(dsign)), pointer_slots=(0,)))
+
+        def norms(side: str, second: bool) -> Packed:
+            x, sr, sk, rows, dsign, done, at = operand[side]
+            listed = o[f"list2_{side}"] if second else o[f"list_{side}"]
+            return Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1), (256, 1, 1),
+                          (x, i64(sr), i64(sk), i32(rows), i32(K), o[f"part_{side}"], done, r,
+                           f64(FLAT), (e2 if second else e1)[side],
+                           counts + 4 * (3 + at if second else at), listed,
+                           0 if second else o[f"kpart_{side}"], counts if second else 0,
+                           o["d"] if second else 0, i32(dsign)), pointer_slots=(0,))
+
+        for side in "ab":
+            if not fused[side]:
+                out.append(norms(side, False))
+                continue
+            # oz_norms and oz_split in one pass
+            x, sr, sk, rows, _, _, at = operand[side]
+            R = scale_rows(sk == 1)
+            out.append(Packed(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
+                              (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
+                               i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
+                               o[f"list_{side}"], i32(count), sm_a if side == "a" else sm_b,
+                               o[f"res_{side}"], i64(lay.kpad), i64(rows * lay.kpad)),
+                              pointer_slots=(0,), smem=4 * R * kst))
+        if fused["a"] or fused["b"]:
+            # what oz_balance reads of oz_scale's operands, where something was refused
+            out.append(Packed(k["oz_ksums"], stream,
+                              (-(-K // 256), kgroups, fused["a"] + fused["b"]), (256, 1, 1),
+                              (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk),
+                               i32(N), i32(K), counts, o["kpart_a"], o["kpart_b"],
+                               i32(0 if fused["a"] else 1)), pointer_slots=(0, 4)))
+        # d from the first scaling's sums over k, where it refused something; the norms again
+        out.append(Packed(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
+                          (o["kpart_a"], i32(kgroups if fused["a"] else tiles_a),
+                           o["kpart_b"], i32(kgroups if fused["b"] else tiles_b), i32(K),
+                           counts, o["d"])))
+        out += [norms("a", True), norms("b", True)]
         for side in "ab":
             x, sr, sk, rows, dsign, _, _ = operand[side]
             groups = -(-K // SPAN)
@@ -270,7 +306,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
-                               i32(M), i32(N)), pointer_slots=(0,)))
+                               i32(M), i32(N), i32(fused[side])), pointer_slots=(0,)))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
@@ -300,17 +336,58 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     return WorkspaceLaunch(device_id, stream,
                            Workspace(4 * (tiles_a + tiles_b + 5 + fallback_blocks),
                                      lay.scratch_bytes + partial_bytes), steps_at,
-                           pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=ROLES)
+                           pointer_slots=POINTERS, bound_pointers=(a, b, c),
+                           roles=roles(steps_order(fused["a"], fused["b"])))
 
 
-#: bind's launches, and which of the call's pointers (0 A, 1 B, 2 C) each one's
-#: `pointer_slots` take: the norms read A, then B (twice: the second time balanced, where
-#: the first refused something); the balance and the products read only the workspace; the
-#: splits read A, then B; the recombination writes C (reading it when beta is not 0); the
-#: fallback writes C for the rows and columns the scaling refused, reading A and B there.
-STEPS_ORDER = ("norms_a", "norms_b", "balance", "norms2_a", "norms2_b", "split_a", "split_b",
-               "gemm", "crt", "fallback")
-ROLES = ((0,), (1,), (), (0,), (1,), (0,), (1,), (), (2,), (2, 0, 1))
+def steps_order(scale_a: bool = False, scale_b: bool = False) -> tuple[str, ...]:
+    """bind's launches by name: oz_scale instead of the first oz_norms for an operand that
+    use_scale takes, and then oz_ksums (empty unless something was refused); the splits of
+    such an operand run only where the balanced scaling is taken."""
+    first = ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b")
+    return first + ("ksums",) * (scale_a or scale_b) + (
+        "balance", "norms2_a", "norms2_b", "split_a", "split_b", "gemm", "crt", "fallback")
+
+
+#: which of the call's pointers (0 A, 1 B, 2 C) each launch's `pointer_slots` take: the
+#: norms, the one-pass scale and the splits read A (the _a launches) or B; the column sums
+#: both; the balance and the products only the workspace; the recombination writes C
+#: (reading it when beta is not 0); the fallback writes C for the rows and columns the
+#: scaling refused, reading A and B there.
+_ROLES = {"ksums": (0, 1), "balance": (), "gemm": (), "crt": (2,), "fallback": (2, 0, 1)}
+
+
+def roles(order: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    return tuple(_ROLES.get(name, (0,) if name.endswith("_a") else (1,)) for name in order)
+
+
+#: the two-pass order, and its roles (tools/ozaki_probe.py and tests name them)
+STEPS_ORDER = steps_order(False)
+ROLES = roles(STEPS_ORDER)
+#: oz_scale (one pass an operand: norms and split) where its rows fit in shared memory
+FUSED = True
+#: the most dynamic shared memory oz_scale stages an operand's rows in (the H200 allows 227 KB
+#: a block; 200 KB: one block an SM with room for the static arrays)
+SCALE_SMEM = 200 * 1024
+KSUM_GROUPS = 16  # oz_ksums' groups of rows
+
+
+def scale_rows(k_contiguous: bool) -> int:
+    """oz_scale's rows a block: 4 where k is contiguous, 8 where r is (a k: 32 bytes)."""
+    return 4 if k_contiguous else 8
+
+
+def scale_stride(K: int) -> int:
+    """oz_scale's staged row, in floats: K up to a multiple of 16, plus 4 (the r-contiguous
+    stores of four rows land in different banks)."""
+    return _up(K, PLANE_ALIGN) + 4
+
+
+def use_scale(K: int, k_contiguous: bool) -> bool:
+    """oz_scale for an operand: FUSED, and R of its rows fit SCALE_SMEM."""
+    return FUSED and 4 * scale_rows(k_contiguous) * scale_stride(K) <= SCALE_SMEM
+
+
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)
 CRT_ONE_WAVE = True

@@ -9,6 +9,10 @@
 //             SPECIAL for a row holding Inf or NaN, or one the scheme refuses: its
 //             flatness |x|_1 / (sqrt(n) |x|_2) below the host's floor (reference.FLAT)
 //             (and per k, the sum of x^2 over each tile of rows, for oz_balance)
+//   oz_scale  oz_norms and oz_split in one pass, where an operand's rows (all of K) fit in
+//             shared memory: each row read once from memory, its exponent, its residues
+//   oz_ksums  where oz_scale ran and refused something: each k's sums of squares, for
+//             oz_balance (oz_norms writes them as it goes; oz_scale keeps none)
 //   oz_balance where the norms refused a row or column: d_k, the power of two that balances
 //             column k of A against row k of B (reference.balance); oz_norms then runs
 //             again on A D and D^-1 B, and the steps after it take whichever of the two
@@ -57,13 +61,7 @@ __device__ __forceinline__ float load_x(const float* x, long long sr, long long 
 // e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
 // sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min. The chunks'
 // sums are read from L2 (__ldcg: other blocks wrote them), in order.
-__device__ int exponent(const double* part, int rows, int chunks, int r, double radius,
-                        double flat_min) {
-    double sq = 0.0, ab = 0.0, nz = 0.0;
-    for (int c = 0; c < chunks; ++c) {
-        const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
-        sq += __ldcg(in), ab += __ldcg(in + 1), nz += __ldcg(in + 2);
-    }
+__device__ int exponent_of(double sq, double ab, double nz, double radius, double flat_min) {
     if (!isfinite(sq)) return SPECIAL;
     if (sq == 0.0) return 0;
     const double norm = sqrt(sq);
@@ -71,6 +69,16 @@ __device__ int exponent(const double* part, int rows, int chunks, int r, double 
     int en, eg;
     const double f = frexp(norm, &en), g = frexp(radius, &eg);
     return f <= g ? eg - en : eg - en - 1;
+}
+
+__device__ int exponent(const double* part, int rows, int chunks, int r, double radius,
+                        double flat_min) {
+    double sq = 0.0, ab = 0.0, nz = 0.0;
+    for (int c = 0; c < chunks; ++c) {
+        const double* in = part + (static_cast<long long>(c) * rows + r) * 3;
+        sq += __ldcg(in), ab += __ldcg(in + 1), nz += __ldcg(in + 2);
+    }
+    return exponent_of(sq, ab, nz, radius, flat_min);
 }
 
 // part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r.
@@ -198,6 +206,30 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     }
 }
 
+// What oz_balance reads when oz_scale, not oz_norms, ran first (oz_scale keeps no sums over
+// k): kpart[g * K + k], the sum of x^2 over the rows of group g (rows / gridDim.y of them,
+// rounded up) for each k, in the order of the rows; z0 + blockIdx.z picks the operand (0:
+// A, 1: B read as B^T). Only where the first scaling refused something; a thread a k.
+SGEMM_KERNEL oz_ksums(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
+                      const float* __restrict__ b, long long b_sr, long long b_sk, int N, int K,
+                      const unsigned* __restrict__ counts, double* __restrict__ kpart_a,
+                      double* __restrict__ kpart_b, int z0) {
+    if (counts[0] + counts[1] == 0u) return;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    const bool first = z0 + blockIdx.z == 0;
+    const float* x = first ? a : b;
+    const long long sr = first ? a_sr : b_sr, sk = first ? a_sk : b_sk;
+    const int rows = first ? M : N, per = (rows + gridDim.y - 1) / gridDim.y;
+    const int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+    double sq = 0.0;
+    for (int r = r0; r < r1; ++r) {
+        const double v = load_x(x, sr, sk, r, k);
+        sq = fma(v, v, sq);
+    }
+    (first ? kpart_a : kpart_b)[static_cast<long long>(blockIdx.y) * K + k] = sq;
+}
+
 // d_k = floor((ilogb s_B - ilogb s_A) / 4), s_A the sum of column k of A squared (kpart_a's
 // tiles added in order), s_B that of row k of B (0 where either is 0 or not finite), as
 // reference.balance: A D and D^-1 B, D = diag(2^d), have the product of A and B, and column
@@ -267,6 +299,22 @@ __device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&l
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The 4 residues modulo m_l (times factor_l) of v (integers in doubles; low: their low
+// words), packed in a word.
+__device__ __forceinline__ unsigned residues4(const double (&v)[4], const int (&low)[4],
+                                              const SplitModuli& mods, int l) {
+    const int m = mods.m[l], top = mods.top[l];
+    const double inverse = mods.inverse[l], factor = mods.factor[l];
+    unsigned w = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const double y = mods.scaled ? v[j] * factor : v[j];  // exact: below 2^41
+        const int lo = mods.scaled ? __double2loint(y + MAGIC52) : low[j];
+        w |= residue_byte(y, lo, inverse, m, top) << (8 * j);
+    }
+    return w;
+}
+
 // out + l * plane: the residues of X modulo m_l (times factor_l), row r at r * ldk, K-major
 // (ldk a multiple of 16; the row's bytes past K, up to a multiple of 16, are residues of 0).
 // A thread takes SPAN consecutive k of one row, so its 16 residues of a plane are one 16-byte
@@ -275,14 +323,16 @@ __device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&l
 // along r (a warp's 16-byte pieces would land in 32 rows: they go through shared memory, and
 // leave as 128-byte rows).
 //
-// `e` and x, or (`balanced`) the second norms' `e2` and x 2^(dsign d_k).
+// `e` and x, or (`balanced`) the second norms' `e2` and x 2^(dsign d_k); `only_second`: only
+// the latter (oz_scale has split X with the first already), else it returns at once.
 SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       const int* __restrict__ e, int count,
                       const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
                       long long ldk, long long plane, const int* __restrict__ e2,
                       const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
-                      int M, int N) {
+                      int M, int N, int only_second) {
     const bool second = balanced(counts, M, N);
+    if (only_second && !second) return;  // (oz_scale split with the first scaling)
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
     __shared__ __align__(16) unsigned char stage[32 * ROW];
     const bool kfast = sk == 1;
@@ -346,6 +396,153 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
                     *reinterpret_cast<const uint4*>(stage + sr_ * ROW + (t % 8) * SPAN);
             __syncthreads();
         }
+    }
+}
+
+// oz_norms and oz_split in one pass, for a K that fits on chip: a block stages `R` rows of X,
+// the whole of K, in shared memory (FP32, rows `kst` floats apart, zeros from K to kpad),
+// reading X once; sums each row in FP64 in a fixed order (256 / R threads a row, each over
+// k = p, p + 256 / R, ..., then a butterfly and the warps in order); writes its exponent
+// (a SPECIAL row listed as oz_norms lists it); and splits the staged row into the residue
+// planes as oz_split does (four k a thread: one 4-byte store a plane, a warp's 128 bytes
+// consecutive). Nothing is summed over partial chunks, and nothing waits on another block.
+//
+// R is 4 where k is contiguous (a row is its own 16-byte loads) and 8 where r is (a k of the
+// block's rows: 32 bytes, one sector). The host takes this pass where R * kst floats fit the
+// SM's shared memory (oz_norms and oz_split otherwise), one block an SM at the largest.
+//
+// The bill: X's 4 bytes read once, count bytes written, an element; the two passes it
+// replaces read X twice and write (and read back) each row's partial sums a chunk.
+//
+// Predicted at 4096^3 with 8 moduli (A row-major, B row-major: B^T's r contiguous): each
+// operand 64 MB read and 128 MB written, about 55 us at 3.5 TB/s, 65 at the 3 TB/s the
+// passes reach; B at 1 block an SM (R = 8: 131 KB staged) does not overlap its loads with
+// its split, so about 80. Together about 0.15 ms, against 0.28 for oz_norms and oz_split
+// in the last probe: the product from 1.15 ms to about 1.02, 2.4x cuBLAS to about 2.7x.
+constexpr int SCALE_BATCH = 8;  // 16-byte loads a thread has in flight while staging
+
+SGEMM_KERNEL __launch_bounds__(256)
+oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int K, int R,
+         int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
+         unsigned* __restrict__ refused, int* __restrict__ listed, int count,
+         const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
+         long long ldk, long long plane) {
+    float* stage = dynamic_smem<float>();
+    __shared__ double sums[8][3];  // a warp's
+    __shared__ int ex[8];          // the block's rows' exponents
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const long long r0 = static_cast<long long>(blockIdx.x) * R;
+    const int live = static_cast<int>(min(static_cast<long long>(R), rows - r0));
+    const bool aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+    // 1. stage X's rows r0 .. r0 + R - 1, k < kpad (0 past K and past the last row)
+    if (sk == 1) {
+        // thread t: row t / 64, k = 4 (t % 64) + 256 i (R == 4)
+        const int i = tid / 64, q = tid % 64;
+        const bool vec = aligned && (sr & 3) == 0;
+        const float* row = x + (r0 + i) * sr;
+        for (int k0 = 4 * q; k0 < kpad; k0 += 256 * SCALE_BATCH) {
+            float4 v[SCALE_BATCH];
+#pragma unroll
+            for (int h = 0; h < SCALE_BATCH; ++h) {
+                const int k = k0 + 256 * h;
+                if (i < live && vec && k + 4 <= K) {
+                    v[h] = *reinterpret_cast<const float4*>(row + k);
+                } else {
+                    float f[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) f[j] = i < live && k + j < K ? row[k + j] : 0.0f;
+                    v[h] = make_float4(f[0], f[1], f[2], f[3]);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < SCALE_BATCH; ++h)
+                if (k0 + 256 * h < kpad)
+                    *reinterpret_cast<float4*>(stage + i * kst + k0 + 256 * h) = v[h];
+        }
+    } else {
+        // thread t: rows 4 (t % 2) .. + 3 of k = t / 2 + 128 i (R == 8; a float4 of four rows
+        // where r is contiguous and aligned)
+        const int half = tid % 2, kq = tid / 2, i0 = 4 * half;
+        const bool vec = aligned && sr == 1 && (sk & 3) == 0 && (r0 & 3) == 0;
+        for (int k0 = kq; k0 < kpad; k0 += 128 * SCALE_BATCH) {
+            float4 v[SCALE_BATCH];
+#pragma unroll
+            for (int h = 0; h < SCALE_BATCH; ++h) {
+                const int k = k0 + 128 * h;
+                if (vec && i0 + 4 <= live && k < K) {
+                    v[h] = *reinterpret_cast<const float4*>(x + r0 + i0 + k * sk);
+                } else {
+                    float f[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        f[j] = i0 + j < live && k < K ? load_x(x, sr, sk, r0 + i0 + j, k) : 0.0f;
+                    v[h] = make_float4(f[0], f[1], f[2], f[3]);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < SCALE_BATCH; ++h) {
+                const int k = k0 + 128 * h;
+                if (k < kpad) {
+                    stage[(i0 + 0) * kst + k] = v[h].x, stage[(i0 + 1) * kst + k] = v[h].y;
+                    stage[(i0 + 2) * kst + k] = v[h].z, stage[(i0 + 3) * kst + k] = v[h].w;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    // 2. each row's sums: 256 / R threads a row, whole warps (R <= 8)
+    {
+        const int per = 256 / R, i = tid / per, p = tid % per;
+        double sq = 0.0, ab = 0.0, nz = 0.0;
+        for (int k = p; k < K; k += per) {
+            const double v = stage[i * kst + k];
+            sq = fma(v, v, sq);
+            ab += fabs(v);
+            nz += v != 0.0 ? 1.0 : 0.0;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
+            ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
+            nz += __shfl_xor_sync(0xFFFFFFFFu, nz, o);
+        }
+        if (lane == 0) sums[warp][0] = sq, sums[warp][1] = ab, sums[warp][2] = nz;
+    }
+    __syncthreads();
+    if (tid < live) {
+        const int warps = 256 / R / 32;  // a row's
+        double sq = 0.0, ab = 0.0, nz = 0.0;
+        for (int w = tid * warps; w < (tid + 1) * warps; ++w)
+            sq += sums[w][0], ab += sums[w][1], nz += sums[w][2];
+        const int v = exponent_of(sq, ab, nz, radius, flat_min);
+        ex[tid] = v;
+        e[r0 + tid] = v;
+        if (v == SPECIAL) {  // for oz_fallback (never past the list: see there)
+            const unsigned slot = atomicAdd(refused, 1u);
+            if (slot < static_cast<unsigned>(rows)) listed[slot] = static_cast<int>(r0 + tid);
+        }
+    }
+    __syncthreads();
+    // 3. the residues: thread t takes four k of a row at a time, the row's threads along k
+    const int quads = kpad / 4;
+    for (int u = tid; u < live * quads; u += 256) {
+        const int i = u / quads, k = 4 * (u % quads);
+        const int xe = ex[i];
+        const double scale = xe == SPECIAL ? 0.0 : pow2(xe);
+        const float4 f = *reinterpret_cast<const float4*>(stage + i * kst + k);
+        const float in[4] = {f.x, f.y, f.z, f.w};
+        double v[4];
+        int low[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const double biased = fma(static_cast<double>(in[j]), scale, MAGIC52);
+            low[j] = __double2loint(biased);
+            v[j] = biased - MAGIC52;
+        }
+        signed char* dst = out + (r0 + i) * ldk + k;
+#pragma unroll 1
+        for (int l = 0; l < count; ++l)
+            *reinterpret_cast<unsigned*>(dst + l * plane) = residues4(v, low, mods, l);
     }
 }
 
