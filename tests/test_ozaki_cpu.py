@@ -39,13 +39,14 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("fused", [True, False])
-def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused):
-    """fused: oz_scale (one pass an operand), or oz_norms then oz_split."""
+@pytest.mark.parametrize("fused, rows_r", [(True, 4), (True, 8), (False, None)])
+def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused, rows_r):
+    """fused: oz_scale (one pass an operand; rows_r of them a block where r is contiguous),
+    or oz_norms then oz_split."""
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a, b = _normal(M, K, seed), _normal(K, N, seed + 1)
-    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused),
-                                  ref.matmul(a, b))
+    np.testing.assert_array_equal(
+        run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused, rows_r=rows_r), ref.matmul(a, b))
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
@@ -65,15 +66,17 @@ def test_alpha_and_beta(run):
     assert (np.abs(got - want) <= 2**-22 * terms).all()
 
 
-@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, True)])
-def test_scale_invariance_and_a_long_k(run, ta, tb):
-    """K = 8195 crosses oz_norms' chunks. oz_scale stages rows of all of it where k is
-    contiguous (A unless ta, B^T when tb), and not where r is (8 rows do not fit): each
-    operand takes its own path, and oz_ksums sums only oz_scale's."""
+@pytest.mark.parametrize("ta, tb, rows_r", [(False, False, 4), (False, False, 8),
+                                           (False, True, 8), (True, True, 8)])
+def test_scale_invariance_and_a_long_k(run, ta, tb, rows_r):
+    """K = 8195 crosses oz_norms' chunks. oz_scale stages rows of all of it, 4 a block;
+    with 8 a block where r is contiguous (A when ta, B^T unless tb) they do not fit: each
+    operand then takes its own path, and oz_ksums sums only oz_scale's."""
     M, N, K = 67, 40, 8195
     a, b = _normal(M, K, 5), _normal(K, N, 6)
-    c1 = run(a, b, _nan(M, N), ta=ta, tb=tb)
-    c2 = run(a * np.float32(2.0**40), b * np.float32(2.0**-70), _nan(M, N), ta=ta, tb=tb)
+    c1 = run(a, b, _nan(M, N), ta=ta, tb=tb, rows_r=rows_r)
+    c2 = run(a * np.float32(2.0**40), b * np.float32(2.0**-70), _nan(M, N), ta=ta, tb=tb,
+             rows_r=rows_r)
     np.testing.assert_array_equal(c2, c1 * np.float32(2.0**-30))
     np.testing.assert_array_equal(c1, ref.matmul(a, b))
 
@@ -195,9 +198,11 @@ def test_a_few_refused_rows_in_a_wave_of_more_blocks_than_tiles(run, M, N, K, ev
 
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True)])
 def test_outlier_features_where_one_operand_takes_each_path(run, ta, tb):
-    """K = 6500: rows along k fit oz_scale, rows along r (8 a block) do not; the balance
-    reads oz_ksums' sums for one operand and oz_norms' for the other."""
+    """K = 6500 with 8 rows a block where r is contiguous: rows along k fit oz_scale, rows
+    along r do not; the balance reads oz_ksums' sums for one operand and oz_norms' for the
+    other."""
     M, N, K = 70, 60, 6500
     a, b = _outlier_features(M, K, 17), _normal(K, N, 18)
     assert ref.refusals(a, b).all() and ref.served(a, b, balanced=True)[2].mean() < 0.3
-    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb), ref.matmul(a, b))
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, rows_r=8),
+                                  ref.matmul(a, b))

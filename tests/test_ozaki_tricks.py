@@ -246,9 +246,12 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
 
     from sgemmlab.runtime import workspace as ws
 
-    assert ozaki.use_scale(4096, False) and ozaki.use_scale(6384, False)
-    assert not ozaki.use_scale(6400, False) and ozaki.use_scale(8192, True)
+    assert ozaki.use_scale(8192, False) and ozaki.use_scale(8192, True)
     assert not ozaki.use_scale(12800, True) and ozaki.use_scale(12784, True)
+    assert not ozaki.use_scale(12800, False) and ozaki.use_scale(12784, False)
+    monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 8)
+    assert ozaki.use_scale(6384, False) and not ozaki.use_scale(6400, False)
+    monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 4)
     kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
@@ -267,8 +270,8 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     counts, at = 0x7000 + 4 * (5 + 2), lambda name: 0xA0000000 + lay.offsets[name]
     kst = 512 + 4
     assert scale_a.grid == (75, 1, 1) and scale_a.args[5:8] == (4, kst, 512)
-    assert scale_b.grid == (9, 1, 1) and scale_b.args[5:8] == (8, kst, 512)
-    assert scale_a._call[7] == 4 * 4 * kst and scale_b._call[7] == 4 * 8 * kst
+    assert scale_b.grid == (17, 1, 1) and scale_b.args[5:8] == (4, kst, 512)
+    assert scale_a._call[7] == scale_b._call[7] == 4 * 4 * kst
     assert scale_a.args[10:13] == (at("exps"), counts, at("list_a"))
     assert scale_b.args[10:13] == (at("exps") + 4 * 300, counts + 4, at("list_b"))
     assert scale_a.args[15] == at("res_a") and scale_b.args[15] == at("res_b")
@@ -282,8 +285,9 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
 @pytest.mark.parametrize("trans, names, z0", [
     (False, ("scale_a", "norms_b", "ksums"), 0), (True, ("norms_a", "scale_b", "ksums"), 1)])
 def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
-    """K = 8192: 4 rows along k fit oz_scale's shared memory, 8 along r do not. Row-major A
-    and B: A by oz_scale, B by oz_norms; both column-major: the other way round. oz_ksums
+    """K = 8192 with 8 rows a block where r is contiguous: 4 rows along k fit oz_scale's
+    shared memory, 8 along r do not. Row-major A and B: A by oz_scale, B by oz_norms; both
+    column-major: the other way round. oz_ksums
     sums only oz_scale's operand (z0, one z), oz_balance reads its groups and the other's
     tiles, and only oz_scale's operand's split waits for the balanced scaling."""
     import types
@@ -301,6 +305,7 @@ def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
     monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0x7000, 0xA0000000))
     monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
     monkeypatch.setattr(ozaki, "FUSED", True)
+    monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 8)
     M, N, K = 300, 1000, 8192
     w = ozaki.bind(0, M, N, K, 1.0, 0x1000, M if trans else K, 0x2000, K if trans else N,
                    0.0, 0x3000, N, types.SimpleNamespace(handle=0x20), trans_a=trans,

@@ -372,9 +372,14 @@ SCALE_SMEM = 200 * 1024
 KSUM_GROUPS = 16  # oz_ksums' groups of rows
 
 
+#: oz_scale's rows a block where r is contiguous: 4 (a k is 16 bytes, half a sector; the
+#: next block reads the other half) or 8 (a whole sector, twice the shared memory)
+SCALE_ROWS_R = 4
+
+
 def scale_rows(k_contiguous: bool) -> int:
-    """oz_scale's rows a block: 4 where k is contiguous, 8 where r is (a k: 32 bytes)."""
-    return 4 if k_contiguous else 8
+    """oz_scale's rows a block: 4 where k is contiguous, SCALE_ROWS_R where r is."""
+    return 4 if k_contiguous else SCALE_ROWS_R
 
 
 def scale_stride(K: int) -> int:

@@ -407,18 +407,22 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
 // planes as oz_split does (four k a thread: one 4-byte store a plane, a warp's 128 bytes
 // consecutive). Nothing is summed over partial chunks, and nothing waits on another block.
 //
-// R is 4 where k is contiguous (a row is its own 16-byte loads) and 8 where r is (a k of the
-// block's rows: 32 bytes, one sector). The host takes this pass where R * kst floats fit the
-// SM's shared memory (oz_norms and oz_split otherwise), one block an SM at the largest.
+// R is 4 where k is contiguous (a row is its own 16-byte loads). Where r is, R is 4 or 8: a k
+// of 4 rows is 16 bytes, half a sector, whose other half the next block reads at about the
+// same time (from L2, if it stays there); of 8 rows, one sector, but twice the shared memory
+// (at K = 4096, 131 KB: one block an SM, whose loads then wait for its split). The host
+// takes this pass where R * kst floats fit the SM's shared memory (oz_norms and oz_split
+// otherwise), one block an SM at the largest.
 //
 // The bill: X's 4 bytes read once, count bytes written, an element; the two passes it
 // replaces read X twice and write (and read back) each row's partial sums a chunk.
 //
 // Predicted at 4096^3 with 8 moduli (A row-major, B row-major: B^T's r contiguous): each
 // operand 64 MB read and 128 MB written, about 55 us at 3.5 TB/s, 65 at the 3 TB/s the
-// passes reach; B at 1 block an SM (R = 8: 131 KB staged) does not overlap its loads with
-// its split, so about 80. Together about 0.15 ms, against 0.28 for oz_norms and oz_split
-// in the last probe: the product from 1.15 ms to about 1.02, 2.4x cuBLAS to about 2.7x.
+// passes reach (R = 4: 66 KB staged, three blocks an SM). Together about 0.13 ms, against
+// 0.28 for oz_norms and oz_split in the last probe: the product from 1.15 ms to about 1.0,
+// 2.4x cuBLAS to about 2.75x. At 8192^3 (131 KB staged, one block an SM) about 0.55 ms
+// against 0.9: 2.64x to about 2.8x.
 constexpr int SCALE_BATCH = 8;  // 16-byte loads a thread has in flight while staging
 
 SGEMM_KERNEL __launch_bounds__(256)
@@ -460,15 +464,15 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
                     *reinterpret_cast<float4*>(stage + i * kst + k0 + 256 * h) = v[h];
         }
     } else {
-        // thread t: rows 4 (t % 2) .. + 3 of k = t / 2 + 128 i (R == 8; a float4 of four rows
-        // where r is contiguous and aligned)
-        const int half = tid % 2, kq = tid / 2, i0 = 4 * half;
+        // thread t: rows 4 (t % g) .. + 3 of k = t / g + (256 / g) i, g = R / 4 (a float4 of
+        // four rows where r is contiguous and aligned)
+        const int g = R / 4, half = tid % g, kq = tid / g, i0 = 4 * half, step = 256 / g;
         const bool vec = aligned && sr == 1 && (sk & 3) == 0 && (r0 & 3) == 0;
-        for (int k0 = kq; k0 < kpad; k0 += 128 * SCALE_BATCH) {
+        for (int k0 = kq; k0 < kpad; k0 += step * SCALE_BATCH) {
             float4 v[SCALE_BATCH];
 #pragma unroll
             for (int h = 0; h < SCALE_BATCH; ++h) {
-                const int k = k0 + 128 * h;
+                const int k = k0 + step * h;
                 if (vec && i0 + 4 <= live && k < K) {
                     v[h] = *reinterpret_cast<const float4*>(x + r0 + i0 + k * sk);
                 } else {
@@ -481,7 +485,7 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
             }
 #pragma unroll
             for (int h = 0; h < SCALE_BATCH; ++h) {
-                const int k = k0 + 128 * h;
+                const int k = k0 + step * h;
                 if (k < kpad) {
                     stage[(i0 + 0) * kst + k] = v[h].x, stage[(i0 + 1) * kst + k] = v[h].y;
                     stage[(i0 + 2) * kst + k] = v[h].z, stage[(i0 + 3) * kst + k] = v[h].w;
