@@ -80,7 +80,7 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
                "-ffp-contract=off", "-Wno-unknown-pragmas", "-include", str(HEADER),
                f"-I{path.parent}", f"-I{KERNELS}",
                *[f"-D{k}={v}" for k, v in defines.items()], str(wrapper), "-o", str(lib)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if done.returncode:
             raise RuntimeError(f"{source} does not build for the CPU:\n{done.stderr[-4000:]}")
         out = _built[key] = Library(ctypes.CDLL(str(lib)), names)

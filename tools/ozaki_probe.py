@@ -88,7 +88,7 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
-            crt_rows: bool = False, two_pass: bool = False) -> dict:
+            crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -98,59 +98,64 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     b = torch.randn(N, K, device="cuda").t() if b_cols else torch.randn(K, N, device="cuda")
     c = torch.empty(M, N, device="cuda")
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    launch = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(), K if b_cols else N,
-                        0.0, c.data_ptr(), N, stream, count=count, trans_b=b_cols,
-                        cfg={**ozaki.rung().seed, "CLUSTER": cluster, "STAGES": stages,
-                             "GROUP_M": group_m})
+    cfg = {**ozaki.rung().seed, "CLUSTER": cluster, "STAGES": stages, "GROUP_M": group_m}
+
+    def bind(**switches):
+        """The product bound with ozaki's module switches set as given (then restored), and
+        its launches' names (which operands oz_scale takes: A row-major has its rows along
+        k, B^T where B is column-major)."""
+        saved = {name: getattr(ozaki, name) for name in switches}
+        for name, value in switches.items():
+            setattr(ozaki, name, value)
+        try:
+            order = ozaki.steps_order(ozaki.use_scale(K, True), ozaki.use_scale(K, b_cols))
+            return ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
+                              K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
+                              trans_b=b_cols, cfg=cfg), order
+        finally:
+            for name, value in saved.items():
+                setattr(ozaki, name, value)
+
+    launch, order = bind()
     launch()
     torch.cuda.synchronize()
-    # which operands oz_scale takes (A row-major: its rows along k; B^T's where B is
-    # column-major)
-    fused = ozaki.use_scale(K, True), ozaki.use_scale(K, b_cols)
-    steps = dict(zip(ozaki.steps_order(*fused), launch._steps))
+    fused = "scale_a" in order, "scale_b" in order
+    steps = dict(zip(order, launch._steps))
     per = {name: statistics.median(_time(step, reps)) for name, step in steps.items()}
-    other = None
-    if two_pass and any(fused):  # the same product by oz_norms and oz_split, paired below
-        ozaki.FUSED = False
-        try:
-            other = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
-                               K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
-                               trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
-                                                    "STAGES": stages, "GROUP_M": group_m})
-        finally:
-            ozaki.FUSED = True
+    # the same product another way, its whole time paired with this one's below
+    variants = {}
+    if two_pass and any(fused):  # oz_norms and oz_split
+        variants["two_pass"] = bind(FUSED=False)
+    if rows_r8 and not b_cols:  # 8 rows a block of B^T
+        variants["rows_r8"] = bind(SCALE_ROWS_R=8)
+    for name, (other, other_order) in variants.items():
         other()
         torch.cuda.synchronize()
-        per.update({f"two_pass_{name}": statistics.median(_time(step, reps))
-                    for name, step in zip(ozaki.STEPS_ORDER, other._steps)})
+        per.update({f"{name}_{step}": statistics.median(_time(launch_, reps))
+                    for step, launch_ in zip(other_order, other._steps)})
+    variants = {name: other for name, (other, _) in variants.items()}
     if crt_rows:  # oz_crt with a row per thread (its first grid), beside the one-wave grid
-        ozaki.CRT_ONE_WAVE = False
-        try:
-            again = ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
-                               K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
-                               trans_b=b_cols, cfg={**ozaki.rung().seed, "CLUSTER": cluster,
-                                                    "STAGES": stages, "GROUP_M": group_m})
-            at = ozaki.steps_order(*fused).index("crt")
-            crt, other = launch._steps[at], again._steps[at]
-            rounds = [(_time(crt, 1)[0], _time(other, 1)[0]) for _ in range(reps)]
-            per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
-            per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
-        finally:
-            ozaki.CRT_ONE_WAVE = True
-    whole, cublas, whole2 = [], [], []
+        again, _ = bind(CRT_ONE_WAVE=False)
+        at = order.index("crt")
+        crt, rowwise = launch._steps[at], again._steps[at]
+        rounds = [(_time(crt, 1)[0], _time(rowwise, 1)[0]) for _ in range(reps)]
+        per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
+        per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
+    whole, cublas = [], []
+    others = {name: [] for name in variants}
     for _ in range(reps):  # paired, interleaved
         whole += _time(launch, 1)
-        if other is not None:
-            whole2 += _time(other, 1)
+        for name, other in variants.items():
+            others[name] += _time(other, 1)
         cublas += _time(lambda: torch.matmul(a, b, out=c), 1)
-    same = None
-    if other is not None:  # the two paths' outputs: the same bits but where a row's
-        other()            # exponent sits on a boundary that their sums' orders round apart
+    same = {}
+    for name, other in variants.items():  # the same bits but where a row's exponent sits
+        other()                           # on a boundary that two sums' orders round apart
         torch.cuda.synchronize()
         theirs = c.clone()
         launch()
         torch.cuda.synchronize()
-        same = float((c == theirs).double().mean())
+        same[name] = float((c == theirs).double().mean())
     launch()
     torch.cuda.synchronize()
     mine = c.clone()
@@ -167,8 +172,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             "stages": stages, "group_m": group_m,
             "b": "column-major" if b_cols else "row-major",
             "steps_ms": per, "one_pass_scale": list(fused),
-            **({"two_pass_ms": statistics.median(whole2), "two_pass_same_bits": same}
-               if other is not None else {}),
+            **{f"{name}_ms": statistics.median(t) for name, t in others.items()},
+            **{f"{name}_same_bits": v for name, v in same.items()},
             "ozaki_ms": statistics.median(whole), "cublas_ms": statistics.median(cublas),
             "gemm_tops": ops * count / (per["gemm"] * 1e-3) / 1e12,
             "speedup": statistics.median(cublas) / statistics.median(whole),
@@ -191,6 +196,8 @@ def main() -> None:
                    help="also time oz_crt with a row per thread, paired with its one-wave grid")
     p.add_argument("--two-pass", action="store_true",
                    help="also the product by oz_norms and oz_split where oz_scale runs, paired")
+    p.add_argument("--rows-r8", action="store_true",
+                   help="also the product with oz_scale's 8 rows a block of B^T, paired")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -202,7 +209,7 @@ def main() -> None:
                 (False, True) if args.b_cols else (False,), map(int, args.clusters.split(",")),
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
-                          args.crt_rows, args.two_pass)
+                          args.crt_rows, args.two_pass, args.rows_r8)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

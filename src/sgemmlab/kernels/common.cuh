@@ -33,16 +33,6 @@
 
 #define SGEMM_KERNEL extern "C" __global__ void
 
-// The block's dynamic shared memory (the launch's bytes), as T. (tests/cuda_cpu.h, which runs
-// a few kernels on the CPU for the tests, brings its own.)
-#ifndef SGEMM_CPU_EMULATOR
-template <class T>
-__device__ __forceinline__ T* dynamic_smem() {
-    extern __shared__ __align__(16) unsigned char smem_dynamic[];
-    return reinterpret_cast<T*>(smem_dynamic);
-}
-#endif
-
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Row `row` of a row-major matrix, in 64-bit arithmetic: row * ld can pass 2^31.

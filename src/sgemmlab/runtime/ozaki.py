@@ -242,7 +242,11 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     partial_bytes = 8 * FALLBACK_TILE**2 * fallback_blocks
 
     # oz_scale for each operand whose rows fit, oz_norms (and later oz_split) for the other
+    # (the module's switches are read here, once: a later rebuild of the launches on a new
+    # workspace keeps them)
     fused = {"a": use_scale(K, a_sk == 1), "b": use_scale(K, b_sk == 1)}
+    rows_per = {"a": scale_rows(a_sk == 1), "b": scale_rows(b_sk == 1)}
+    one_wave = CRT_ONE_WAVE
     kst = scale_stride(K)
     # oz_ksums' groups of rows (kpart's tiles for the operands oz_scale takes)
     kgroups = min([KSUM_GROUPS] + [t for t, side in ((tiles_a, "a"), (tiles_b, "b"))
@@ -277,7 +281,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                 continue
             # oz_norms and oz_split in one pass
             x, sr, sk, rows, _, _, at = operand[side]
-            R = scale_rows(sk == 1)
+            R = rows_per[side]
             out.append(Packed(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
                                i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
@@ -317,7 +321,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         across = -(-(-(-N // QUAD)) // 256)
         # one wave (each thread then walks rows, loading the next while it recombines one),
         # or (CRT_ONE_WAVE False) a row per thread where gridDim.y allows
-        wave = -(-crt_blocks // across) if CRT_ONE_WAVE else M
+        wave = -(-crt_blocks // across) if one_wave else M
         rows = max(1, min(M, 65535, wave))
         out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),

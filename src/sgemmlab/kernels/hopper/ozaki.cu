@@ -35,6 +35,16 @@
 // that is about 1.5 GB: about 0.4 ms at the H200's HBM rate, against about 6 ms of products.
 #include "common.cuh"
 
+// The block's dynamic shared memory (the launch's bytes), as T. (tests/cuda_cpu.h, which runs
+// these kernels on the CPU for the tests, brings its own.)
+#ifndef SGEMM_CPU_EMULATOR
+template <class T>
+__device__ __forceinline__ T* dynamic_smem() {
+    extern __shared__ __align__(16) unsigned char smem_dynamic[];
+    return reinterpret_cast<T*>(smem_dynamic);
+}
+#endif
+
 constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
