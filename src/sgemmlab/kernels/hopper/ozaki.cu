@@ -537,12 +537,17 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
         }
     }
     __syncthreads();
-    // 3. the residues: thread t takes four k of a row at a time, the row's threads along k
+    // 3. the residues: thread t takes four k of a row at a time, the row's threads along k.
+    // A SPECIAL row's are not written: rung 26's products over them are never read (oz_crt
+    // leaves a refused row's or column's outputs to oz_fallback), so a row refused here
+    // costs a read and no writes (activations with outlier features: every row, before
+    // the balanced scaling splits them again)
     const int quads = kpad / 4;
     for (int u = tid; u < live * quads; u += 256) {
         const int i = u / quads, k = 4 * (u % quads);
         const int xe = ex[i];
-        const double scale = xe == SPECIAL ? 0.0 : pow2(xe);
+        if (xe == SPECIAL) continue;
+        const double scale = pow2(xe);
         const float4 f = *reinterpret_cast<const float4*>(stage + i * kst + k);
         const float in[4] = {f.x, f.y, f.z, f.w};
         double v[4];
