@@ -14,6 +14,7 @@ place another user could write)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
@@ -204,13 +205,22 @@ def ozaki_on_cpu():
     state = {"count": COUNT, "sms": 3, "occupancy": 2}
     spaces: list[Buffer] = []
 
-    def call(self):
-        name = self.kernel.name
+    def emulate(packed, *call) -> int:
+        """A launch of `packed` (what Packed passes cuLaunchKernel), run here: 0, or
+        LaunchFailed."""
+        name = packed.kernel.name
         if name == "gemm":
-            _gemm(self, state["count"])
-            return
-        lib.launch(name, self.grid, self.block, ctypes.addressof(self._params),
-                   [cell_size(v) for v in self._values], smem=self._call[7])
+            _gemm(packed, state["count"])
+        else:
+            lib.launch(name, packed.grid, packed.block, ctypes.addressof(packed._params),
+                       [cell_size(v) for v in packed._values], smem=packed._call[7])
+        return 0
+
+    init = packed_mod.Packed.__init__
+
+    def packed_here(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._fn = functools.partial(emulate, self)
 
     def workspace(dev, stream, zeroed, scratch):
         # one a stream, as the runtime's: kept while it is large enough (so a later product
@@ -269,7 +279,7 @@ def ozaki_on_cpu():
             mock.patch.object(ozaki, "encode_tiled_2d", _fake_map), \
             mock.patch.object(ws, "workspace", workspace), \
             mock.patch.object(ws, "capture_probe", lambda stream: None), \
-            mock.patch.object(packed_mod.Packed, "__call__", call):
+            mock.patch.object(packed_mod.Packed, "__init__", packed_here):
         yield run
 
 

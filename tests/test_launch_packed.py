@@ -14,6 +14,7 @@ import pytest
 from sgemmlab.runtime import driver as driver_mod
 from sgemmlab.runtime import launch as launch_mod
 from sgemmlab.runtime import workspace as ws
+from sgemmlab.runtime.packed import Packed, WorkspaceLaunch
 
 KERNEL = types.SimpleNamespace(handle="CUkernel")
 STREAM = types.SimpleNamespace(handle="CUstream")
@@ -414,3 +415,29 @@ def test_launches_with_a_workspace_take_the_source_too(n, change, monkeypatch):
         packed = fn._steps[-1] if hasattr(fn, "_steps") else fn  # its current Packed
         if source is not None:
             assert packed.args[11] == 0x4000 and int(packed.args[12]) == 0
+
+
+def test_a_failed_launch_among_a_workspace_launchs_steps_raises_and_stops_there(monkeypatch):
+    """The replayed launches (WorkspaceLaunch._run) report a driver error as a single
+    launch does, naming the failed launch's grid, and launch nothing after it."""
+    grids = []
+
+    def call(*a):
+        grids.append(a[1])
+        return 700 if a[1] == 2 else 0  # the second launch fails
+
+    monkeypatch.setattr(driver_mod, "launch_kernel", lambda: call)
+    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0xA000, 0xB000))
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    kernel, stream = types.SimpleNamespace(handle=0x10), types.SimpleNamespace(handle=0x20)
+
+    def build(zeroed, scratch):
+        return tuple(Packed(kernel, stream, (g, 1, 1), (32, 1, 1), (0x100, np.int32(g)),
+                            pointer_slots=(0,)) for g in (1, 2, 3))
+
+    p = types.SimpleNamespace(zeroed_bytes=16, scratch_bytes=16)
+    w = WorkspaceLaunch(0, stream, p, build, pointer_slots=(0,), bound_pointers=(0x100,),
+                        roles=((0,), (0,), (0,)))
+    with pytest.raises(RuntimeError, match=r"cuLaunchKernel failed: .*grid \(2, 1, 1\)"):
+        w()
+    assert grids == [1, 2]
