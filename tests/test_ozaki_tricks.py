@@ -280,6 +280,8 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
                                                               at("kpart_b"), 0)
     assert balance.args == (at("kpart_a"), groups, at("kpart_b"), groups, 500, counts, at("d"))
     assert split_a.args[-1] == split_b.args[-1] == 1  # only the balanced scaling
+    # a wave of a few blocks an SM (it walks blockIdx.y), not one block a piece of work
+    assert split_a.grid[1] <= -(-ozaki.SPLIT_GATED_BLOCKS * 132 // split_a.grid[0])
 
 
 @pytest.mark.parametrize("trans, names, z0", [

@@ -305,8 +305,11 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             x, sr, sk, rows, dsign, _, _ = operand[side]
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
-            out.append(Packed(k["oz_split"], stream,
-                              (-(-fast // 32), min(-(-slow // 8), 65535), 1), (32, 8, 1),
+            across, down = -(-fast // 32), min(-(-slow // 8), 65535)
+            if fused[side]:  # (it walks blockIdx.y: a few blocks an SM, which with nothing
+                # refused is all the launch costs)
+                down = min(down, max(1, -(-SPLIT_GATED_BLOCKS * sms // across)))
+            out.append(Packed(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
@@ -374,6 +377,8 @@ FUSED = True
 #: a block; 200 KB: one block an SM with room for the static arrays)
 SCALE_SMEM = 200 * 1024
 KSUM_GROUPS = 16  # oz_ksums' groups of rows
+#: oz_split's blocks an SM after oz_scale (it runs only for the balanced scaling, when taken)
+SPLIT_GATED_BLOCKS = 4
 
 
 #: oz_scale's rows a block where r is contiguous: 4 (a k is 16 bytes, half a sector; the
