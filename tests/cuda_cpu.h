@@ -3,8 +3,10 @@
 // first). It is an emulator of the few CUDA features those kernels use, not a GPU:
 //
 //   - a block's threads are fibers (ucontext) on one OS thread, switched only at
-//     __syncthreads and at warp shuffles; the blocks of a grid run one after another, in
-//     order (x fastest). So `__shared__` is a `static`: one block at a time owns it.
+//     __syncthreads and at warp shuffles, in turn first to last, then last to first (so a
+//     missing barrier shows in one of the orders); the blocks of a grid run one after
+//     another, in order (x fastest). So `__shared__` is a `static`: one block at a time
+//     owns it.
 //   - __syncthreads waits for every thread of the block that has not returned; a warp
 //     shuffle waits for the lanes its mask names, and fails if one of them has returned or
 //     waits at another barrier (what a GPU would hang on, or leave undefined): the launch
@@ -173,12 +175,17 @@ inline bool run_block(std::vector<Fiber>& fibers, int n) {
         makecontext(&f.ctx, fiber_main, 0);
     }
     const int warps = (n + 31) / 32;
-    for (;;) {
-        for (int i = 0; i < n; ++i)
+    for (int round = 0;; ++round) {
+        // between two barriers the threads run one after another, first to last and then
+        // last to first: a read of what another thread writes in the same phase (a missing
+        // __syncthreads) sees it in one of the two orders and not in the other
+        for (int j = 0; j < n; ++j) {
+            const int i = round % 2 ? n - 1 - j : j;
             if (fibers[i].state == RUNNING) {
                 cur = &fibers[i];
                 swapcontext(&scheduler, &fibers[i].ctx);
             }
+        }
         cur = nullptr;
         int live = 0, at_block = 0;
         for (int i = 0; i < n; ++i)

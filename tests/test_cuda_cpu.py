@@ -73,3 +73,15 @@ def test_arguments_of_the_wrong_width_or_count_are_refused():
         _launch(lib, "past_the_end", (1, 1, 1), (32, 1, 1), out.address, ctypes.c_int64(0))
     with pytest.raises(cuda_cpu.LaunchFailed, match="1 arguments for 2"):
         _launch(lib, "past_the_end", (1, 1, 1), (32, 1, 1), out.address)
+
+
+def test_a_missing_barrier_shows_because_the_threads_take_turns_both_ways():
+    """After the barrier the threads run last to first: thread i reads thread i + 1's slot
+    after i + 1 rewrote it, where a first-to-last order would read the old value. A GPU
+    gives either; the emulator's alternation makes such a race visible to a test."""
+    lib = cuda_cpu.build(PROBE)
+    out = lib.alloc(4 * 64)
+    _launch(lib, "missing_barrier", (1, 1, 1), (64, 1, 1), out.address)
+    got = out.array(np.float32)
+    assert got[0] == 101.0 and got[62] == 163.0  # the neighbours' new values
+    assert got[63] == 0.0  # thread 0 ran after 63 read its old slot

@@ -52,3 +52,13 @@ SGEMM_KERNEL forever(volatile int* flag) {
     while (*flag == 0) {
     }
 }
+
+// Each thread writes its slot, and (no barrier) reads its neighbour's: what it reads depends
+// on which thread ran first.
+SGEMM_KERNEL missing_barrier(float* out) {
+    __shared__ float slot[64];
+    slot[threadIdx.x] = static_cast<float>(threadIdx.x);
+    __syncthreads();
+    slot[threadIdx.x] = 100.0f + threadIdx.x;
+    out[threadIdx.x] = slot[(threadIdx.x + 1) % 64];  // (a __syncthreads belongs above)
+}
