@@ -183,9 +183,11 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       gpu_tests tests/test_measure_host_time.py \
         2>&1 | tee "$OUT/pytest-gpu-host-time.txt" | tail -5
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
-    sanitize)
-      gpu_tests tests/test_sanitizer_gpu.py \
-        2>&1 | tee "$OUT/pytest-sanitizer.txt" | tail -25
+    sanitize)  # SANITIZE_ARGS="-k ozaki": only the scheme's; the summary kept in results/
+      mkdir -p results/nvidia-h200/sanitizer
+      gpu_tests tests/test_sanitizer_gpu.py ${SANITIZE_ARGS:-} \
+        2>&1 | tee "$OUT/pytest-sanitizer.txt" | tail -25 \
+        | tee "results/nvidia-h200/sanitizer/pytest-$(date -u +%Y%m%dT%H%MZ).txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     ladder)
       sg ladder --size 4096 --quiet || status=1
