@@ -131,6 +131,31 @@ def test_rung_26_fits_its_shared_memory():
     assert not r.is_legal({**r.seed, "STAGES": 5}), "five stages of 256 columns do not fit"
 
 
+KERNELS = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance", "oz_scale",
+           "oz_ksums")
+
+
+def _stand_ins(monkeypatch, workspace=lambda dev, stream, z, s: (0x7000, 0xA0000000),
+               **switches):
+    """bind on stand-ins: kernels of three blocks an SM (all on handle 1), 132 SMs, tensor
+    maps of zeros, `workspace` for the stream's, no capture; ozaki's module switches as
+    given."""
+    import types
+
+    from sgemmlab.runtime import workspace as ws
+
+    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
+                                        max_active_blocks=lambda threads: 3) for n in KERNELS}
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132))
+    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
+    monkeypatch.setattr(ws, "workspace", workspace)
+    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    for name, value in switches.items():
+        monkeypatch.setattr(ozaki, name, value)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch, fused):
     """The scheme's launch is ten kernels (eleven with oz_scale); a plan's call on new
@@ -191,21 +216,9 @@ def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch
     fallback's counters of a tile's slices; its slices' sums follow the layout's scratch."""
     import types
 
-    from sgemmlab.runtime import workspace as ws
-
-    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
-                                        max_active_blocks=lambda threads: 3)
-               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
-                         "oz_balance", "oz_scale", "oz_ksums")}
     asked = []
-    monkeypatch.setattr(ozaki, "FUSED", False)  # (the two passes' counters)
-    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
-    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
-        name="NVIDIA H200", sm_count=132))
-    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
-    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: asked.append((z, s)) or (
-        0x7000, 0xA0000000))
-    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
+    _stand_ins(monkeypatch, lambda dev, stream, z, s: asked.append((z, s)) or (
+        0x7000, 0xA0000000), FUSED=False)  # (the two passes' counters)
     w = ozaki.bind(0, 300, 65, 500, 1.0, 0x1000, 500, 0x2000, 65, 0.0, 0x3000, 65,
                    types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
     tiles = -(-300 // ozaki.TILE) + -(-65 // ozaki.TILE)  # 5 + 2
@@ -244,7 +257,6 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     tiles did, and the splits then run only for the balanced scaling."""
     import types
 
-    from sgemmlab.runtime import workspace as ws
 
     assert ozaki.use_scale(8192, False) and ozaki.use_scale(8192, True)
     assert not ozaki.use_scale(12800, True) and ozaki.use_scale(12784, True)
@@ -252,17 +264,7 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 8)
     assert ozaki.use_scale(6384, False) and not ozaki.use_scale(6400, False)
     monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 4)
-    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
-                                        max_active_blocks=lambda threads: 3)
-               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
-                         "oz_balance", "oz_scale", "oz_ksums")}
-    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
-    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
-        name="NVIDIA H200", sm_count=132))
-    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
-    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0x7000, 0xA0000000))
-    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
-    monkeypatch.setattr(ozaki, "FUSED", True)
+    _stand_ins(monkeypatch, FUSED=True)
     w = ozaki.bind(0, 300, 65, 500, 1.0, 0x1000, 500, 0x2000, 65, 0.0, 0x3000, 65,
                    types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
     scale_a, scale_b, ksums, balance, _, _, split_a, split_b, *_ = w._steps
@@ -294,20 +296,7 @@ def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
     tiles, and only oz_scale's operand's split waits for the balanced scaling."""
     import types
 
-    from sgemmlab.runtime import workspace as ws
-
-    kernels = {n: types.SimpleNamespace(handle=1, dynamic_smem=0,
-                                        max_active_blocks=lambda threads: 3)
-               for n in ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback",
-                         "oz_balance", "oz_scale", "oz_ksums")}
-    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: kernels)
-    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
-        name="NVIDIA H200", sm_count=132))
-    monkeypatch.setattr(ozaki, "encode_tiled_2d", lambda m: bytes(128))
-    monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0x7000, 0xA0000000))
-    monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
-    monkeypatch.setattr(ozaki, "FUSED", True)
-    monkeypatch.setattr(ozaki, "SCALE_ROWS_R", 8)
+    _stand_ins(monkeypatch, FUSED=True, SCALE_ROWS_R=8)
     M, N, K = 300, 1000, 8192
     w = ozaki.bind(0, M, N, K, 1.0, 0x1000, M if trans else K, 0x2000, K if trans else N,
                    0.0, 0x3000, N, types.SimpleNamespace(handle=0x20), trans_a=trans,

@@ -138,8 +138,8 @@ _lock = threading.Lock()
 
 def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     """The GEMM (rung 26 at `cfg`, compiled as hopper.compile_only compiles it) and the
-    passes' kernels (oz_norms, oz_split, oz_crt), loaded on the device once per
-    configuration."""
+    passes' kernels (hopper/ozaki.cu: oz_scale, oz_norms, oz_split, oz_crt and the rest),
+    loaded on the device once per configuration."""
     r = rung()
     key = (config_key(cfg), device_id)
     with _lock:

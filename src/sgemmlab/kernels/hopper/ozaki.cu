@@ -68,6 +68,26 @@ __device__ __forceinline__ float load_x(const float* x, long long sr, long long 
     return x[r * sr + k * sk];
 }
 
+// A row's running sums, in FP64, in the order the elements come: x^2 (an FMA), |x|, and the
+// count of nonzeros; `warp_total` adds a warp's by a fixed butterfly (every lane ends with
+// the same total).
+struct Sums {
+    double sq = 0.0, ab = 0.0, nz = 0.0;
+    __device__ __forceinline__ void add(double v) {
+        sq = fma(v, v, sq);
+        ab += fabs(v);
+        nz += v != 0.0 ? 1.0 : 0.0;
+    }
+    __device__ __forceinline__ void warp_total() {
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
+            ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
+            nz += __shfl_xor_sync(0xFFFFFFFFu, nz, o);
+        }
+    }
+};
+
 // e[r]: the largest e with 2^e |X_r|_2 <= radius (0 for a zero row); SPECIAL for one whose
 // sum is not finite, or whose flatness |x|_1 / (sqrt(n) |x|_2) is below flat_min. The chunks'
 // sums are read from L2 (__ldcg: other blocks wrote them), in order.
@@ -126,7 +146,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
         for (int i = warp; i < T; i += THREADS / 32) {
             const int r = r0 + i;
             if (r >= rows) break;
-            double sq = 0.0, ab = 0.0, nz = 0.0;
+            Sums acc;
             if (vec && kend - k0 == CHUNK) {
                 const float4* row = reinterpret_cast<const float4*>(x + r * sr + k0);
                 float4 q[CHUNK / 128];
@@ -136,54 +156,34 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                 for (int h = 0; h < CHUNK / 128; ++h) {
                     const float f[4] = {q[h].x, q[h].y, q[h].z, q[h].w};
 #pragma unroll
-                    for (int t = 0; t < 4; ++t) {
-                        const double v = f[t];
-                        sq = fma(v, v, sq);
-                        ab += fabs(v);
-                        nz += v != 0.0 ? 1.0 : 0.0;
-                    }
+                    for (int t = 0; t < 4; ++t) acc.add(f[t]);
                 }
             } else {
-                for (int k = k0 + lane; k < kend; k += 32) {
-                    const double v = at(r, k);
-                    sq = fma(v, v, sq);
-                    ab += fabs(v);
-                    nz += v != 0.0 ? 1.0 : 0.0;
-                }
+                for (int k = k0 + lane; k < kend; k += 32) acc.add(at(r, k));
             }
-#pragma unroll
-            for (int o = 16; o > 0; o /= 2) {
-                sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
-                ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
-                nz += __shfl_xor_sync(0xFFFFFFFFu, nz, o);
-            }
+            acc.warp_total();
             if (lane == 0) {
                 double* out = part + (static_cast<long long>(c) * rows + r) * 3;
-                out[0] = sq, out[1] = ab, out[2] = nz;
+                out[0] = acc.sq, out[1] = acc.ab, out[2] = acc.nz;
             }
         }
     } else {
         // r contiguous (or neither): a thread per row and quarter of the chunk, then the
         // quarters
         const int i = tid % T, q = tid / T, r = r0 + i;
-        double sq = 0.0, ab = 0.0, nz = 0.0;
+        Sums acc;
         if (r < rows) {
             const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
 #pragma unroll 8
-            for (int k = kq; k < kqe; ++k) {
-                const double v = at(r, k);
-                sq = fma(v, v, sq);
-                ab += fabs(v);
-                nz += v != 0.0 ? 1.0 : 0.0;
-            }
+            for (int k = kq; k < kqe; ++k) acc.add(at(r, k));
         }
-        sums[q][i][0] = sq, sums[q][i][1] = ab, sums[q][i][2] = nz;
+        sums[q][i][0] = acc.sq, sums[q][i][1] = acc.ab, sums[q][i][2] = acc.nz;
         __syncthreads();
         if (q == 0 && r < rows) {
             for (int p = 1; p < 4; ++p)
-                sq += sums[p][i][0], ab += sums[p][i][1], nz += sums[p][i][2];
+                acc.sq += sums[p][i][0], acc.ab += sums[p][i][1], acc.nz += sums[p][i][2];
             double* out = part + (static_cast<long long>(c) * rows + r) * 3;
-            out[0] = sq, out[1] = ab, out[2] = nz;
+            out[0] = acc.sq, out[1] = acc.ab, out[2] = acc.nz;
         }
     }
     if (kpart != nullptr && k0 + tid < kend) {  // (CHUNK == THREADS: a thread a k)
@@ -507,20 +507,10 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
     // 2. each row's sums: 256 / R threads a row, whole warps (R <= 8)
     {
         const int per = 256 / R, i = tid / per, p = tid % per;
-        double sq = 0.0, ab = 0.0, nz = 0.0;
-        for (int k = p; k < K; k += per) {
-            const double v = stage[i * kst + k];
-            sq = fma(v, v, sq);
-            ab += fabs(v);
-            nz += v != 0.0 ? 1.0 : 0.0;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) {
-            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
-            ab += __shfl_xor_sync(0xFFFFFFFFu, ab, o);
-            nz += __shfl_xor_sync(0xFFFFFFFFu, nz, o);
-        }
-        if (lane == 0) sums[warp][0] = sq, sums[warp][1] = ab, sums[warp][2] = nz;
+        Sums acc;
+        for (int k = p; k < K; k += per) acc.add(stage[i * kst + k]);
+        acc.warp_total();
+        if (lane == 0) sums[warp][0] = acc.sq, sums[warp][1] = acc.ab, sums[warp][2] = acc.nz;
     }
     __syncthreads();
     if (tid < live) {
