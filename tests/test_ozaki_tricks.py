@@ -283,7 +283,7 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     assert balance.args == (at("kpart_a"), groups, at("kpart_b"), groups, 500, counts, at("d"))
     assert split_a.args[-1] == split_b.args[-1] == 1  # only the balanced scaling
     # a wave of a few blocks an SM (it walks blockIdx.y), not one block a piece of work
-    assert split_a.grid[1] <= -(-ozaki.SPLIT_GATED_BLOCKS * 132 // split_a.grid[0])
+    assert split_a.grid[1] <= -(-ozaki.GATED_BLOCKS * 132 // split_a.grid[0])
 
 
 @pytest.mark.parametrize("trans, names, z0", [
@@ -310,3 +310,28 @@ def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
     assert balance.args[1] == (tiles["a"] if trans else groups)
     assert balance.args[3] == (groups if trans else tiles["b"])
     assert (split_a.args[-1], split_b.args[-1]) == ((0, 1) if trans else (1, 0))
+
+
+def test_the_gated_launches_are_small_and_walk_their_work(monkeypatch):
+    """The second norms and, after oz_scale, the splits work only where something was
+    refused: with nothing refused their blocks only read the gate. A few blocks an SM
+    (GATED_BLOCKS) walk the chunks and the rows instead of a block for each; the first norms
+    keep a block a chunk."""
+    import types
+
+    _stand_ins(monkeypatch, FUSED=False)
+    n = 8192
+    w = ozaki.bind(0, n, n, n, 1.0, 0x1000, n, 0x2000, n, 0.0, 0x3000, n,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    steps = dict(zip(ozaki.steps_order(), w._steps))
+    tiles, chunks = n // ozaki.TILE, n // ozaki.CHUNK  # 128, 32
+    assert steps["norms_a"].grid == steps["norms_b"].grid == (tiles, chunks, 1)
+    small = -(-ozaki.GATED_BLOCKS * 132 // tiles)
+    assert steps["norms2_a"].grid == steps["norms2_b"].grid == (tiles, small, 1) and small < chunks
+    monkeypatch.setattr(ozaki, "FUSED", True)
+    w = ozaki.bind(0, n, n, n, 1.0, 0x1000, n, 0x2000, n, 0.0, 0x3000, n,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    steps = dict(zip(ozaki.steps_order(True, True), w._steps))
+    for side in "ab":
+        gx, gy, _ = steps[f"split_{side}"].grid
+        assert gx * gy <= ozaki.GATED_BLOCKS * 132 + gx

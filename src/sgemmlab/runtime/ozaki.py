@@ -268,7 +268,10 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         def norms(side: str, second: bool) -> Packed:
             x, sr, sk, rows, dsign, done, at = operand[side]
             listed = o[f"list2_{side}"] if second else o[f"list_{side}"]
-            return Packed(k["oz_norms"], stream, (-(-rows // TILE), lay.chunks, 1), (256, 1, 1),
+            tiles, chunks = -(-rows // TILE), lay.chunks
+            if second:  # (gated: a few blocks an SM, which walk the chunks)
+                chunks = min(chunks, max(1, -(-GATED_BLOCKS * sms // tiles)))
+            return Packed(k["oz_norms"], stream, (tiles, chunks, 1), (256, 1, 1),
                           (x, i64(sr), i64(sk), i32(rows), i32(K), o[f"part_{side}"], done, r,
                            f64(FLAT), (e2 if second else e1)[side],
                            counts + 4 * (3 + at if second else at), listed,
@@ -308,7 +311,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             across, down = -(-fast // 32), min(-(-slow // 8), 65535)
             if fused[side]:  # (it walks blockIdx.y: a few blocks an SM, which with nothing
                 # refused is all the launch costs)
-                down = min(down, max(1, -(-SPLIT_GATED_BLOCKS * sms // across)))
+                down = min(down, max(1, -(-GATED_BLOCKS * sms // across)))
             out.append(Packed(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
@@ -377,8 +380,10 @@ FUSED = True
 #: a block; 200 KB: one block an SM with room for the static arrays)
 SCALE_SMEM = 200 * 1024
 KSUM_GROUPS = 16  # oz_ksums' groups of rows
-#: oz_split's blocks an SM after oz_scale (it runs only for the balanced scaling, when taken)
-SPLIT_GATED_BLOCKS = 4
+#: the blocks an SM of a launch that works only where something was refused (the second
+#: norms; oz_split after oz_scale): their grids walk the work, so with nothing refused the
+#: launch is small
+GATED_BLOCKS = 4
 
 
 #: oz_scale's rows a block where r is contiguous: 4 (a k is 16 bytes, half a sector; the

@@ -111,7 +111,8 @@ __device__ int exponent(const double* part, int rows, int chunks, int r, double 
     return exponent_of(sq, ab, nz, radius, flat_min);
 }
 
-// part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r.
+// part[(c * rows + r) * 3 + 0 | 1 | 2]: sum of x^2 | |x| | (x != 0) over k in chunk c of row r
+// (a block a chunk: blockIdx.y; the gated second norms launch fewer, which walk the chunks).
 // Then the block that finishes a tile's chunks last (`done[blockIdx.x]` counts them, and is
 // left 0 again for the next launch: the workspace's zeroed region) writes the tile's
 // exponents e[r] (`exponent`): one launch fewer than a pass of its own, and no wait on it.
@@ -135,64 +136,67 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
         const double v = load_x(x, sr, sk, r, k);
         return gate != nullptr ? v * pow2(dsign * d[k]) : v;
     };
-    const int r0 = blockIdx.x * T, c = blockIdx.y, k0 = c * CHUNK;
+    const int r0 = blockIdx.x * T, chunks = (K + CHUNK - 1) / CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int kend = min(K, k0 + CHUNK);
-    if (sk == 1) {
-        // k contiguous: a warp per row, lanes along k (two float4 a lane where the rows
-        // allow: the whole chunk in flight at once), a fixed butterfly to finish
-        const bool vec = gate == nullptr && (sr & 3) == 0 &&
-                         (reinterpret_cast<unsigned long long>(x) & 15) == 0;
-        for (int i = warp; i < T; i += THREADS / 32) {
-            const int r = r0 + i;
-            if (r >= rows) break;
-            Sums acc;
-            if (vec && kend - k0 == CHUNK) {
-                const float4* row = reinterpret_cast<const float4*>(x + r * sr + k0);
-                float4 q[CHUNK / 128];
-#pragma unroll
-                for (int h = 0; h < CHUNK / 128; ++h) q[h] = row[lane + 32 * h];
-#pragma unroll
-                for (int h = 0; h < CHUNK / 128; ++h) {
-                    const float f[4] = {q[h].x, q[h].y, q[h].z, q[h].w};
-#pragma unroll
-                    for (int t = 0; t < 4; ++t) acc.add(f[t]);
+    for (int c = blockIdx.y; c < chunks; c += gridDim.y) {  // (one chunk a block, but gated)
+        const int k0 = c * CHUNK, kend = min(K, k0 + CHUNK);
+        if (sk == 1) {
+            // k contiguous: a warp per row, lanes along k (two float4 a lane where the rows
+            // allow: the whole chunk in flight at once), a fixed butterfly to finish
+            const bool vec = gate == nullptr && (sr & 3) == 0 &&
+                             (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+            for (int i = warp; i < T; i += THREADS / 32) {
+                const int r = r0 + i;
+                if (r >= rows) break;
+                Sums acc;
+                if (vec && kend - k0 == CHUNK) {
+                    const float4* row = reinterpret_cast<const float4*>(x + r * sr + k0);
+                    float4 q[CHUNK / 128];
+    #pragma unroll
+                    for (int h = 0; h < CHUNK / 128; ++h) q[h] = row[lane + 32 * h];
+    #pragma unroll
+                    for (int h = 0; h < CHUNK / 128; ++h) {
+                        const float f[4] = {q[h].x, q[h].y, q[h].z, q[h].w};
+    #pragma unroll
+                        for (int t = 0; t < 4; ++t) acc.add(f[t]);
+                    }
+                } else {
+                    for (int k = k0 + lane; k < kend; k += 32) acc.add(at(r, k));
                 }
-            } else {
-                for (int k = k0 + lane; k < kend; k += 32) acc.add(at(r, k));
+                acc.warp_total();
+                if (lane == 0) {
+                    double* out = part + (static_cast<long long>(c) * rows + r) * 3;
+                    out[0] = acc.sq, out[1] = acc.ab, out[2] = acc.nz;
+                }
             }
-            acc.warp_total();
-            if (lane == 0) {
+        } else {
+            // r contiguous (or neither): a thread per row and quarter of the chunk, then the
+            // quarters
+            const int i = tid % T, q = tid / T, r = r0 + i;
+            Sums acc;
+            if (r < rows) {
+                const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
+    #pragma unroll 8
+                for (int k = kq; k < kqe; ++k) acc.add(at(r, k));
+            }
+            sums[q][i][0] = acc.sq, sums[q][i][1] = acc.ab, sums[q][i][2] = acc.nz;
+            __syncthreads();
+            if (q == 0 && r < rows) {
+                for (int p = 1; p < 4; ++p)
+                    acc.sq += sums[p][i][0], acc.ab += sums[p][i][1], acc.nz += sums[p][i][2];
                 double* out = part + (static_cast<long long>(c) * rows + r) * 3;
                 out[0] = acc.sq, out[1] = acc.ab, out[2] = acc.nz;
             }
         }
-    } else {
-        // r contiguous (or neither): a thread per row and quarter of the chunk, then the
-        // quarters
-        const int i = tid % T, q = tid / T, r = r0 + i;
-        Sums acc;
-        if (r < rows) {
-            const int kq = k0 + q * (CHUNK / 4), kqe = min(kend, kq + CHUNK / 4);
-#pragma unroll 8
-            for (int k = kq; k < kqe; ++k) acc.add(at(r, k));
+        if (kpart != nullptr && k0 + tid < kend) {  // (CHUNK == THREADS: a thread a k)
+            double sq = 0.0;
+            for (int i = 0; i < T && r0 + i < rows; ++i) {
+                const double v = load_x(x, sr, sk, r0 + i, k0 + tid);
+                sq = fma(v, v, sq);
+            }
+            kpart[static_cast<long long>(blockIdx.x) * K + k0 + tid] = sq;
         }
-        sums[q][i][0] = acc.sq, sums[q][i][1] = acc.ab, sums[q][i][2] = acc.nz;
-        __syncthreads();
-        if (q == 0 && r < rows) {
-            for (int p = 1; p < 4; ++p)
-                acc.sq += sums[p][i][0], acc.ab += sums[p][i][1], acc.nz += sums[p][i][2];
-            double* out = part + (static_cast<long long>(c) * rows + r) * 3;
-            out[0] = acc.sq, out[1] = acc.ab, out[2] = acc.nz;
-        }
-    }
-    if (kpart != nullptr && k0 + tid < kend) {  // (CHUNK == THREADS: a thread a k)
-        double sq = 0.0;
-        for (int i = 0; i < T && r0 + i < rows; ++i) {
-            const double v = load_x(x, sr, sk, r0 + i, k0 + tid);
-            sq = fma(v, v, sq);
-        }
-        kpart[static_cast<long long>(blockIdx.x) * K + k0 + tid] = sq;
+        __syncthreads();  // (sums is read before the next chunk writes it)
     }
     // the last of the tile's gridDim.y blocks: every other one's sums are in memory (each
     // fenced its writes before counting itself), so this one adds them up
@@ -206,7 +210,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     if (last) {
         __threadfence();
         for (int i = tid; i < T && r0 + i < rows; i += THREADS) {
-            const int ex = exponent(part, rows, gridDim.y, r0 + i, radius, flat_min);
+            const int ex = exponent(part, rows, chunks, r0 + i, radius, flat_min);
             e[r0 + i] = ex;
             if (ex == SPECIAL) {  // for oz_fallback (never past the list: see there)
                 const unsigned slot = atomicAdd(refused, 1u);
