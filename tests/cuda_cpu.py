@@ -284,9 +284,8 @@ def ozaki_on_cpu():
 
 
 def _gemm(packed, count: int) -> None:
+    """Rung 26's launch (`packed`, on a stand-in tensor map of _fake_map's) in NumPy."""
     from sgemmlab.ozaki.reference import moduli
 
-    values = []
-    for v, a in zip(packed._values, packed.args):
-        values.append(bytes(a) if isinstance(a, (bytes, bytearray)) else a)
-    _products(values, moduli(count))
+    _products([bytes(a) if isinstance(a, (bytes, bytearray)) else a for a in packed.args],
+              moduli(count))
