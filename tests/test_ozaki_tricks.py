@@ -277,11 +277,14 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     assert scale_a.args[10:13] == (at("exps"), counts, at("list_a"))
     assert scale_b.args[10:13] == (at("exps") + 4 * 300, counts + 4, at("list_b"))
     assert scale_a.args[15] == at("res_a") and scale_b.args[15] == at("res_b")
+    # B's writes nothing where A's rows were refused (counts[0]): the balanced scaling will
+    # be tried, and B's split writes whichever is taken
+    assert scale_a.args[18] == 0 and scale_b.args[18] == counts
     groups = min(ozaki.KSUM_GROUPS, 5, 2)
     assert ksums.grid == (2, groups, 2) and ksums.args[9:] == (counts, at("kpart_a"),
                                                               at("kpart_b"), 0)
     assert balance.args == (at("kpart_a"), groups, at("kpart_b"), groups, 500, counts, at("d"))
-    assert split_a.args[-1] == split_b.args[-1] == 1  # only the balanced scaling
+    assert (split_a.args[-1], split_b.args[-1]) == (1, 2)  # only the balanced scaling, or B
     # a wave of a few blocks an SM (it walks blockIdx.y), not one block a piece of work
     assert split_a.grid[1] <= -(-ozaki.GATED_BLOCKS * 132 // split_a.grid[0])
 
@@ -309,7 +312,7 @@ def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
     assert ksums.grid == (K // 256, groups, 1) and ksums.args[-1] == z0
     assert balance.args[1] == (tiles["a"] if trans else groups)
     assert balance.args[3] == (groups if trans else tiles["b"])
-    assert (split_a.args[-1], split_b.args[-1]) == ((0, 1) if trans else (1, 0))
+    assert (split_a.args[-1], split_b.args[-1]) == ((0, 2) if trans else (1, 0))
 
 
 def test_the_gated_launches_are_small_and_walk_their_work(monkeypatch):

@@ -17,7 +17,8 @@ their arrays in the stream's workspace:
                          on A D and D^-1 B (nothing refused: all three return at once); the
                          steps after them take the scaling that refuses fewer outputs
     oz_split             for A, then B: the residue planes, K-major (after oz_scale, only
-                         for the balanced scaling, when it is taken)
+                         for the balanced scaling, when it is taken, and for B where A's
+                         rows were refused: B's oz_scale then wrote nothing)
     rung 26              the count products, each reduced modulo its m_l: R_l
     oz_crt               R -> X by the Chinese remainder theorem -> C
     oz_fallback          the refused rows' and columns' outputs, summed in FP64 (nothing
@@ -289,7 +290,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                               (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
                                i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
                                o[f"list_{side}"], i32(count), sm_a if side == "a" else sm_b,
-                               o[f"res_{side}"], i64(lay.kpad), i64(rows * lay.kpad)),
+                               o[f"res_{side}"], i64(lay.kpad), i64(rows * lay.kpad),
+                               counts if side == "b" else 0),
                               pointer_slots=(0,), smem=4 * R * kst))
         if fused["a"] or fused["b"]:
             # what oz_balance reads of oz_scale's operands, where something was refused
@@ -316,7 +318,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
-                               i32(M), i32(N), i32(fused[side])), pointer_slots=(0,)))
+                               i32(M), i32(N), i32(fused[side] * (2 if side == "b" else 1))),
+                              pointer_slots=(0,)))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,

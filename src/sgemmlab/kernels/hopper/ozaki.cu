@@ -337,16 +337,18 @@ __device__ __forceinline__ unsigned residues4(const double (&v)[4], const int (&
 // along r (a warp's 16-byte pieces would land in 32 rows: they go through shared memory, and
 // leave as 128-byte rows).
 //
-// `e` and x, or (`balanced`) the second norms' `e2` and x 2^(dsign d_k); `only_second`: only
-// the latter (oz_scale has split X with the first already), else it returns at once.
+// `e` and x, or (`balanced`) the second norms' `e2` and x 2^(dsign d_k). After oz_scale (which
+// split X with the first scaling already) `after_scale` is 1: only the balanced scaling's
+// split, else it returns at once; or 2 (B's, whose oz_scale wrote nothing where A's rows
+// were refused, counts[0] > 0): also the first scaling's then.
 SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
                       const int* __restrict__ e, int count,
                       const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
                       long long ldk, long long plane, const int* __restrict__ e2,
                       const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
-                      int M, int N, int only_second) {
+                      int M, int N, int after_scale) {
     const bool second = balanced(counts, M, N);
-    if (only_second && !second) return;  // (oz_scale split with the first scaling)
+    if (after_scale && !second && !(after_scale == 2 && counts[0] > 0u)) return;
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
     __shared__ __align__(16) unsigned char stage[32 * ROW];
     const bool kfast = sk == 1;
@@ -444,7 +446,7 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
          int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
          unsigned* __restrict__ refused, int* __restrict__ listed, int count,
          const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
-         long long ldk, long long plane) {
+         long long ldk, long long plane, const unsigned* __restrict__ skip_if) {
     float* stage = dynamic_smem<float>();
     __shared__ double sums[8][3];  // a warp's
     __shared__ int ex[8];          // the block's rows' exponents
@@ -535,7 +537,10 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
     // A SPECIAL row's are not written: rung 26's products over them are never read (oz_crt
     // leaves a refused row's or column's outputs to oz_fallback), so a row refused here
     // costs a read and no writes (activations with outlier features: every row, before
-    // the balanced scaling splits them again)
+    // the balanced scaling splits them again). Nor are any where *skip_if (B's: A's
+    // refusals, counted by A's pass before this one) is not 0: the balanced scaling will be
+    // tried, and oz_split then writes B's residues with whichever scaling is taken.
+    if (skip_if != nullptr && *skip_if != 0u) return;
     const int quads = kpad / 4;
     for (int u = tid; u < live * quads; u += 256) {
         const int i = u / quads, k = 4 * (u % quads);
