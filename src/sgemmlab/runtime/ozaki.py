@@ -311,15 +311,18 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             groups = -(-K // SPAN)
             fast, slow = (groups, rows) if sk == 1 else (rows, groups)
             across, down = -(-fast // 32), min(-(-slow // 8), 65535)
-            if fused[side]:  # (it walks blockIdx.y: a few blocks an SM, which with nothing
-                # refused is all the launch costs)
+            # after oz_scale, gated: 1, only for the balanced scaling; 2 (B), also where A's
+            # rows were refused (B's oz_scale then wrote nothing); 0: the two passes' split.
+            # Gated, it walks blockIdx.y: a few blocks an SM, which with nothing refused is
+            # all the launch costs
+            gate = (2 if side == "b" else 1) if fused[side] else 0
+            if gate:
                 down = min(down, max(1, -(-GATED_BLOCKS * sms // across)))
             out.append(Packed(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
-                               i32(M), i32(N), i32(fused[side] * (2 if side == "b" else 1))),
-                              pointer_slots=(0,)))
+                               i32(M), i32(N), i32(gate)), pointer_slots=(0,)))
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
