@@ -116,6 +116,7 @@ class Packed(Repointable):
             self.failed(err)
 
     def failed(self, err) -> None:
+        """Raise this launch's failure: `err`, the CUresult cuLaunchKernel returned."""
         raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
                            f"{self.grid}, block {self.block})")
 
@@ -232,8 +233,8 @@ class WorkspaceLaunch(Repointable):
         argument cells that take the call's pointers (with the pointer's index), and the
         launch (for its error). The launches are this object's own, built for it, and run
         under its lock (or built afresh for a capture), so their values are written here
-        without each one's lock: about a microsecond less of Python a launch, which the
-        scheme's ten or eleven launches a product feel."""
+        without each one's lock or call: less Python a launch, which the scheme's ten or
+        eleven launches a product feel most."""
         roles = self._roles
         if roles is None:  # the pointers go to the last launch's slots, in order
             roles = ((),) * (len(steps) - 1) + (tuple(range(len(self.pointer_slots))),)
