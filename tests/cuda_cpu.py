@@ -13,6 +13,7 @@ place another user could write)."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
@@ -62,6 +63,7 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
             return _built[key]
         if _home is None:
             _home = Path(tempfile.mkdtemp(prefix="sgemmlab-cuda-cpu-"))  # mode 0700
+            atexit.register(shutil.rmtree, _home, True)  # (a loaded library may go)
         digest = hashlib.sha256((text + HEADER.read_text() + repr(key)).encode()).hexdigest()
         lib = _home / f"{path.stem}-{digest[:16]}.so"
         wrapper = _home / f"{path.stem}-{digest[:16]}.cpp"
