@@ -44,7 +44,6 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
 #define __grid_constant__
 #define __launch_bounds__(...)
@@ -60,31 +59,15 @@ struct dim3 {
 struct alignas(16) float4 {
     float x, y, z, w;
 };
-struct alignas(8) float2 {
-    float x, y;
-};
 struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 struct alignas(8) uint2 {
     unsigned x, y;
 };
-struct alignas(16) int4 {
-    int x, y, z, w;
-};
-struct alignas(8) int2 {
-    int x, y;
-};
-struct alignas(16) double2 {
-    double x, y;
-};
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline float2 make_float2(float x, float y) { return {x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline int2 make_int2(int x, int y) { return {x, y}; }
-inline double2 make_double2(double x, double y) { return {x, y}; }
 
 namespace emu {
 
@@ -362,25 +345,13 @@ inline void emu_syncthreads(int line) {
     emu::yield(emu::AT_BLOCK);
 }
 #define __syncthreads() emu_syncthreads(__LINE__)
-inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
-    emu::cur->mask = mask;
-    emu::yield(emu::AT_WARP);
-}
 inline void __threadfence() {}
-inline void __threadfence_block() {}
 template <class T>
-T __shfl_xor_sync(unsigned mask, T v, int o, int width = 32) {
-    return emu::shuffle(mask, v, (emu::lane() ^ o) < (emu::lane() / width + 1) * width
-                                     ? emu::lane() ^ o : emu::lane());
-}
-template <class T>
-T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    return emu::shuffle(mask, v, emu::lane() / width * width + src % width);
+T __shfl_xor_sync(unsigned mask, T v, int o) {  // (whole warps, as the passes use it)
+    return emu::shuffle(mask, v, emu::lane() ^ o);
 }
 template <class T>
 T __ldcg(const T* p) { return *p; }
-template <class T>
-T __ldg(const T* p) { return *p; }
 
 template <class T>
 T atomicAdd(T* p, T v) {
@@ -388,22 +359,7 @@ T atomicAdd(T* p, T v) {
     *p = old + v;
     return old;
 }
-template <class T>
-T atomicMax(T* p, T v) {
-    const T old = *p;
-    *p = old < v ? v : old;
-    return old;
-}
-template <class T>
-T atomicExch(T* p, T v) {
-    const T old = *p;
-    *p = v;
-    return old;
-}
 
-inline unsigned __umulhi(unsigned a, unsigned b) {
-    return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
-}
 inline double __hiloint2double(int hi, int lo) {
     const unsigned long long bits = (static_cast<unsigned long long>(static_cast<unsigned>(hi))
                                      << 32) | static_cast<unsigned>(lo);
@@ -415,21 +371,6 @@ inline int __double2loint(double d) {
     unsigned long long bits;
     std::memcpy(&bits, &d, 8);
     return static_cast<int>(static_cast<unsigned>(bits));
-}
-inline int __double2hiint(double d) {
-    unsigned long long bits;
-    std::memcpy(&bits, &d, 8);
-    return static_cast<int>(static_cast<unsigned>(bits >> 32));
-}
-inline unsigned __float_as_uint(float f) {
-    unsigned u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
-inline float __uint_as_float(unsigned u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
 }
 
 // CUDA's min and max: overloads of both operands' common type (fmin, fmax for floating point)
