@@ -2,9 +2,10 @@
 and tests/cuda_cpu.h, which runs a block's threads as fibers (that header says what it
 emulates and what it cannot see). The scheme's passes (kernels/hopper/ozaki.cu) run here
 through the runtime's own launches (runtime/ozaki.bind, Packed), with rung 26's INT8
-products done in NumPy from the residue planes the splits wrote: so a machine without a GPU
-checks the passes bit for bit against the NumPy reference, and the runtime's packing of
-their arguments against the kernels' parameters.
+products done in NumPy from the residue planes the splits wrote, or rung 26 itself
+emulated (its mbarriers, copy engine and wgmma): so a machine without a GPU checks the
+passes and the products bit for bit against the NumPy reference, and the runtime's packing
+of their arguments against the kernels' parameters.
 
 Every buffer the kernels see is placed against an unmapped page (past its end, to 16
 bytes), so a read or write past it faults, and the launch fails with the kernel, block and
@@ -32,7 +33,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE.parent / "src" / "sgemmlab" / "kernels"
 HEADER = HERE / "cuda_cpu.h"
-_KERNEL = re.compile(r"SGEMM_KERNEL\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
+# (after the launch bounds, a macro such as rung 26's OZ_CLUSTER may stand)
+_KERNEL = re.compile(r"SGEMM_KERNEL\s+(?:__launch_bounds__\([^)]*\)\s*)?(?:[A-Z_][A-Z0-9_]*\s+)*"
+                     r"(\w+)\s*\(")
 SECONDS = 120  # a launch's time limit
 
 
@@ -153,11 +156,14 @@ def cell_size(cell) -> int:
 
 # --- the scheme's launches on the CPU ---------------------------------------------------
 
-_MAP = struct.Struct("<6q")  # a stand-in tensor map: base, rows, cols, ld, planes, plane_ld
+# a stand-in tensor map (tests/cuda_cpu.h, FakeMap): base, rows, cols, ld, planes, plane_ld,
+# box_rows, box_cols, swizzle, elem_bytes
+_MAP = struct.Struct("<10q")
 
 
 def _fake_map(m) -> bytes:
-    return _MAP.pack(m.base, m.rows, m.cols, m.ld, m.planes, m.plane_ld).ljust(128, b"\0")
+    return _MAP.pack(m.base, m.rows, m.cols, m.ld, m.planes, m.plane_ld, m.box_rows,
+                     m.box_cols, m.swizzle, m.elem_bytes).ljust(128, b"\0")
 
 
 def _plane(address: int, count: int, rows: int, ld: int, plane: int) -> np.ndarray:
@@ -173,8 +179,8 @@ def _products(args, moduli: tuple[int, ...]) -> None:
     residue planes of C (its arguments: map_a, map_b, M, N, K, count, moduli, res_c, ldr,
     plane)."""
     map_a, map_b, M, N, K, count, _, res_c, ldr, plane = args
-    ba, ma_rows, _, lda, _, pla = _MAP.unpack(bytes(map_a)[:_MAP.size])
-    bb, mb_rows, _, ldb, _, plb = _MAP.unpack(bytes(map_b)[:_MAP.size])
+    ba, _, _, lda, _, pla = _MAP.unpack(bytes(map_a)[:_MAP.size])[:6]
+    bb, _, _, ldb, _, plb = _MAP.unpack(bytes(map_b)[:_MAP.size])[:6]
     M, N, K, count = int(M), int(N), int(K), int(count)
     # (in FP64: each sum is an integer below 2^31, exact there, and BLAS is quick)
     ra = _plane(ba, count, M, lda, pla)[:, :, :K].astype(np.float64)
@@ -186,10 +192,22 @@ def _products(args, moduli: tuple[int, ...]) -> None:
         out[l_][:, :N] = (np.mod(p + h, m) - h).astype(np.int8)
 
 
+def rung26(cfg: dict | None = None) -> tuple["Library", dict, int]:
+    """Rung 26 built for the emulator with `cfg` (its registry seed, overridden): the
+    library, the configuration, and the dynamic shared memory a launch takes."""
+    from sgemmlab.runtime import ozaki
+
+    r = ozaki.rung()
+    cfg = {**r.seed, **(cfg or {})}
+    macros = r.macros(cfg) | {"SMEM_EXPECT": r.dynamic_smem(cfg)}
+    return build(r.source, macros), cfg, r.dynamic_smem(cfg)
+
+
 @contextmanager
-def ozaki_on_cpu():
+def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
     """Within it, runtime/ozaki.bind's launches run on the CPU: the passes of
-    kernels/hopper/ozaki.cu emulated, rung 26 in NumPy. Yields `run(a, b, c, ...)`; the
+    kernels/hopper/ozaki.cu emulated, and rung 26 in NumPy (`products="numpy"`) or emulated
+    too ("emulated", with `gemm_cfg` over its seed). Yields `run(a, b, c, ...)`; the
     stream's workspace is kept from one call to the next, as on a GPU."""
     import types
     from unittest import mock
@@ -204,6 +222,8 @@ def ozaki_on_cpu():
     kernels = {n: types.SimpleNamespace(handle=f"cpu:{n}", name=n, dynamic_smem=0,
                                         max_active_blocks=lambda threads: state["occupancy"])
                for n in names}
+    gemm_lib, cfg, kernels["gemm"].dynamic_smem = (
+        rung26(gemm_cfg) if products == "emulated" else (None, ozaki.rung().seed, 0))
     state = {"count": COUNT, "sms": 3, "occupancy": 2}
     spaces: list[Buffer] = []
 
@@ -211,8 +231,12 @@ def ozaki_on_cpu():
         """A launch of `packed` (what Packed passes cuLaunchKernel), run here: 0, or
         LaunchFailed."""
         name = packed.kernel.name
-        if name == "gemm":
+        if name == "gemm" and gemm_lib is None:
             _gemm(packed, state["count"])
+        elif name == "gemm":
+            gemm_lib.launch("sgemm", packed.grid, packed.block,
+                            ctypes.addressof(packed._params),
+                            [cell_size(v) for v in packed._values], smem=packed._call[7])
         else:
             lib.launch(name, packed.grid, packed.block, ctypes.addressof(packed._params),
                        [cell_size(v) for v in packed._values], smem=packed._call[7])
@@ -265,7 +289,7 @@ def ozaki_on_cpu():
                 ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
-                           cfg=ozaki.rung().seed)
+                           cfg=cfg)
         w()
         zeroed = spaces[0].array()
         if zeroed.any():
@@ -291,3 +315,64 @@ def _gemm(packed, count: int) -> None:
 
     _products([bytes(a) if isinstance(a, (bytes, bytearray)) else a for a in packed.args],
               moduli(count))
+
+
+# --- rung 26 on its own --------------------------------------------------------------------
+
+def _aligned(data: bytes, align: int = 64):
+    """`data` in a ctypes buffer at an `align`-byte boundary: (keep-alive, address)."""
+    raw = ctypes.create_string_buffer(len(data) + align)
+    at = -ctypes.addressof(raw) % align
+    ctypes.memmove(ctypes.addressof(raw) + at, data, len(data))
+    return raw, ctypes.addressof(raw) + at
+
+
+def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
+                    cfg: dict | None = None, blocks: int = 3, poison: int = 0x55,
+                    source: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rung 26 emulated on residue planes ra (count x M x K int8) and rb (count x N x K):
+    its output planes (count x M x N), and the bytes it must not have written (the planes'
+    padding past N), both read from a buffer filled with `poison` first. `blocks`: its
+    persistent grid; `source`: another copy of the kernel (a planted bug) in its place."""
+    from sgemmlab.registry.tensor import ozaki_tile_rows
+    from sgemmlab.runtime import ozaki
+    from sgemmlab.runtime.tma import Tiled2D
+
+    lib, cfg, smem = rung26(cfg)
+    if source is not None:
+        r = ozaki.rung()
+        lib = build(source, r.macros(cfg) | {"SMEM_EXPECT": smem})
+    count, M, K = ra.shape
+    N = rb.shape[1]
+    kpad, ldr = -(-K // 16) * 16, -(-N // 16) * 16 + 16  # (16 bytes of padding at least)
+    bufs = []
+
+    def planes(x, box_rows):
+        rows = x.shape[1]
+        buf = lib.alloc(count * rows * kpad)
+        buf.array(np.int8).reshape(count, rows, kpad)[:, :, :K] = x
+        bufs.append(buf)
+        return Tiled2D(buf.address, rows, K, kpad, box_rows, ozaki.KB, elem_bytes=1,
+                       planes=count, plane_ld=rows * kpad)
+
+    keep_a, map_a = _aligned(_fake_map(planes(ra, ozaki_tile_rows(cfg))))
+    keep_b, map_b = _aligned(_fake_map(planes(rb, cfg["BN"])))
+    out = lib.alloc(count * M * ldr, fill=poison & 0xFF)
+    cells = [ctypes.c_int32(M), ctypes.c_int32(N), ctypes.c_int32(K), ctypes.c_int32(count),
+             ozaki.gemm_moduli(moduli), ctypes.c_uint64(out.address), ctypes.c_int64(ldr),
+             ctypes.c_int64(M * ldr)]
+    params = (ctypes.c_void_p * 10)(map_a, map_b, *[ctypes.addressof(c) for c in cells])
+    sizes = [128, 128, *[ctypes.sizeof(c) for c in cells]]
+    lib.launch("sgemm", (blocks, 1, 1), (384, 1, 1), ctypes.addressof(params), sizes,
+               smem=smem)
+    got = out.array(np.int8).reshape(count, M, ldr)
+    return got[:, :, :N].copy(), got[:, :, N:].copy()
+
+
+def products_numpy(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...]) -> np.ndarray:
+    """R_l = (A_l B_l^T) mod m_l, symmetric, as int8 (what rung 26 computes)."""
+    out = np.empty((ra.shape[0], ra.shape[1], rb.shape[1]), np.int8)
+    for l_, m in enumerate(moduli[:ra.shape[0]]):
+        p = (ra[l_].astype(np.float64) @ rb[l_].T.astype(np.float64)).astype(np.int64)
+        out[l_] = (np.mod(p + m // 2, m) - m // 2).astype(np.int8)
+    return out

@@ -17,11 +17,13 @@ from test_tensor_gpu import HOPPER
 pytestmark = pytest.mark.gpu
 
 
-def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None):
+def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None,
+         gemm=None):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
     (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
     (oz_scale where the rows fit, or oz_norms then oz_split); `rows_r`: ozaki.SCALE_ROWS_R
-    (oz_scale's rows a block where r is contiguous)."""
+    (oz_scale's rows a block where r is contiguous); `gemm`: rung 26's configuration over
+    its seed."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -44,7 +46,8 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, r
     try:
         launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
                             c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
-                            count=count, cfg={**ozaki.rung().seed, "CLUSTER": cluster})
+                            count=count,
+                            cfg={**ozaki.rung().seed, "CLUSTER": cluster, **(gemm or {})})
     finally:
         ozaki.FUSED, ozaki.SCALE_ROWS_R = saved
     launch()
@@ -71,19 +74,22 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 @HOPPER
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("cluster, fused, rows_r", [(1, True, 4), (2, True, 4), (1, True, 8),
-                                                   (1, False, None)])
-def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r):
+@pytest.mark.parametrize("cluster, fused, rows_r, gemm", [
+    (1, True, 4, None), (2, True, 4, None), (1, True, 8, None), (1, False, None, None),
+    (1, True, 4, {"STORE16": 1}), (1, True, 4, {"PINGPONG": 1, "STORE16": 1}),
+    (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6})])
+def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
-    instead of oz_scale; rows_r 8: oz_scale's 8 rows a block where r is contiguous."""
+    instead of oz_scale; rows_r 8: oz_scale's 8 rows a block where r is contiguous; gemm:
+    rung 26's 16-byte stores, and its warpgroups each on its own tile in turns."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a = _operand(M, K, ta, seed, ld_extra=3)
     b = _operand(K, N, tb, seed + 1, ld_extra=5)
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r)
+    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r, gemm=gemm)
     want = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
     np.testing.assert_array_equal(c.cpu().numpy(), want)
 

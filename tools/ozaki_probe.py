@@ -88,7 +88,8 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
-            crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False) -> dict:
+            crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
+            gemm_variants: tuple[str, ...] = ()) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -100,10 +101,11 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
     cfg = {**ozaki.rung().seed, "CLUSTER": cluster, "STAGES": stages, "GROUP_M": group_m}
 
-    def bind(**switches):
-        """The product bound with ozaki's module switches set as given (then restored), and
-        its launches' names (which operands oz_scale takes: A row-major has its rows along
-        k, B^T where B is column-major)."""
+    def bind(gemm: dict | None = None, **switches):
+        """The product bound with rung 26's configuration `gemm` over this run's, and ozaki's
+        module switches set as given (then restored); and its launches' names (which
+        operands oz_scale takes: A row-major has its rows along k, B^T where B is
+        column-major)."""
         saved = {name: getattr(ozaki, name) for name in switches}
         for name, value in switches.items():
             setattr(ozaki, name, value)
@@ -111,7 +113,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             order = ozaki.steps_order(ozaki.use_scale(K, True), ozaki.use_scale(K, b_cols))
             return ozaki.bind(0, M, N, K, 1.0, a.data_ptr(), K, b.data_ptr(),
                               K if b_cols else N, 0.0, c.data_ptr(), N, stream, count=count,
-                              trans_b=b_cols, cfg=cfg), order
+                              trans_b=b_cols, cfg={**cfg, **(gemm or {})}), order
         finally:
             for name, value in saved.items():
                 setattr(ozaki, name, value)
@@ -128,6 +130,9 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["two_pass"] = bind(FUSED=False)
     if rows_r8 and not b_cols:  # 8 rows a block of B^T
         variants["rows_r8"] = bind(SCALE_ROWS_R=8)
+    for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
+        over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
+        variants["gemm_" + "_".join(f"{k.lower()}{v}" for k, v in over.items())] = bind(over)
     for name, (other, other_order) in variants.items():
         other()
         torch.cuda.synchronize()
@@ -198,6 +203,9 @@ def main() -> None:
                    help="also the product by oz_norms and oz_split where oz_scale runs, paired")
     p.add_argument("--rows-r8", action="store_true",
                    help="also the product with oz_scale's 8 rows a block of B^T, paired")
+    p.add_argument("--gemm", default="",
+                   help="also rung 26 in other configurations, paired: ';'-separated, e.g. "
+                        "'STORE16=1;PINGPONG=1,STORE16=1'")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -209,7 +217,8 @@ def main() -> None:
                 (False, True) if args.b_cols else (False,), map(int, args.clusters.split(",")),
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
-                          args.crt_rows, args.two_pass, args.rows_r8)
+                          args.crt_rows, args.two_pass, args.rows_r8,
+                          tuple(v for v in args.gemm.split(";") if v))
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

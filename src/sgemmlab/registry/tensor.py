@@ -25,6 +25,18 @@ def _hopper_smem(c: Config, b_arrays: int) -> int:
 _HOPPER_SMEM_MAX = 227 * 1024  # dynamic shared memory a block may opt in to on Hopper
 
 
+def ozaki_tile_rows(c: Config) -> int:
+    """Rung 26's rows a work item: TILE_M, or with PINGPONG one warpgroup's (64 for BN 256,
+    128 for BN 128: 128 INT32 accumulators a thread either way)."""
+    return 64 * 256 // c["BN"] if c.get("PINGPONG") else TILE_M
+
+
+def _ozaki_smem(c: Config) -> int:
+    """Rung 26's ring: STAGES stages of A (its rows a work item x 128 bytes) and B (BN x 128
+    bytes), the barriers, and 1024 bytes to align the tiles."""
+    return c["STAGES"] * (ozaki_tile_rows(c) + c["BN"]) * TILE_K * _F + 16 * c["STAGES"] + 1024
+
+
 def _hopper_rules(b_arrays: int) -> tuple[Rule, ...]:
     return (
         Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
@@ -70,13 +82,19 @@ TENSOR: tuple[Rung, ...] = (
         26, "ozaki_int8", "Ozaki scheme II: FP32-accurate from exact INT8 products",
         "hopper/26_ozaki_int8.cu",
         space={"BN": (128, 256), "STAGES": (2, 3, 4, 5, 6), "GROUP_M": (4, 8, 16),
-               "CLUSTER": (1, 2)},
-        block=lambda c: (384, 1, 1), tile=lambda c: (TILE_M, c["BN"]),
-        smem_bytes=lambda c: 0, seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1},
-        rules=_hopper_rules(1) + (Rule("CLUSTER is 1 or 2", lambda c: c["CLUSTER"] in (1, 2)),),
+               "CLUSTER": (1, 2), "STORE16": (0, 1), "PINGPONG": (0, 1)},
+        block=lambda c: (384, 1, 1), tile=lambda c: (ozaki_tile_rows(c), c["BN"]),
+        smem_bytes=lambda c: 0,
+        seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1, "STORE16": 0,
+              "PINGPONG": 0},
+        rules=(Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
+               Rule(f"the ring fits in {_HOPPER_SMEM_MAX} bytes of shared memory",
+                    lambda c: _ozaki_smem(c) <= _HOPPER_SMEM_MAX),
+               Rule("CLUSTER is 1 or 2", lambda c: c["CLUSTER"] in (1, 2)),
+               Rule("PINGPONG with CLUSTER 1", lambda c: not c["PINGPONG"] or c["CLUSTER"] == 1)),
         features=frozenset({"layouts", "tma"}),
         precision="fp32_emulated", arch="sm_90a", needs_cc=(9, 0),
-        dynamic_smem=lambda c: _hopper_smem(c, 1), derived=_tiles,
+        dynamic_smem=_ozaki_smem, derived=_tiles,
         domain="any M, N and K < 131072 on a Hopper GPU (sm_90)",
         serves=lambda M, N, K: K < 2**17,
     ),

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import Config, config_key
+from ..registry.tensor import ozaki_tile_rows
 from . import driver
 from .compiler import compile_kernel
 from .device import device, gpu_info
@@ -58,7 +59,7 @@ SPAN = 16  # oz_split's k per thread
 QUAD = 8  # oz_crt's outputs per thread
 FALLBACK_TILE = 64  # oz_fallback's tile of outputs (hopper/ozaki.cu: FT)
 CHUNK = 256  # k per partial sum of oz_norms
-BM, KB = 128, 128  # rung 26's row tile and k-tile (bytes)
+KB = 128  # rung 26's k-tile (bytes); its rows a work item: registry.tensor.ozaki_tile_rows
 ALIGN = 256
 PLANE_ALIGN = 16  # a residue row's bytes: a multiple of 16 (the copy engine's stride)
 
@@ -232,7 +233,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     sm_a, sm_b = split_moduli(mods), split_moduli(mods, crt_factors(mods))
     r = f64(radius(count, K))
     bn, cl = cfg["BN"], cfg["CLUSTER"]
-    work = -(-(-(-M // BM)) // cl) * -(-N // bn) * count  # (modulus, row-tile group, col)
+    tm = ozaki_tile_rows(cfg)
+    work = -(-(-(-M // tm)) // cl) * -(-N // bn) * count  # (modulus, row-tile group, col)
     grid = cl * max(1, min(work, sms // cl))
 
     tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
@@ -323,7 +325,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
                                i32(M), i32(N), i32(gate)), pointer_slots=(0,)))
-        map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, BM, KB, elem_bytes=1,
+        map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, tm, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
                                         elem_bytes=1, planes=count, plane_ld=N * lay.kpad))

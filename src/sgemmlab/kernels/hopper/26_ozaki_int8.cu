@@ -27,6 +27,25 @@
 // 20261204T1820Z.json): 1,391-1,484 TOPS at 8192^3, 1,355 at 4096^3, 977 at 2048^3. The
 // bound is the board's 700 W: 1,500 MHz under this load (…/ozaki-count7-smi-20261204T1830Z
 // .json), about 1,620 TOPS at most. The whole products: docs/worklog.md, "Ozaki scheme II".
+//
+// Two switches for the epilogue, which the tensor cores wait through: at K = 2048 a tile has
+// 16 k-tiles, about 16,000 clocks of products at the peak, beside an epilogue of 64 2-byte
+// stores and about 900 integer operations a thread (hence 977 TOPS there). Off in the seed
+// until the H200 has timed them:
+//   - STORE16: a quad's residues trade places in two shuffles, so each thread stores 16
+//     consecutive bytes of one row (8 stores a thread instead of 64, whole sectors instead
+//     of quarters).
+//   - PINGPONG: each consumer warpgroup takes its own work items, 64 x 256 (or 128 x 128 with
+//     BN 128: two wgmmas a k-step), and the two main loops take turns (named barriers), so
+//     one warpgroup's epilogue runs under the other's products. The price is bytes: a 64 x
+//     256 item reads 80 bytes of L2 a clock an SM at the INT8 peak, against 48 for 128 x 256;
+//     128 x 128 reads 64, and its wgmmas 96 bytes of shared memory a clock, against 80.
+// Predicted (written before any measurement; tools/ozaki_probe.py --gemm times them paired):
+// STORE16 takes 10-20 µs off the 2048^3 products' 145 (8 moduli, …/ozaki-count8-crt-
+// 20261204T2027Z.json), a few % at 4096^3, nothing
+// measurable at 8192^3. PINGPONG, where L2 keeps up, takes 30-40 µs off at 2048^3 and about
+// 80 µs of 820 at 4096^3; where it does not, it is slower, and 128 x 128 is then the better
+// of its two shapes.
 #ifndef BN
 #define BN 256
 #endif
@@ -36,10 +55,22 @@
 #ifndef CLUSTER
 #define CLUSTER 1  // 2: two blocks of neighbouring row-tiles share B's tile (TMA multicast)
 #endif
+#ifndef STORE16
+#define STORE16 0  // 1: a thread's residues leave as 16-byte rows, after two exchanges in its quad
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0  // 1: each consumer warpgroup its own tile, their main loops in turn
+#endif
 #include "hopper/wgmma.cuh"
 
 constexpr int KB = 128;  // int8 per k-tile (= BK floats' 128 bytes)
-constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+// A work item's rows: both warpgroups' 128, or (PINGPONG) one warpgroup's 64 x RM, with RM
+// wgmmas of 64 rows a k-step (RM x BN / 2 accumulators a thread: 128 either way)
+constexpr int RM = PINGPONG ? 256 / BN : 1;
+constexpr int TM = PINGPONG ? 64 * RM : BM;
+constexpr int A_STAGE = TM * KB;  // bytes of A a stage
+static_assert(!PINGPONG || CLUSTER == 1, "PINGPONG with CLUSTER 1");
+constexpr int STAGE_BYTES = A_STAGE + B_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * 8 * STAGES + 1024;
 constexpr int MAX_MODULI = 20;
 static_assert(STAGES >= 2 && STAGES <= 8, "2 to 8 stages");
@@ -66,6 +97,7 @@ __device__ __forceinline__ int residue(int s, int m, unsigned magic, unsigned of
     return r > m - 1 - m / 2 ? r - m : r;
 }
 
+#ifndef SGEMM_CPU_EMULATOR  // (tests/cuda_cpu.h has its own wgmma_s8; CLUSTER 1 only)
 // hopper/wgmma.cuh's tma_load3, multicast: the box lands at `dst` in every block of the
 // cluster in `mask`, and each one's barrier at `bar` counts its bytes.
 __device__ __forceinline__ void tma_load3_multicast(unsigned dst, const TensorMap& map, int x,
@@ -122,6 +154,8 @@ __device__ __forceinline__ void wgmma_s8(int (&d)[BN / 2], unsigned long long a,
                  : "l"(a), "l"(b), "r"(accumulate));
 }
 
+#endif  // SGEMM_CPU_EMULATOR
+
 // Two neighbouring residues (row, col), (row, col + 1) of plane R: one 2-byte store when both
 // lie inside (ldr is even, so the pair is aligned).
 __device__ __forceinline__ void store_pair(signed char* R, long long ldr, int row, int col,
@@ -133,6 +167,60 @@ __device__ __forceinline__ void store_pair(signed char* R, long long ldr, int ro
             static_cast<unsigned short>((r0 & 0xFF) | ((r1 & 0xFF) << 8));
     } else if (col < N) {
         *p = static_cast<signed char>(r0);
+    }
+}
+
+// STORE16: the residues of 32 columns (i = 4j .. 4j + 3 of the fragment) as whole rows. A
+// quad (lanes 4g .. 4g + 3) holds rows r0 and r0 + 8 of them, two bytes a lane and row for
+// each i; w[t] packs lane q's: row r0's pair in its low half, row r0 + 8's in its high half.
+// Two exchanges leave each lane 16 consecutive bytes of one row:
+//   - with lane q ^ 1, the halves: an even lane keeps row r0 and takes its partner's pair of
+//     it, an odd lane keeps row r0 + 8 (u[t]: 4 bytes of row r0 + 8 (q & 1) at column
+//     8i + 4 (q >> 1 & 1));
+//   - with lane q ^ 2, the words: lane x = q >> 1 & 1 keeps i = 4j + 2x and 4j + 2x + 1 and
+//     takes its partner's half of them.
+// So a warp stores 16 rows x 32 bytes: whole sectors, one 16-byte store a thread, where the
+// pairs took eight 2-byte stores a thread in quarter sectors.
+__device__ __forceinline__ unsigned pack4(int r0a, int r0b, int r8a, int r8b) {
+    return (r0a & 0xFF) | (r0b & 0xFF) << 8 | (r8a & 0xFF) << 16 |
+           static_cast<unsigned>(r8b & 0xFF) << 24;
+}
+
+// Lane `lane`'s 16 bytes (rows r0 and r0 + 8, columns c32 .. c32 + 31 among its quad) from
+// its w[4], stored where they lie inside (ldr, plane and R a multiple of 16 bytes).
+__device__ __forceinline__ void store16(signed char* R, long long ldr, int r0, int c32, int M,
+                                        int N, int lane, const unsigned (&w)[4]) {
+    const bool odd = lane & 1, x = lane & 2;
+    unsigned u[4];
+#pragma unroll
+    for (int t = 0; t < 4; t += 2) {
+        const unsigned send = odd ? (w[t] & 0xFFFFu) | w[t + 1] << 16
+                                  : w[t] >> 16 | (w[t + 1] & 0xFFFF0000u);
+        const unsigned got = __shfl_xor_sync(0xFFFFFFFFu, send, 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const unsigned half = h ? got >> 16 : got & 0xFFFFu;  // the partner's, for t + h
+            u[t + h] = odd ? half | (w[t + h] & 0xFFFF0000u) : (w[t + h] & 0xFFFFu) | half << 16;
+        }
+    }
+    const unsigned g0 = __shfl_xor_sync(0xFFFFFFFFu, x ? u[0] : u[2], 2);
+    const unsigned g1 = __shfl_xor_sync(0xFFFFFFFFu, x ? u[1] : u[3], 2);
+    const uint4 v = x ? make_uint4(g0, u[2], g1, u[3]) : make_uint4(u[0], g0, u[1], g1);
+    const int row = r0 + (odd ? 8 : 0), col = c32 + (x ? 16 : 0);
+    if (row >= M || col >= N) return;
+    signed char* at = R + row * ldr + col;
+    if (col + 16 <= N) {
+        *reinterpret_cast<uint4*>(at) = v;
+        return;
+    }
+    // the last columns of the matrix, byte by byte
+    unsigned long long lo = v.x | static_cast<unsigned long long>(v.y) << 32;
+    unsigned long long hi = v.z | static_cast<unsigned long long>(v.w) << 32;
+#pragma unroll 1
+    for (int b = 0; b < N - col; ++b) {
+        at[b] = static_cast<signed char>(lo);
+        lo = lo >> 8 | hi << 56;
+        hi >>= 8;
     }
 }
 
@@ -149,9 +237,8 @@ SGEMM_KERNEL __launch_bounds__(THREADS_PER_BLOCK, 1) OZ_CLUSTER
 sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap tma_b, int M,
       int N, int K, int count, const __grid_constant__ Moduli mods,
       signed char* __restrict__ R, long long ldr, long long plane) {
-    extern __shared__ unsigned char smem_raw[];
-    const unsigned base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const unsigned a_tiles = base, b_tiles = base + STAGES * A_BYTES;
+    const unsigned base = (smem_addr(dynamic_smem<unsigned char>()) + 1023u) & ~1023u;
+    const unsigned a_tiles = base, b_tiles = base + STAGES * A_STAGE;
     const unsigned bars = base + STAGES * STAGE_BYTES;
     auto full = [&](int s) { return bars + 8 * s; };
     auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
@@ -159,7 +246,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     // a cluster of CLUSTER blocks takes CLUSTER neighbouring row-tiles (a "group") at a time:
     // block `rank` computes row-tile CLUSTER * gm + rank (past the last one with zeros, and
     // stores nothing), and loads 1 / CLUSTER of B's tile for all of them
-    const int tiles_m = ceil_div(M, BM), tiles_n = ceil_div(N, BN);
+    const int tiles_m = ceil_div(M, TM), tiles_n = ceil_div(N, BN);
     const int groups_m = ceil_div(tiles_m, CLUSTER);
     const int tiles = groups_m * tiles_n, ktiles = ceil_div(K, KB);
     const int work = tiles * count;  // (modulus, group) pairs, a modulus's groups together
@@ -180,10 +267,11 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);
-            // this block's consumer threads, and one arrival per warp of the peer's
-            mbar_init(empty(s), CONSUMERS * 128 + (CLUSTER - 1) * CONSUMERS * 4);
+            // the stage's consumer threads (both warpgroups, or with PINGPONG the one whose
+            // tile it holds), and one arrival per warp of the peer's
+            mbar_init(empty(s), (PINGPONG ? 1 : CONSUMERS) * 128 + (CLUSTER - 1) * CONSUMERS * 4);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
         tma_prefetch(tma_a);
         tma_prefetch(tma_b);
     }
@@ -193,18 +281,18 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
     __syncthreads();
 #endif
 
-    int stage = 0;
-    unsigned phase = 0;
     if (threadIdx.x < 128) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        setmaxnreg_dec<40>();
         if (threadIdx.x == 0) {
+            int stage = 0;
+            unsigned phase = 0;
             for (int w = first; w < work; w += step) {
                 int l, tm, tn;
                 item(w, l, tm, tn);
                 for (int kt = 0; kt < ktiles; ++kt) {
                     mbar_wait(empty(stage), phase ^ 1);
                     mbar_expect_tx(full(stage), STAGE_BYTES);
-                    tma_load3(a_tiles + stage * A_BYTES, tma_a, kt * KB, tm * BM, l,
+                    tma_load3(a_tiles + stage * A_STAGE, tma_a, kt * KB, tm * TM, l,
                               full(stage));
 #if CLUSTER == 2
                     tma_load3_multicast(b_tiles + stage * B_BYTES + rank * (B_BYTES / 2),
@@ -224,7 +312,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #endif
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    setmaxnreg_inc<232>();
     const int ct = threadIdx.x - 128, cw = ct / 128;
     const int warp = ct % 128 / 32, lane = ct % 32;
     // a stage is free once every consumer of both blocks is done with it (the peer's
@@ -236,43 +324,83 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         if (lane == 0) mbar_arrive_remote(empty(s), peer);
 #endif
     };
-    int acc[BN / 2];
-    int prev = 0;
-    for (int w = first; w < work; w += step) {
+    // PINGPONG: warpgroup cw takes the block's items n = cw, cw + 2, ..., and the two main
+    // loops take turns: named barrier 1 + c opens warpgroup c's, once the other has waited
+    // for its last stage. That keeps the ring's stages in the order the producer fills them
+    // (a stage's full barrier is never waited on two phases ahead, where its parity would
+    // read as complete), and lets one warpgroup's epilogue run under the other's products.
+    const int items = first < work ? (work - 1 - first) / step + 1 : 0;
+    int acc[RM][BN / 2];
+    for (int n = PINGPONG ? cw : 0; n < items; n += PINGPONG ? 2 : 1) {
         int l, tm, tn;
-        item(w, l, tm, tn);
+        item(first + n * step, l, tm, tn);
+        // item n's stages follow the ring from n x ktiles on
+        int stage = n * ktiles % STAGES, prev = stage;
+        unsigned phase = n * ktiles / STAGES & 1;
+#if PINGPONG
+        if (n > 0) named_bar_sync(1 + cw, 256);
+#endif
         for (int kt = 0; kt < ktiles; ++kt) {
             mbar_wait(full(stage), phase);
-            const unsigned a = a_tiles + stage * A_BYTES + cw * 64 * 128;
+            const unsigned a = a_tiles + stage * A_STAGE + (PINGPONG ? 0 : cw * 64 * 128);
             const unsigned b = b_tiles + stage * B_BYTES;
-            pin(acc);
+#pragma unroll
+            for (int r = 0; r < RM; ++r) pin(acc[r]);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < KB / 32; ++kk)
-                wgmma_s8(acc, smem_desc(a + 32 * kk), smem_desc(b + 32 * kk), kt > 0 || kk > 0);
+#pragma unroll
+                for (int r = 0; r < RM; ++r)
+                    wgmma_s8(acc[r], smem_desc(a + r * 64 * 128 + 32 * kk),
+                             smem_desc(b + 32 * kk), kt > 0 || kk > 0);
             wgmma_commit();
             wgmma_wait<1>();
-            pin(acc);
+#pragma unroll
+            for (int r = 0; r < RM; ++r) pin(acc[r]);
             if (kt > 0) release(prev);
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
         }
+#if PINGPONG
+        if (n + 1 < items) named_bar_arrive(1 + (cw ^ 1), 256);  // the other's turn
+#endif
         wgmma_wait<0>();
-        pin(acc);
+#pragma unroll
+        for (int r = 0; r < RM; ++r) pin(acc[r]);
         release(prev);
         // the residues (accumulator fragment: hopper/wgmma.cuh, store_tile)
         const int m = mods.m[l];
         const unsigned magic = mods.magic[l], offset = mods.offset[l];
         signed char* out = R + l * plane;
-        const int r0 = tm * BM + cw * 64 + warp * 16 + lane / 4;
-        const int c0 = tn * BN + 2 * (lane % 4);
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-            store_pair(out, ldr, r0, c0 + 8 * i, M, N, residue(acc[4 * i], m, magic, offset),
-                       residue(acc[4 * i + 1], m, magic, offset));
-            store_pair(out, ldr, r0 + 8, c0 + 8 * i, M, N,
-                       residue(acc[4 * i + 2], m, magic, offset),
-                       residue(acc[4 * i + 3], m, magic, offset));
+        for (int r = 0; r < RM; ++r) {
+            const int r0 = tm * TM + (PINGPONG ? r : cw) * 64 + warp * 16 + lane / 4;
+#if STORE16
+#pragma unroll
+            for (int j = 0; j < BN / 32; ++j) {
+                unsigned w[4];
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    const int i = 4 * j + t;
+                    w[t] = pack4(residue(acc[r][4 * i], m, magic, offset),
+                                 residue(acc[r][4 * i + 1], m, magic, offset),
+                                 residue(acc[r][4 * i + 2], m, magic, offset),
+                                 residue(acc[r][4 * i + 3], m, magic, offset));
+                }
+                store16(out, ldr, r0, tn * BN + 32 * j, M, N, lane, w);
+            }
+#else
+            const int c0 = tn * BN + 2 * (lane % 4);
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                store_pair(out, ldr, r0, c0 + 8 * i, M, N,
+                           residue(acc[r][4 * i], m, magic, offset),
+                           residue(acc[r][4 * i + 1], m, magic, offset));
+                store_pair(out, ldr, r0 + 8, c0 + 8 * i, M, N,
+                           residue(acc[r][4 * i + 2], m, magic, offset),
+                           residue(acc[r][4 * i + 3], m, magic, offset));
+            }
+#endif
         }
     }
 #if CLUSTER == 2

@@ -28,12 +28,25 @@ constexpr int A_BYTES = BM * BK * 4, B_BYTES = BN * BK * 4;
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma m64nBNk8 per k8)");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 
+// The block's dynamic shared memory (the launch's bytes), as T. (tests/cuda_cpu.h brings its
+// own.)
+#ifndef SGEMM_CPU_EMULATOR
+template <class T>
+__device__ __forceinline__ T* dynamic_smem() {
+    extern __shared__ __align__(16) unsigned char smem_dynamic[];
+    return reinterpret_cast<T*>(smem_dynamic);
+}
+#endif
+
 // A tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
 struct __align__(64) TensorMap {
     unsigned long long opaque[16];
 };
 
 // -- mbarrier (PTX ISA "Parallel synchronization: mbarrier") ---------------------------------
+// (Under tests/cuda_cpu.h, SGEMM_CPU_EMULATOR, that header's own versions of the pieces in PTX
+// stand in for them: the same operations on the CPU.)
+#ifndef SGEMM_CPU_EMULATOR
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -97,6 +110,31 @@ __device__ __forceinline__ void tma_prefetch(const TensorMap& map) {
                  : "memory");
 }
 
+// Makes the barriers' initialisation visible to the copy engine (and a cluster's blocks).
+__device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// A warpgroup gives registers up (the producer) or takes them (the consumers): setmaxnreg.
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// Named barrier `id` (1 to 15; 0 is __syncthreads'), for `count` threads (a multiple of 32):
+// sync waits until `count` have arrived, itself included; arrive counts and goes on.
+__device__ __forceinline__ void named_bar_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+#endif  // SGEMM_CPU_EMULATOR
+
 // -- wgmma (PTX ISA "Asynchronous warpgroup level matrix multiply-accumulate") -----------
 // Descriptor of a K-major tile in 128-byte swizzle: rows of 128 bytes, groups of 8 rows 1024
 // bytes apart (the stride byte offset); the leading byte offset is unused for swizzled
@@ -108,6 +146,7 @@ __device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
            (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
 }
 
+#ifndef SGEMM_CPU_EMULATOR
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -131,6 +170,8 @@ __device__ __forceinline__ void pin(int (&d)[R]) {  // INT32 accumulators (rung 
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
+
+#endif  // SGEMM_CPU_EMULATOR
 
 // The accumulators d[i .. i + 63] as asm operands of constraint c: "+f" (FP32 sums), "+r"
 // (INT32 sums, rung 26).
@@ -172,6 +213,7 @@ __device__ __forceinline__ void pin(int (&d)[R]) {  // INT32 accumulators (rung 
 #define WG_RS_SCALE "%133"
 #endif
 
+#ifndef SGEMM_CPU_EMULATOR
 // d (+)= A (64 x 8, shared, descriptor) * B (8 x BN, shared); accumulate = 0 overwrites d.
 __device__ __forceinline__ void wgmma_ss(float (&d)[BN / 2], unsigned long long a,
                                          unsigned long long b, int accumulate) {
@@ -198,6 +240,8 @@ __device__ __forceinline__ unsigned tf32_rna(float x) {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(x));
     return y;
 }
+
+#endif  // SGEMM_CPU_EMULATOR
 
 // -- the tile order and the epilogue ----------------------------------------------------
 // Tile number t -> (row-tile tm, column-tile tn): GROUP_M row-tiles at a time, down the
@@ -266,8 +310,10 @@ __device__ __forceinline__ unsigned swizzled(int row, int k) {
     return row * 128 + ((((k >> 2) ^ row) & 7) << 4) + (k & 3) * 4;
 }
 
+#ifndef SGEMM_CPU_EMULATOR
 __device__ __forceinline__ float lds(unsigned addr) {
     float x;
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(addr) : "memory");
     return x;
 }
+#endif  // SGEMM_CPU_EMULATOR
