@@ -408,6 +408,9 @@ inline void emu_syncthreads(int line) {
 }
 #define __syncthreads() emu_syncthreads(__LINE__)
 inline void __threadfence() {}
+// (blocks of two launches never run at once here: a launch ends before the next begins)
+inline void griddep_wait() {}
+inline void griddep_launch_dependents() {}
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int o) {  // (whole warps, as the passes use it)
     return emu::shuffle(mask, v, emu::lane() ^ o);

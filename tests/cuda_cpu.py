@@ -236,10 +236,10 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         elif name == "gemm":
             gemm_lib.launch("sgemm", packed.grid, packed.block,
                             ctypes.addressof(packed._params),
-                            [cell_size(v) for v in packed._values], smem=packed._call[7])
+                            [cell_size(v) for v in packed._values], smem=packed.smem)
         else:
             lib.launch(name, packed.grid, packed.block, ctypes.addressof(packed._params),
-                       [cell_size(v) for v in packed._values], smem=packed._call[7])
+                       [cell_size(v) for v in packed._values], smem=packed.smem)
         return 0
 
     init = packed_mod.Packed.__init__

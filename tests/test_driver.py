@@ -35,6 +35,33 @@ def test_the_enumerators_are_the_drivers():
     assert driver.SUCCESS == b.CUresult.CUDA_SUCCESS
 
 
+def test_an_overlapped_launch_config_has_the_drivers_layout():
+    """overlapped_config's bytes are cuda.bindings' CUlaunchConfig and CUlaunchAttribute
+    with the same values (the attribute pointer aside): a field out of place would launch
+    on the wrong stream or grid."""
+    b = pytest.importorskip("cuda.bindings.driver")
+    assert driver.LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == \
+        b.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    theirs = b.CUlaunchAttribute()
+    theirs.id = b.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    theirs.value.programmaticStreamSerializationAllowed = 1
+    config, attr = driver.overlapped_config((3, 2, 5), (384, 1, 1), 1000, 0x1234)
+    size = ctypes.sizeof(driver.LaunchAttribute)
+    assert ctypes.string_at(theirs.getPtr(), size) == ctypes.string_at(ctypes.addressof(attr),
+                                                                       size)
+    c = b.CUlaunchConfig()
+    c.gridDimX, c.gridDimY, c.gridDimZ = 3, 2, 5
+    c.blockDimX, c.blockDimY, c.blockDimZ = 384, 1, 1
+    c.sharedMemBytes, c.hStream, c.numAttrs = 1000, b.CUstream(0x1234), 1
+    size = ctypes.sizeof(driver.LaunchConfig)
+    raw, mine = ctypes.string_at(c.getPtr(), size), ctypes.string_at(ctypes.addressof(config),
+                                                                      size)
+    at = driver.LaunchConfig.attrs.offset
+    assert raw[:at] == mine[:at]
+    assert raw[at + 8:] == mine[at + 8:]
+    assert ctypes.cast(config.attrs, ctypes.c_void_p).value == ctypes.addressof(attr)
+
+
 def test_every_function_called_has_a_prototype_of_the_versioned_name():
     """A name called without a prototype would be called with ctypes' guesses (ints), and
     cuModuleGetGlobal, cuEventDestroy, cuMemAlloc, cuMemFree unsuffixed are the old ABI."""

@@ -555,3 +555,23 @@ def test_the_one_packer_holds_what_the_driver_copies_tensor_maps_included():
 def test_the_packer_refuses_arguments_of_unknown_width(bad):
     with pytest.raises(TypeError):
         _packed([np.int32(1), bad])
+
+
+def test_every_kernel_of_the_scheme_waits_for_the_launch_before_it_first():
+    """With ozaki.OVERLAP a launch may start before the one before it in the stream ends: each
+    kernel of hopper/ozaki.cu and rung 26 must wait for it (griddep_wait) before anything
+    else, or it would read what is not written yet (and a kernel that returned without
+    waiting would let the next one past its own predecessor)."""
+    import re
+
+    from sgemmlab.runtime.compiler import KERNEL_DIR
+
+    for name in ("hopper/ozaki.cu", "hopper/26_ozaki_int8.cu"):
+        text = (KERNEL_DIR / name).read_text()
+        bodies = [m.end() for m in re.finditer(r"SGEMM_KERNEL[^{]*\{\n", text)]
+        assert bodies, name
+        for at in bodies:
+            first = text[at:at + 200].split(";")[:2]
+            assert [f.strip() for f in first] == ["griddep_wait()",
+                                                  "griddep_launch_dependents()"], \
+                f"{name}: a kernel starts with {first!r}"

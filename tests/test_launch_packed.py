@@ -127,6 +127,33 @@ def test_integer_handles_launch_through_ctypes_on_plain_integers(monkeypatch):
         p()
 
 
+def test_an_overlapped_launch_goes_through_cuLaunchKernelEx_with_its_config(monkeypatch):
+    """overlap=True: one cuLaunchKernelEx(config, f, params, None), the config holding the
+    grid, block, dynamic shared memory and stream, and one attribute: programmatic stream
+    serialization, allowed."""
+    seen = []
+    monkeypatch.setattr(driver_mod, "launch_kernel_ex", lambda: lambda *a: seen.append(a) or 0)
+    kernel, stream = types.SimpleNamespace(handle=0xABC0), types.SimpleNamespace(handle=0x51)
+    p = Packed(kernel, stream, (3, 2, 1), (384, 1, 1), (np.int32(9),), smem=4096,
+               overlap=True)
+    p()
+    (call,) = seen
+    assert call[1] == 0xABC0 and call[3] is None
+    config = driver_mod.LaunchConfig.from_address(call[0])
+    assert (tuple(config.grid), tuple(config.block), config.shared, config.stream,
+            config.count) == ((3, 2, 1), (384, 1, 1), 4096, 0x51, 1)
+    attr = config.attrs[0]
+    assert attr.id == driver_mod.LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    value = ctypes.addressof(attr) + driver_mod.LaunchAttribute.value.offset
+    assert ctypes.c_int.from_address(value).value == 1
+    assert ctypes.c_int32.from_address((ctypes.c_void_p * 1).from_address(call[2])[0]).value == 9
+    p._fn = lambda *a: 719
+    with pytest.raises(RuntimeError, match="cuLaunchKernelEx failed"):
+        p()
+    with pytest.raises(TypeError, match="overlap"):
+        p.export({})
+
+
 def _record_pointers(p, seen):
     """Replace p's driver call by one that records A, B, C as the kernel would read them."""
 

@@ -49,6 +49,30 @@ def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused, rows_r):
         run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused, rows_r=rows_r), ref.matmul(a, b))
 
 
+def test_with_overlap_every_launch_but_the_first_is_overlapped(run):
+    """ozaki.OVERLAP: the product's launches after its first go through cuLaunchKernelEx
+    with programmatic stream serialization (each kernel waits for the one before it first:
+    tests/test_hopper_compile.py checks their sources), and the product is the same."""
+    from unittest import mock
+
+    from sgemmlab.runtime import ozaki, packed
+
+    made = []
+    init = packed.Packed.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    a, b = _normal(131, 300, 5), _normal(300, 257, 6)
+    with mock.patch.object(ozaki, "OVERLAP", True), \
+            mock.patch.object(packed.Packed, "__init__", spy):
+        got = run(a, b, _nan(131, 257), tb=True)
+    np.testing.assert_array_equal(got, ref.matmul(a, b))
+    assert len(made) == len(ozaki.steps_order(True, True))
+    assert [p._config is not None for p in made] == [False] + [True] * (len(made) - 1)
+
+
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
 def test_every_count_of_moduli(run, count):
     a, b = _normal(97, 389, count), _normal(389, 211, count + 100)

@@ -89,7 +89,7 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
-            gemm_variants: tuple[str, ...] = ()) -> dict:
+            gemm_variants: tuple[str, ...] = (), overlap: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -130,6 +130,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["two_pass"] = bind(FUSED=False)
     if rows_r8 and not b_cols:  # 8 rows a block of B^T
         variants["rows_r8"] = bind(SCALE_ROWS_R=8)
+    if overlap:  # every launch but the first overlapping the one before it
+        variants["overlap"] = bind(OVERLAP=True)
     for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
         over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
         variants["gemm_" + "_".join(f"{k.lower()}{v}" for k, v in over.items())] = bind(over)
@@ -204,8 +206,10 @@ def main() -> None:
     p.add_argument("--rows-r8", action="store_true",
                    help="also the product with oz_scale's 8 rows a block of B^T, paired")
     p.add_argument("--gemm", default="",
-                   help="also rung 26 in other configurations, paired: ';'-separated, e.g. "
-                        "'STORE16=1;PINGPONG=1,STORE16=1'")
+                   help="also rung 26 in other configurations, paired: '/'-separated (no "
+                        "quotes needed), e.g. STORE16=1/PINGPONG=1,STORE16=1")
+    p.add_argument("--overlap", action="store_true",
+                   help="also the product with its launches overlapped (ozaki.OVERLAP), paired")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -218,7 +222,7 @@ def main() -> None:
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
                           args.crt_rows, args.two_pass, args.rows_r8,
-                          tuple(v for v in args.gemm.split(";") if v))
+                          tuple(v for v in args.gemm.split("/") if v), args.overlap)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

@@ -5,7 +5,8 @@ for the trip (the H200's compile cache starts empty; NVRTC there would spend min
     python tools/prebuild.py --compile-only --jobs 16   # on the GPU machine itself
 
 Compiles every grid and layers candidate (tune/grid.py) and every rung's H200 default, in
-every layout the rung takes and both alignment variants, into the compile cache
+every layout the rung takes and both alignment variants, the tensor rungs' defaults and
+rung 26's variants (SCHEME_VARIANTS) with the scheme's passes, into the compile cache
 ($SGEMMLAB_CACHE_DIR or ~/.cache/sgemmlab), then packs those cubins and every other one
 written since --since (the tests' builds, say) into one xz archive, which `tools/h200.sh
 prebuilt` unpacks on the device. The cubins carry their source text, so the archive is
@@ -43,9 +44,9 @@ ARCH = "sm_90"
 
 
 def _one(item) -> str:
-    source, macros = item
+    source, macros, *arch = item  # (an arch of its own: the tensor rungs' sm_90a)
     try:
-        compile_kernel(source, macros, ARCH)
+        compile_kernel(source, macros, arch[0] if arch else ARCH)
         return ""
     except Exception as exc:  # reported, not fatal: the device run reports it too
         return f"{source} {macros}: {str(exc).splitlines()[0]}"
@@ -81,6 +82,31 @@ def work() -> list[tuple[str, dict]]:
                 if key not in seen:
                     seen.add(key)
                     out.append((r.source, macros))
+    return out
+
+
+#: Rung 26's configurations over its seed that the GPU tests and tools/ozaki_probe.py --gemm
+#: run, besides the defaults.
+SCHEME_VARIANTS = ({"CLUSTER": 2}, {"STORE16": 1}, {"PINGPONG": 1, "STORE16": 1},
+                   {"PINGPONG": 1, "BN": 128, "STAGES": 6},
+                   {"PINGPONG": 1, "BN": 128, "STORE16": 1, "STAGES": 6},
+                   {"PINGPONG": 1, "STORE16": 1, "STAGES": 5})
+
+
+def tensor_work() -> list[tuple[str, dict, str]]:
+    """The tensor rungs' GEMMs as runtime/hopper.py and runtime/ozaki.py compile them (the
+    H200 default, with each beta source the rung takes; rung 26's variants too), the
+    pre-pass and the scheme's passes, each with its arch."""
+    from sgemmlab.runtime import hopper, ozaki
+
+    out = [(hopper.PREP, {"PREP": 1}, ozaki.ARCH), (ozaki.STEPS, {"OZAKI": 1}, ozaki.ARCH)]
+    for r in registry.TENSOR:
+        cfgs = [r.default(GPU)]
+        if r.number == ozaki.rung().number:
+            cfgs += [{**r.seed, **v} for v in SCHEME_VARIANTS]
+        for cfg in cfgs:
+            for source in (0, 1, 2) if r.supports("source") else (0,):
+                out.append((r.source, hopper.gemm_macros(r, cfg, source), r.arch))
     return out
 
 
@@ -159,6 +185,9 @@ def main() -> None:
     ap.add_argument("--stage-pair", type=int, action="append", metavar="SEED",
                     help="only the plans tools/stage_pair.py --seed SEED makes")
     args = ap.parse_args()
+    # the device has no bundle (sgemmlab/data/cubins is built at packaging time, not carried):
+    # a kernel the bundle here holds must still land in the cache that is packed
+    os.environ["SGEMMLAB_BUNDLE_DIR"] = ""
     if args.mix or args.stage_pair:
         from stage_pair import mix_problems
 
@@ -172,7 +201,7 @@ def main() -> None:
                     for M, N, K, layout, pad in mix_problems(args.stage_pair, 1)]
             items += plan_work(todo, ((False, True), (True, False), (True, True)), True)
     else:
-        items = work()
+        items = work() + tensor_work()
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         problems = [p for p in pool.map(_one, items) if p]
@@ -183,7 +212,8 @@ def main() -> None:
         return
     since = datetime.fromisoformat(args.since).timestamp() if args.since else 0.0
     root = cache_dir()
-    needed = {root / "cubins" / f"{cache_key(src, macros, ARCH)}.bin" for src, macros in items}
+    needed = {root / "cubins" / f"{cache_key(src, macros, (arch or [ARCH])[0])}.bin"
+              for src, macros, *arch in items}
     until = datetime.fromisoformat(args.until).timestamp() if args.until else float("inf")
     recent = {f for f in (root / "cubins").glob("*.bin")
               if since and since <= f.stat().st_mtime < until}

@@ -67,6 +67,7 @@ SIGNATURES: dict[str, list] = {
     "cuPointerGetAttribute": [c_void_p, c_int, c_void_p],
     "cuStreamIsCapturing": [c_void_p, _P(c_int)],
     "cuLaunchKernel": [c_void_p] + [c_uint] * 7 + [c_void_p] * 3,
+    "cuLaunchKernelEx": [c_void_p, c_void_p, c_void_p, c_void_p],
 }
 
 # The enumerators used (cuda.h; tests/test_driver.py checks them against cuda.bindings')
@@ -78,6 +79,7 @@ ATTR_MAX_SMEM_PER_BLOCK_OPTIN = 97
 FUNC_ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 0, "SHARED_SIZE_BYTES": 1, "CONST_SIZE_BYTES": 2,
                    "LOCAL_SIZE_BYTES": 3, "NUM_REGS": 4, "MAX_DYNAMIC_SHARED_SIZE_BYTES": 8}
 POINTER_DEVICE_ORDINAL = 9
+LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 EVENT_DISABLE_TIMING = 2
 CAPTURE_ACTIVE = 1
 SUCCESS = 0
@@ -345,6 +347,42 @@ def launch_kernel() -> Callable | None:
     try:
         return fn("cuLaunchKernel")
     except OSError:
+        return None
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): an id, padded to 8 bytes, and a 64-byte value."""
+
+    _fields_ = [("id", c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h): grid, block, dynamic shared memory, stream, attributes."""
+
+    _fields_ = [("grid", c_uint * 3), ("block", c_uint * 3), ("shared", c_uint),
+                ("stream", c_void_p), ("attrs", _P(LaunchAttribute)), ("count", c_uint)]
+
+
+def overlapped_config(grid, block, shared: int, stream: int) -> tuple[LaunchConfig, object]:
+    """A launch configuration with programmatic stream serialization: the kernel may start
+    while the one before it in the stream finishes, and waits for it (its
+    `griddepcontrol.wait`, hopper/ozaki.cu's griddep_wait) before it reads or writes
+    anything. (config, its attribute, to keep alive with it)"""
+    attr = LaunchAttribute()
+    attr.id = LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    ctypes.memmove(ctypes.addressof(attr) + LaunchAttribute.value.offset,
+                   ctypes.byref(c_int(1)), ctypes.sizeof(c_int))
+    config = LaunchConfig((c_uint * 3)(*grid), (c_uint * 3)(*block), shared, stream,
+                          ctypes.pointer(attr), 1)
+    return config, attr
+
+
+def launch_kernel_ex() -> Callable | None:
+    """cuLaunchKernelEx(config, f, params, extra) -> CUresult as an int; None without a
+    driver library."""
+    try:
+        return fn("cuLaunchKernelEx")
+    except (OSError, AttributeError):
         return None
 
 

@@ -250,6 +250,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     fused = {"a": use_scale(K, a_sk == 1), "b": use_scale(K, b_sk == 1)}
     rows_per = {"a": scale_rows(a_sk == 1), "b": scale_rows(b_sk == 1)}
     one_wave = CRT_ONE_WAVE
+    overlap = OVERLAP
     kst = scale_stride(K)
     # oz_ksums' groups of rows (kpart's tiles for the operands oz_scale takes)
     kgroups = min([KSUM_GROUPS] + [t for t, side in ((tiles_a, "a"), (tiles_b, "b"))
@@ -268,13 +269,16 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                                                               zeroed + 4 * tiles_a, 1)}
         out = []
 
+        def launch(*args, **kwargs) -> Packed:  # (every one but the first may overlap)
+            return Packed(*args, overlap=overlap and bool(out), **kwargs)
+
         def norms(side: str, second: bool) -> Packed:
             x, sr, sk, rows, dsign, done, at = operand[side]
             listed = o[f"list2_{side}"] if second else o[f"list_{side}"]
             tiles, chunks = -(-rows // TILE), lay.chunks
             if second:  # (gated: a few blocks an SM, which walk the chunks)
                 chunks = min(chunks, max(1, -(-GATED_BLOCKS * sms // tiles)))
-            return Packed(k["oz_norms"], stream, (tiles, chunks, 1), (256, 1, 1),
+            return launch(k["oz_norms"], stream, (tiles, chunks, 1), (256, 1, 1),
                           (x, i64(sr), i64(sk), i32(rows), i32(K), o[f"part_{side}"], done, r,
                            f64(FLAT), (e2 if second else e1)[side],
                            counts + 4 * (3 + at if second else at), listed,
@@ -288,7 +292,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             # oz_norms and oz_split in one pass
             x, sr, sk, rows, _, _, at = operand[side]
             R = rows_per[side]
-            out.append(Packed(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
+            out.append(launch(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
                                i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
                                o[f"list_{side}"], i32(count), sm_a if side == "a" else sm_b,
@@ -297,13 +301,13 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                               pointer_slots=(0,), smem=4 * R * kst))
         if fused["a"] or fused["b"]:
             # what oz_balance reads of oz_scale's operands, where something was refused
-            out.append(Packed(k["oz_ksums"], stream,
+            out.append(launch(k["oz_ksums"], stream,
                               (-(-K // 256), kgroups, fused["a"] + fused["b"]), (256, 1, 1),
                               (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk),
                                i32(N), i32(K), counts, o["kpart_a"], o["kpart_b"],
                                i32(0 if fused["a"] else 1)), pointer_slots=(0, 4)))
         # d from the first scaling's sums over k, where it refused something; the norms again
-        out.append(Packed(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
+        out.append(launch(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
                           (o["kpart_a"], i32(kgroups if fused["a"] else tiles_a),
                            o["kpart_b"], i32(kgroups if fused["b"] else tiles_b), i32(K),
                            counts, o["d"])))
@@ -320,7 +324,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
             gate = (2 if side == "b" else 1) if fused[side] else 0
             if gate:
                 down = min(down, max(1, -(-GATED_BLOCKS * sms // across)))
-            out.append(Packed(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
+            out.append(launch(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
                               (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
                                sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
                                i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
@@ -329,7 +333,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
                                         elem_bytes=1, planes=count, plane_ld=N * lay.kpad))
-        out.append(Packed(k["gemm"], stream, (grid, 1, 1), (384, 1, 1),
+        out.append(launch(k["gemm"], stream, (grid, 1, 1), (384, 1, 1),
                           (map_a, map_b, i32(M), i32(N), i32(K), i32(count), gm, o["res_c"],
                            i64(lay.ldr), i64(M * lay.ldr)), smem=k["gemm"].dynamic_smem))
         across = -(-(-(-N // QUAD)) // 256)
@@ -337,12 +341,12 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         # or (CRT_ONE_WAVE False) a row per thread where gridDim.y allows
         wave = -(-crt_blocks // across) if one_wave else M
         rows = max(1, min(M, 65535, wave))
-        out.append(Packed(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
+        out.append(launch(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
                            i32(count), cm, exps, f32(alpha), f32(beta), c, i64(ldc), counts),
                           pointer_slots=(10,)))
         # one wave, walking the refused rows' and columns' tiles
-        out.append(Packed(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
+        out.append(launch(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
                           (a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk), i32(M), i32(N),
                            i32(K), f32(alpha), f32(beta), c, i64(ldc), e1["a"], counts,
                            o["list_a"], o["list_b"], scratch + lay.scratch_bytes, sliced,
@@ -418,3 +422,10 @@ def use_scale(K: int, k_contiguous: bool) -> bool:
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)
 CRT_ONE_WAVE = True
+
+#: Every launch of a product but its first by cuLaunchKernelEx with programmatic stream
+#: serialization: a kernel may start while the one before it finishes (each of the scheme's
+#: kernels and rung 26 first waits for it, griddepcontrol.wait, then lets the next one start),
+#: which hides most of a launch's latency at each of the ten boundaries. False until the
+#: H200 has timed it (tools/ozaki_probe.py --overlap).
+OVERLAP = False

@@ -83,18 +83,22 @@ class Packed(Repointable):
     `smem` bytes of dynamic shared memory. Every launch of the library goes through it: the
     rungs', the tensor rungs' and their pre-pass's (kernels loaded by runtime/driver.load).
     The kernel launches into the current context, which must be the kernel's device's (the
-    API makes it so before a launch)."""
+    API makes it so before a launch). `overlap`: launched by cuLaunchKernelEx with
+    programmatic stream serialization, so that it may start while the launch before it in
+    the stream finishes — only for a kernel that waits for that one first
+    (`griddepcontrol.wait`: hopper/ozaki.cu's griddep_wait)."""
 
-    __slots__ = ("kernel", "stream", "grid", "block", "args", "_fn", "_values", "_params",
-                 "_call", "pointer_slots", "_lock")
+    __slots__ = ("kernel", "stream", "grid", "block", "args", "smem", "_fn", "_values",
+                 "_params", "_call", "_config", "pointer_slots", "_lock")
 
     def __init__(self, kernel, stream, grid: tuple[int, int, int],
                  block: tuple[int, int, int], args: tuple,
-                 pointer_slots: tuple[int, ...] = (), smem: int = 0):
+                 pointer_slots: tuple[int, ...] = (), smem: int = 0, overlap: bool = False):
         grid = tuple(map(int, (tuple(grid) + (1, 1))[:3]))
         block = tuple(map(int, (tuple(block) + (1, 1))[:3]))
         self.kernel, self.stream, self.grid, self.block, self.args = (
             kernel, stream, grid, block, args)
+        self.smem = int(smem)
         self._values = [_cell(a) for a in args]
         # the arguments `repointed` may change (A, B and C of a rung's launch)
         self.pointer_slots = pointer_slots
@@ -105,10 +109,19 @@ class Packed(Repointable):
         # memory, the CUstream, the address of the argument pointers, no extra; through
         # ctypes on integer handles (runtime/driver.py)
         handles = _integers(kernel.handle, stream.handle)
-        fast = driver.launch_kernel() if handles is not None else None
-        self._fn = fast if fast is not None else _cannot_launch
         k, s = handles or (kernel.handle, stream.handle)
-        self._call = (k, *grid, *block, int(smem), s, ctypes.addressof(self._params), None)
+        self._config = None
+        if overlap:  # cuLaunchKernelEx(config, f, params, extra); the config kept alive here
+            fast = driver.launch_kernel_ex() if handles is not None else None
+            self._config = driver.overlapped_config(grid, block, self.smem,
+                                                    s if handles is not None else 0)
+            self._call = (ctypes.addressof(self._config[0]), k,
+                          ctypes.addressof(self._params), None)
+        else:
+            fast = driver.launch_kernel() if handles is not None else None
+            self._call = (k, *grid, *block, self.smem, s, ctypes.addressof(self._params),
+                          None)
+        self._fn = fast if fast is not None else _cannot_launch
 
     def __call__(self) -> None:
         err = self._fn(*self._call)
@@ -117,7 +130,8 @@ class Packed(Repointable):
 
     def failed(self, err) -> None:
         """Raise this launch's failure: `err`, the CUresult cuLaunchKernel returned."""
-        raise RuntimeError(f"cuLaunchKernel failed: {_result_name(err)} (grid "
+        name = "cuLaunchKernelEx" if self._config is not None else "cuLaunchKernel"
+        raise RuntimeError(f"{name} failed: {_result_name(err)} (grid "
                            f"{self.grid}, block {self.block})")
 
     def export(self, operands: dict[int, int]) -> tuple:
@@ -128,9 +142,10 @@ class Packed(Repointable):
         handles = _integers(self.kernel.handle)
         if handles is None:
             raise TypeError("a launch on a stand-in kernel has no handle to export")
-        if any(isinstance(v, _TensorMap) for v in self._values) or self._call[7]:
-            raise TypeError("the native switch launches rungs without tensor maps or dynamic "
-                            "shared memory")
+        if any(isinstance(v, _TensorMap) for v in self._values) or self.smem or \
+                self._config is not None:
+            raise TypeError("the native switch launches rungs without tensor maps, dynamic "
+                            "shared memory or overlap")
         cells = [int.from_bytes(bytes(v), "little") for v in self._values]
         slots = [(i, operands[i]) for i in self.pointer_slots]
         return (handles[0], self.grid, self.block, cells, slots, [], 0, 0)

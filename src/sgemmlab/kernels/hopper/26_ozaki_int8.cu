@@ -237,6 +237,8 @@ SGEMM_KERNEL __launch_bounds__(THREADS_PER_BLOCK, 1) OZ_CLUSTER
 sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap tma_b, int M,
       int N, int K, int count, const __grid_constant__ Moduli mods,
       signed char* __restrict__ R, long long ldr, long long plane) {
+    griddep_wait();
+    griddep_launch_dependents();
     const unsigned base = (smem_addr(dynamic_smem<unsigned char>()) + 1023u) & ~1023u;
     const unsigned a_tiles = base, b_tiles = base + STAGES * A_STAGE;
     const unsigned bars = base + STAGES * STAGE_BYTES;

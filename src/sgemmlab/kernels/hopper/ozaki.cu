@@ -45,6 +45,21 @@ __device__ __forceinline__ T* dynamic_smem() {
 }
 #endif
 
+// The stream's launch before this one: wait until it has finished and its writes are
+// visible (griddepcontrol.wait), then let the launch after this one start (launch_dependents).
+// Where the runtime launches with programmatic stream serialization (runtime/ozaki.OVERLAP),
+// a kernel may start before the one before it ends: these are its first statements, so that
+// it reads and writes nothing before. Otherwise the wait returns at once. (tests/cuda_cpu.h
+// brings its own.)
+#ifndef SGEMM_CPU_EMULATOR
+__device__ __forceinline__ void griddep_wait() {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+#endif
+
 constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms
 constexpr int THREADS = 256;
@@ -128,6 +143,8 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                       double flat_min, int* __restrict__ e, unsigned* __restrict__ refused,
                       int* __restrict__ listed, double* __restrict__ kpart,
                       const unsigned* __restrict__ gate, const int* __restrict__ d, int dsign) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ double sums[4][T][3];
     __shared__ bool last;
     if (gate != nullptr && gate[0] + gate[1] == 0u) return;
@@ -228,6 +245,8 @@ SGEMM_KERNEL oz_ksums(const float* __restrict__ a, long long a_sr, long long a_s
                       const float* __restrict__ b, long long b_sr, long long b_sk, int N, int K,
                       const unsigned* __restrict__ counts, double* __restrict__ kpart_a,
                       double* __restrict__ kpart_b, int z0) {
+    griddep_wait();
+    griddep_launch_dependents();
     if (counts[0] + counts[1] == 0u) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= K) return;
@@ -252,6 +271,8 @@ SGEMM_KERNEL oz_ksums(const float* __restrict__ a, long long a_sr, long long a_s
 SGEMM_KERNEL oz_balance(const double* __restrict__ kpart_a, int tiles_a,
                         const double* __restrict__ kpart_b, int tiles_b, int K,
                         const unsigned* __restrict__ counts, int* __restrict__ d) {
+    griddep_wait();
+    griddep_launch_dependents();
     if (counts[0] + counts[1] == 0u) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= K) return;
@@ -347,6 +368,8 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
                       long long ldk, long long plane, const int* __restrict__ e2,
                       const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
                       int M, int N, int after_scale) {
+    griddep_wait();
+    griddep_launch_dependents();
     const bool second = balanced(counts, M, N);
     if (after_scale && !second && !(after_scale == 2 && counts[0] > 0u)) return;
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
@@ -447,6 +470,8 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
          unsigned* __restrict__ refused, int* __restrict__ listed, int count,
          const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
          long long ldk, long long plane, const unsigned* __restrict__ skip_if) {
+    griddep_wait();
+    griddep_launch_dependents();
     float* stage = dynamic_smem<float>();
     __shared__ double sums[8][3];  // a warp's
     __shared__ int ex[8];          // the block's rows' exponents
@@ -595,6 +620,8 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
                     int N, int count, const __grid_constant__ CrtModuli mods,
                     const int* __restrict__ exps, float alpha, float beta,
                     float* __restrict__ C, long long ldc, const unsigned* __restrict__ counts) {
+    griddep_wait();
+    griddep_launch_dependents();
     // exps: mu (M), nu (N), then the second norms' mu and nu, taken when `balanced`
     const int* mu = exps + (balanced(counts, M, N) ? M + N : 0);
     const int* nu = mu + M;
@@ -716,6 +743,8 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
             double* __restrict__ partial, unsigned* __restrict__ done,
             const int* __restrict__ mu2, const int* __restrict__ rows2,
             const int* __restrict__ cols2) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ double As[FK][FT + 1], Bs[FK][FT + 1];  // (+1: no bank conflict on the stores)
     __shared__ int ri[FT], cj[FT];  // the tile's rows and columns; -1: none
     __shared__ bool last;

@@ -38,6 +38,21 @@ __device__ __forceinline__ T* dynamic_smem() {
 }
 #endif
 
+// The stream's launch before this one: wait until it has finished and its writes are
+// visible (griddepcontrol.wait), then let the launch after this one start (launch_dependents).
+// Where the runtime launches with programmatic stream serialization (rung 26: runtime/ozaki.OVERLAP),
+// a kernel may start before the one before it ends: these are its first statements, so that
+// it reads and writes nothing before. Otherwise the wait returns at once. (tests/cuda_cpu.h
+// brings its own.)
+#ifndef SGEMM_CPU_EMULATOR
+__device__ __forceinline__ void griddep_wait() {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+#endif
+
 // A tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
 struct __align__(64) TensorMap {
     unsigned long long opaque[16];
