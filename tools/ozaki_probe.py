@@ -134,7 +134,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["overlap"] = bind(OVERLAP=True)
     for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
         over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
-        variants["gemm_" + "_".join(f"{k.lower()}{v}" for k, v in over.items())] = bind(over)
+        variants[f"gemm[{spec}]"] = bind(over)
     for name, (other, other_order) in variants.items():
         other()
         torch.cuda.synchronize()

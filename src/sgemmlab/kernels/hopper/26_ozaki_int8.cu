@@ -42,10 +42,11 @@
 //     128 x 128 reads 64, and its wgmmas 96 bytes of shared memory a clock, against 80.
 // Predicted (written before any measurement; tools/ozaki_probe.py --gemm times them paired):
 // STORE16 takes 10-20 µs off the 2048^3 products' 145 (8 moduli, …/ozaki-count8-crt-
-// 20261204T2027Z.json), a few % at 4096^3, nothing
-// measurable at 8192^3. PINGPONG, where L2 keeps up, takes 30-40 µs off at 2048^3 and about
-// 80 µs of 820 at 4096^3; where it does not, it is slower, and 128 x 128 is then the better
-// of its two shapes.
+// 20261204T2027Z.json), a few % at 4096^3, nothing measurable at 8192^3. PINGPONG, where L2
+// keeps up, takes 30-40 µs off at 2048^3 and about 80 µs of 820 at 4096^3; where it does
+// not, it is slower, and 128 x 128 is then the better of its two shapes.
+// Every launch of the scheme starts with griddep_wait (hopper/wgmma.cuh): with
+// runtime/ozaki.OVERLAP this kernel may start while the split before it finishes.
 #ifndef BN
 #define BN 256
 #endif
