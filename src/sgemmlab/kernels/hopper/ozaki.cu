@@ -34,31 +34,7 @@
 // written; per output, count bytes read and 4 written (8 with beta). At 8192^3 with 8 moduli
 // that is about 1.5 GB: about 0.4 ms at the H200's HBM rate, against about 6 ms of products.
 #include "common.cuh"
-
-// The block's dynamic shared memory (the launch's bytes), as T. (tests/cuda_cpu.h, which runs
-// these kernels on the CPU for the tests, brings its own.)
-#ifndef SGEMM_CPU_EMULATOR
-template <class T>
-__device__ __forceinline__ T* dynamic_smem() {
-    extern __shared__ __align__(16) unsigned char smem_dynamic[];
-    return reinterpret_cast<T*>(smem_dynamic);
-}
-#endif
-
-// The stream's launch before this one: wait until it has finished and its writes are
-// visible (griddepcontrol.wait), then let the launch after this one start (launch_dependents).
-// Where the runtime launches with programmatic stream serialization (runtime/ozaki.OVERLAP),
-// a kernel may start before the one before it ends: these are its first statements, so that
-// it reads and writes nothing before. Otherwise the wait returns at once. (tests/cuda_cpu.h
-// brings its own.)
-#ifndef SGEMM_CPU_EMULATOR
-__device__ __forceinline__ void griddep_wait() {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-__device__ __forceinline__ void griddep_launch_dependents() {
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-#endif
+#include "hopper/entry.cuh"  // dynamic_smem, griddep_wait
 
 constexpr int T = 64;        // a tile's rows (and, in oz_split, its k)
 constexpr int CHUNK = 256;   // k per partial sum of oz_norms

@@ -7,6 +7,7 @@
 #pragma once
 #include "async_copy.cuh"
 #include "epilogue.cuh"  // common.cuh, and the epilogue's Source (SGEMM_SOURCE: a bias)
+#include "hopper/entry.cuh"  // dynamic_smem, griddep_wait (rung 26)
 
 #ifndef BN
 #error "define BN (128 or 256) before including hopper/wgmma.cuh"
@@ -27,31 +28,6 @@ constexpr int A_BYTES = BM * BK * 4, B_BYTES = BN * BK * 4;
 
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma m64nBNk8 per k8)");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
-
-// The block's dynamic shared memory (the launch's bytes), as T. (tests/cuda_cpu.h brings its
-// own.)
-#ifndef SGEMM_CPU_EMULATOR
-template <class T>
-__device__ __forceinline__ T* dynamic_smem() {
-    extern __shared__ __align__(16) unsigned char smem_dynamic[];
-    return reinterpret_cast<T*>(smem_dynamic);
-}
-#endif
-
-// The stream's launch before this one: wait until it has finished and its writes are
-// visible (griddepcontrol.wait), then let the launch after this one start (launch_dependents).
-// Where the runtime launches with programmatic stream serialization (rung 26: runtime/ozaki.OVERLAP),
-// a kernel may start before the one before it ends: these are its first statements, so that
-// it reads and writes nothing before. Otherwise the wait returns at once. (tests/cuda_cpu.h
-// brings its own.)
-#ifndef SGEMM_CPU_EMULATOR
-__device__ __forceinline__ void griddep_wait() {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-__device__ __forceinline__ void griddep_launch_dependents() {
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-#endif
 
 // A tensor map (the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned).
 struct __align__(64) TensorMap {
