@@ -260,14 +260,18 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # k-tiles and norm chunks, a row holding Inf, and every third row of A and fourth column of B
 # with one huge entry (their outputs come from the tiled FP64 fallback, oz_fallback); then
 # activations with outlier features, which the balanced scaling serves (oz_balance and the
-# second norms)
+# second norms). Rung 26 also with its 16-byte stores and each warpgroup on its own tiles in
+# turn (both shapes), the launches overlapped (ozaki.OVERLAP)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
 from sgemmlab.runtime.arrays import stream_for
 
 stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-for cluster in (1, 2):
+for over, overlap in [({{"CLUSTER": 1}}, False), ({{"CLUSTER": 2}}, False),
+                      ({{"STORE16": 1, "PINGPONG": 1}}, True),
+                      ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]:
+    ozaki.OVERLAP = overlap  # (read when a product is bound)
     for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")
@@ -280,12 +284,12 @@ for cluster in (1, 2):
         ldb = b.stride(1) if tb else b.stride(0)
         ozaki.bind(0, M, N, K, 1.5, a.data_ptr(), lda, b.data_ptr(), ldb, 0.5, c.data_ptr(),
                    N, stream, trans_a=bool(ta), trans_b=bool(tb),
-                   cfg=dict(ozaki.rung().seed, CLUSTER=cluster))()
+                   cfg=dict(ozaki.rung().seed, **over))()
     a = torch.randn(200, 1100, device="cuda")
     a[:, :4] *= 1000.0
     b, c = torch.randn(1100, 150, device="cuda"), torch.empty(200, 150, device="cuda")
     ozaki.bind(0, 200, 150, 1100, 1.0, a.data_ptr(), 1100, b.data_ptr(), 150, 0.0,
-               c.data_ptr(), 150, stream, cfg=dict(ozaki.rung().seed, CLUSTER=cluster))()
+               c.data_ptr(), 150, stream, cfg=dict(ozaki.rung().seed, **over))()
 torch.cuda.synchronize()
 print({DONE!r}, flush=True)
 """
