@@ -112,7 +112,7 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       # product against cuBLAS SGEMM paired, its error beside cuBLAS's (OZAKI_ARGS="--sizes
       # 4096,8192 --count 8 --b-cols --smi"); results/<gpu>/probe/ozaki-<stamp>.json
       python3 tools/ozaki_probe.py ${OZAKI_ARGS:---sizes 2048,4096,8192 --count 8} \
-        --out "results/nvidia-h200/probe/ozaki-$(date -u +%Y%m%dT%H%MZ).json" || status=1 ;;
+        --out "results/nvidia-h200/probe/ozaki-$(date -u +%Y%m%dT%H%M%SZ).json" || status=1 ;;
     refusal)  # what refused rows cost the scheme (tools/refusal_probe.py; REFUSAL_ARGS),
       # then the same probe's copy in .cache/baseline (an earlier tree, carried) if there is
       # one (REFUSAL_BASELINE_ARGS; BASELINE_COMMIT names it)

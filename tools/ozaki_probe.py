@@ -32,6 +32,12 @@ def _time(fn, reps: int) -> list[float]:
     return out
 
 
+def _per_call(fn, burst: int) -> list[float]:
+    """One sample: `burst` calls back to back, timed together, per call (a burst of 40 is
+    how `sgemmlab bench` times: the board's power and clock as under a sustained load)."""
+    return [t / burst for t in _time(lambda: [fn() for _ in range(burst)], 1)]
+
+
 def in_order(steps) -> list[float]:
     """Each launch's time, in one pass through them in order. (Timed alone, over and over,
     oz_norms would count refused rows again and again, which only oz_fallback sets back:
@@ -89,7 +95,8 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
-            gemm_variants: tuple[str, ...] = (), overlap: bool = False) -> dict:
+            gemm_variants: tuple[str, ...] = (), overlap: bool = False,
+            burst: int = 1) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -151,10 +158,10 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     whole, cublas = [], []
     others = {name: [] for name in variants}
     for _ in range(reps):  # paired, interleaved
-        whole += _time(launch, 1)
+        whole += _per_call(launch, burst)
         for name, other in variants.items():
-            others[name] += _time(other, 1)
-        cublas += _time(lambda: torch.matmul(a, b, out=c), 1)
+            others[name] += _per_call(other, burst)
+        cublas += _per_call(lambda: torch.matmul(a, b, out=c), burst)
     same = {}
     for name, other in variants.items():  # the same bits but where a row's exponent sits
         other()                           # on a boundary that two sums' orders round apart
@@ -176,7 +183,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         extra = {"smi_gemm": under_smi(steps["gemm"]),
                  "smi_cublas": under_smi(lambda: torch.matmul(a, b, out=c))}
     return {**extra, "shape": [M, N, K], "count": count, "cluster": cluster,
-            "stages": stages, "group_m": group_m,
+            "stages": stages, "group_m": group_m, "burst": burst,
             "b": "column-major" if b_cols else "row-major",
             "steps_ms": per, "one_pass_scale": list(fused),
             **{f"{name}_ms": statistics.median(t) for name, t in others.items()},
@@ -210,6 +217,9 @@ def main() -> None:
                         "quotes needed), e.g. STORE16=1/PINGPONG=1,STORE16=1")
     p.add_argument("--overlap", action="store_true",
                    help="also the product with its launches overlapped (ozaki.OVERLAP), paired")
+    p.add_argument("--burst", type=int, default=1,
+                   help="each paired sample is this many calls back to back (40: as the "
+                        "bench times, under sustained power)")
     p.add_argument("--smi", action="store_true",
                    help="also sample the SM clock and power under the products (nvidia-smi)")
     p.add_argument("--out", default="ozaki-probe.json")
@@ -222,13 +232,15 @@ def main() -> None:
                 map(int, args.stages.split(",")), map(int, args.group_m.split(","))):
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
                           args.crt_rows, args.two_pass, args.rows_r8,
-                          tuple(v for v in args.gemm.split("/") if v), args.overlap)
+                          tuple(v for v in args.gemm.split("/") if v), args.overlap,
+                          args.burst)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()
     write_json(args.out, "tools/ozaki_probe.py",
                "paired within this run: ozaki_ms and cublas_ms interleaved, medians of "
-               f"{args.reps}; errors componentwise over |A||B|, normal inputs", records)
+               f"{args.reps} samples of {args.burst} calls each, per call; errors "
+               "componentwise over |A||B|, normal inputs", records)
 
 
 if __name__ == "__main__":

@@ -366,7 +366,7 @@ class LaunchConfig(ctypes.Structure):
 def overlapped_config(grid, block, shared: int, stream: int) -> tuple[LaunchConfig, object]:
     """A launch configuration with programmatic stream serialization: the kernel may start
     while the one before it in the stream finishes, and waits for it (its
-    `griddepcontrol.wait`, hopper/ozaki.cu's griddep_wait) before it reads or writes
+    `griddepcontrol.wait`, hopper/entry.cuh's griddep_wait) before it reads or writes
     anything. (config, its attribute, to keep alive with it)"""
     attr = LaunchAttribute()
     attr.id = LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION

@@ -86,7 +86,7 @@ class Packed(Repointable):
     API makes it so before a launch). `overlap`: launched by cuLaunchKernelEx with
     programmatic stream serialization, so that it may start while the launch before it in
     the stream finishes — only for a kernel that waits for that one first
-    (`griddepcontrol.wait`: hopper/ozaki.cu's griddep_wait)."""
+    (`griddepcontrol.wait`: hopper/entry.cuh's griddep_wait)."""
 
     __slots__ = ("kernel", "stream", "grid", "block", "args", "smem", "_fn", "_values",
                  "_params", "_call", "_config", "pointer_slots", "_lock")
