@@ -28,8 +28,9 @@ CONFIGS = {
     "bn128": {"BN": 128, "STAGES": 3},
     "stages2": {"STAGES": 2, "STORE16": 1},
 }
+# (k-tiles of 128: fewer than the ring's stages, as many (512 with 4), and more)
 SHAPES = [(1, 1, 1, 1), (17, 31, 64, 1), (131, 263, 301, 3), (129, 130, 257, 2),
-          (300, 257, 700, 2)]
+          (70, 300, 512, 2), (300, 257, 700, 2)]
 
 
 def _planes(M, N, K, count, seed):

@@ -5,7 +5,8 @@
 #                               sanitize accuracy tensor firstcall profile dropin fuzz models
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
-#                               hosttime ozaki fixuppair emulated emulatedpair refusal
+#                               hosttime ozaki ozakistalls fixuppair emulated emulatedpair
+#                               refusal
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -69,6 +70,24 @@ for stage in "$@"; do
 torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda'); \
 [a@a for _ in range(3)]; torch.cuda.synchronize()" 2>&1 | grep -vE "^==PROF==" \
         >> "$STALLS" ;;
+    ozakistalls)  # rung 26 under ncu: the tensor pipe, issue, L2 and HBM, stall reasons, for
+      # the seed and OZAKI_STALL_GEMM ("STORE16=1/PINGPONG=1,STORE16=1") at OZAKI_STALL_SIZE;
+      # every rung 26 launch (each configuration's two: the first warms, the second counts),
+      # on a copy of the compile cache (NVRTC under ncu's injection may leave ptxas's report
+      # out of what it writes)
+      m=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum
+      m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active
+      m="$m,regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active$"
+      m=$m,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum.per_second
+      m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
+      m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+      out=results/nvidia-h200/profile/ncu-ozaki-$(date -u +%Y%m%dT%H%MZ).txt
+      copy=$(mktemp -d) && cp -r "$SGEMMLAB_CACHE_DIR/." "$copy/"
+      SGEMMLAB_CACHE_DIR=$copy ncu --clock-control none -k sgemm --metrics "$m" \
+        python3 tools/ozaki_once.py --size "${OZAKI_STALL_SIZE:-2048}" \
+        --gemm "${OZAKI_STALL_GEMM:-STORE16=1/PINGPONG=1,STORE16=1}" 2>&1 \
+        | grep -vE "^==PROF==" > "$out" || status=1
+      cat "$out" ;;
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;
