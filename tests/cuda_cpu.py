@@ -182,14 +182,9 @@ def _products(args, moduli: tuple[int, ...]) -> None:
     ba, _, _, lda, _, pla = _MAP.unpack(bytes(map_a)[:_MAP.size])[:6]
     bb, _, _, ldb, _, plb = _MAP.unpack(bytes(map_b)[:_MAP.size])[:6]
     M, N, K, count = int(M), int(N), int(K), int(count)
-    # (in FP64: each sum is an integer below 2^31, exact there, and BLAS is quick)
-    ra = _plane(ba, count, M, lda, pla)[:, :, :K].astype(np.float64)
-    rb = _plane(bb, count, N, ldb, plb)[:, :, :K].astype(np.float64)
     out = _plane(res_c, count, M, int(ldr), int(plane))
-    for l_ in range(count):
-        m, h = moduli[l_], moduli[l_] // 2
-        p = (ra[l_] @ rb[l_].T).astype(np.int64)
-        out[l_][:, :N] = (np.mod(p + h, m) - h).astype(np.int8)
+    out[:, :, :N] = products_numpy(_plane(ba, count, M, lda, pla)[:, :, :K],
+                                   _plane(bb, count, N, ldb, plb)[:, :, :K], moduli)
 
 
 def rung26(cfg: dict | None = None) -> tuple["Library", dict, int]:
@@ -355,6 +350,7 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
         return Tiled2D(buf.address, rows, K, kpad, box_rows, ozaki.KB, elem_bytes=1,
                        planes=count, plane_ld=rows * kpad)
 
+    # (the buffers and the maps' storage kept alive until the launch is done)
     keep_a, map_a = _aligned(_fake_map(planes(ra, ozaki_tile_rows(cfg))))
     keep_b, map_b = _aligned(_fake_map(planes(rb, cfg["BN"])))
     out = lib.alloc(count * M * ldr, fill=poison & 0xFF)
@@ -370,9 +366,11 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
 
 
 def products_numpy(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...]) -> np.ndarray:
-    """R_l = (A_l B_l^T) mod m_l, symmetric, as int8 (what rung 26 computes)."""
+    """R_l = (A_l B_l^T) mod m_l, symmetric, as int8 (what rung 26 computes) from residue
+    planes ra (count x M x K) and rb (count x N x K)."""
     out = np.empty((ra.shape[0], ra.shape[1], rb.shape[1]), np.int8)
     for l_, m in enumerate(moduli[:ra.shape[0]]):
+        # (in FP64: each sum is an integer below 2^31, exact there, and BLAS is quick)
         p = (ra[l_].astype(np.float64) @ rb[l_].T.astype(np.float64)).astype(np.int64)
         out[l_] = (np.mod(p + m // 2, m) - m // 2).astype(np.int8)
     return out
