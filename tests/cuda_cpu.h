@@ -4,7 +4,8 @@
 //
 //   - a block's threads are fibers (ucontext) on one OS thread, switched only at
 //     __syncthreads and at warp shuffles, in turn first to last, then last to first (so a
-//     missing barrier shows in one of the orders); the blocks of a grid run one after
+//     missing barrier shows in one of the orders), or with a seed in an order drawn afresh
+//     each round (emu_set_order); the blocks of a grid run one after
 //     another, in order (x fastest). So `__shared__` is a `static`: one block at a time
 //     owns it.
 //   - __syncthreads waits for every thread of the block that has not returned; a warp
@@ -116,6 +117,7 @@ inline std::function<void()> body;
 inline unsigned long long slots[32][32];  // a warp's shuffle values, by warp and lane
 inline std::string failure;
 inline unsigned long long ticks = 0;  // every change another thread could wait for
+inline unsigned long long order_seed = 0;  // 0: first to last, then last to first; else drawn
 inline std::vector<std::function<void()>> copies;  // the copy engine's, issued this round
 void start_block();                                // (the Hopper section's per-block state)
 void finish_block();
@@ -197,13 +199,22 @@ inline bool run_block(std::vector<Fiber>& fibers, int n) {
     }
     start_block();
     const int warps = (n + 31) / 32;
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
     for (int round = 0;; ++round) {
         // between two barriers the threads run one after another, first to last and then
         // last to first: a read of what another thread writes in the same phase (a missing
-        // __syncthreads) sees it in one of the two orders and not in the other
+        // __syncthreads) sees it in one of the two orders and not in the other. With a seed
+        // (emu_set_order), in an order drawn afresh each round instead
+        if (order_seed) {
+            for (int i = n - 1; i > 0; --i) {
+                order_seed = order_seed * 6364136223846793005ull + 1442695040888963407ull;
+                std::swap(order[i], order[(order_seed >> 33) % (i + 1)]);
+            }
+        }
         const unsigned long long before = ticks;
         for (int j = 0; j < n; ++j) {
-            const int i = round % 2 ? n - 1 - j : j;
+            const int i = order_seed ? order[j] : round % 2 ? n - 1 - j : j;
             if (fibers[i].state == AT_PAUSE) {
                 fibers[i].state = AT_SPIN;
                 ++ticks;

@@ -77,6 +77,7 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
                 f'void** a, const unsigned* s, int c, unsigned t) '
                 f'{{ return emu::launch(&{n}, g, b, m, a, s, c, t); }}')
         lines += ['extern "C" const char* emu_failure() { return emu::failure.c_str(); }',
+                  'extern "C" void emu_set_order(unsigned long long s) { emu::order_seed = s; }',
                   _ALLOC]
         wrapper.write_text("\n".join(lines) + "\n")
         cxx = compiler()
@@ -131,6 +132,11 @@ class Library:
 
     def alloc(self, size: int, fill: int = 0) -> Buffer:
         return Buffer(self, size, fill)
+
+    def order(self, seed: int) -> None:
+        """The threads' turns between barriers from now on: 0, first to last then last to
+        first (the default); another seed, an order drawn afresh each round from it."""
+        self.dll.emu_set_order(ctypes.c_ulonglong(seed))
 
     def launch(self, name: str, grid, block, params: int, sizes: list[int],
                seconds: int = SECONDS, smem: int = 0) -> None:
@@ -262,14 +268,15 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         return buf, ld, (view.T if trans else view)
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
-            guard=None, sms=3, occupancy=2, fused=True, rows_r=None):
+            guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
         `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes);
         `fused`: ozaki.FUSED for the call (oz_scale where the rows fit, or the two passes);
-        `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous).
-        Checks that the workspace's zeroed region is 0 again afterwards."""
+        `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous);
+        `order`: the threads' turns in every launch (Library.order). Checks that the
+        workspace's zeroed region is 0 again afterwards."""
         state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
         N = b.shape[1]
@@ -285,7 +292,14 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
                            cfg=cfg)
-        w()
+        libs = [x for x in (lib, gemm_lib) if x is not None]
+        for x in libs:
+            x.order(order)
+        try:
+            w()
+        finally:
+            for x in libs:
+                x.order(0)
         zeroed = spaces[0].array()
         if zeroed.any():
             raise AssertionError(f"the workspace's zeroed region is not 0 after the product: "
@@ -324,11 +338,13 @@ def _aligned(data: bytes, align: int = 64):
 
 def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
                     cfg: dict | None = None, blocks: int = 3, poison: int = 0x55,
-                    source: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    source: str | Path | None = None,
+                    order: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Rung 26 emulated on residue planes ra (count x M x K int8) and rb (count x N x K):
     its output planes (count x M x N), and the bytes it must not have written (the planes'
     padding past N), both read from a buffer filled with `poison` first. `blocks`: its
-    persistent grid; `source`: another copy of the kernel (a planted bug) in its place."""
+    persistent grid; `source`: another copy of the kernel (a planted bug) in its place;
+    `order`: the threads' turns (Library.order)."""
     from sgemmlab.registry.tensor import ozaki_tile_rows
     from sgemmlab.runtime import ozaki
     from sgemmlab.runtime.tma import Tiled2D
@@ -359,8 +375,12 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
              ctypes.c_int64(M * ldr)]
     params = (ctypes.c_void_p * 10)(map_a, map_b, *[ctypes.addressof(c) for c in cells])
     sizes = [128, 128, *[ctypes.sizeof(c) for c in cells]]
-    lib.launch("sgemm", (blocks, 1, 1), (384, 1, 1), ctypes.addressof(params), sizes,
-               smem=smem)
+    lib.order(order)
+    try:
+        lib.launch("sgemm", (blocks, 1, 1), (384, 1, 1), ctypes.addressof(params), sizes,
+                   smem=smem)
+    finally:
+        lib.order(0)
     got = out.array(np.int8).reshape(count, M, ldr)
     return got[:, :, :N].copy(), got[:, :, N:].copy()
 

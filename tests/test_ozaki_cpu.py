@@ -73,6 +73,17 @@ def test_with_overlap_every_launch_but_the_first_is_overlapped(run):
     assert [p._config is not None for p in made] == [False] + [True] * (len(made) - 1)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("fused", [True, False])
+def test_threads_taking_turns_in_drawn_orders(run, fused, seed):
+    """The passes when, between barriers, the threads run in an order drawn afresh each
+    round (tests/cuda_cpu.py, Library.order): a read of another thread's write that no
+    barrier orders shows in more ways than first to last and back."""
+    a, b = _normal(131, 300, seed), _normal(300, 263, seed + 10)
+    np.testing.assert_array_equal(run(a, b, _nan(131, 263), tb=True, fused=fused, order=seed),
+                                  ref.matmul(a, b))
+
+
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
 def test_every_count_of_moduli(run, count):
     a, b = _normal(97, 389, count), _normal(389, 211, count + 100)

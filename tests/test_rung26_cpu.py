@@ -57,6 +57,15 @@ def test_products_bit_for_bit(name, M, N, K, count):
     _check(*_planes(M, N, K, count, M * 7 + N), count, CONFIGS[name])
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "pingpong_bn128"])
+def test_threads_taking_turns_in_drawn_orders(name, seed):
+    """The same products when, between barriers, the threads run in an order drawn afresh
+    each round (not only first to last and back): the producer, the two warpgroups and the
+    copies' landings interleave in many more ways."""
+    _check(*_planes(300, 257, 700, 2, seed), 2, CONFIGS[name], order=seed)
+
+
 @pytest.mark.parametrize("name", ["seed", "pingpong_store16"])
 def test_eight_moduli_and_a_long_k(name):
     _check(*_planes(70, 300, 1100, 8, 11), 8, CONFIGS[name])
