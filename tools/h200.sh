@@ -72,9 +72,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         >> "$STALLS" ;;
     ozakistalls)  # rung 26 under ncu: the tensor pipe, issue, L2 and HBM, stall reasons, for
       # the seed and OZAKI_STALL_GEMM ("STORE16=1/PINGPONG=1,STORE16=1") at OZAKI_STALL_SIZE;
-      # every rung 26 launch (each configuration's two: the first warms, the second counts),
-      # on a copy of the compile cache (NVRTC under ncu's injection may leave ptxas's report
-      # out of what it writes)
+      # every launch of rung 26 (sgemm), oz_scale and oz_crt (each configuration's product
+      # twice: the first warms, the second counts), on a copy of the compile cache (NVRTC
+      # under ncu's injection may leave ptxas's report out of what it writes)
       m=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum
       m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active
       m="$m,regex:sm__pipe_tensor_op_.*_cycles_active\.avg\.pct_of_peak_sustained_active$"
@@ -83,7 +83,8 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       m="$m,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
       out=results/nvidia-h200/profile/ncu-ozaki-$(date -u +%Y%m%dT%H%MZ).txt
       copy=$(mktemp -d) && cp -r "$SGEMMLAB_CACHE_DIR/." "$copy/"
-      SGEMMLAB_CACHE_DIR=$copy ncu --clock-control none -k sgemm --metrics "$m" \
+      SGEMMLAB_CACHE_DIR=$copy ncu --clock-control none -k "regex:^(sgemm|oz_scale|oz_crt)$" \
+        --metrics "$m" \
         python3 tools/ozaki_once.py --size "${OZAKI_STALL_SIZE:-2048}" \
         --gemm "${OZAKI_STALL_GEMM:-STORE16=1/PINGPONG=1,STORE16=1}" 2>&1 \
         | grep -vE "^==PROF==" > "$out" || status=1
