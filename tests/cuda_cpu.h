@@ -21,6 +21,11 @@
 //     setmaxnreg and fences as no-ops, and named barriers. A thread that returns with a
 //     wgmma group in flight, a barrier used before its init, or a descriptor or map of a
 //     kind not written here fails the launch.
+//   - clusters (rung 26's CLUSTER 2): the blocks of a cluster run together, each with its
+//     own dynamic shared memory, mbarriers and named barriers; barrier.cluster, arrivals on
+//     a peer's mbarrier and multicast boxes. A copy or an arrival into a block whose threads
+//     have all returned fails. With a seed, one block sits out half the rounds, so that the
+//     blocks drift apart. (A kernel with `__shared__` variables runs in clusters of 1.)
 //   - a fault (a read or write outside any buffer: tests/cuda_cpu.py places each buffer
 //     against an unmapped page) or a launch longer than its time limit ends the launch with
 //     a message naming the kernel, the block and the thread.
@@ -86,7 +91,7 @@ namespace emu {
 
 // AT_SPIN: waits on a condition (retried every round); AT_PAUSE: sits out one round (after an
 // mbarrier arrival)
-enum State { RUNNING, AT_BLOCK, AT_WARP, AT_SPIN, AT_PAUSE, DONE };
+enum State { RUNNING, AT_BLOCK, AT_WARP, AT_CLUSTER, AT_SPIN, AT_PAUSE, DONE };
 
 // One wgmma of a thread: its accumulators (d, n of them) and the operands' descriptors.
 struct WgOp {
@@ -107,6 +112,8 @@ struct Fiber {
     std::vector<char> stack;
     std::vector<WgOp> open;                  // wgmmas since the last commit
     std::vector<std::vector<WgOp>> groups;  // committed, not yet retired
+    int slot = 0;  // its block's place in the cluster
+    uint3 bidx{};  // its block's blockIdx
 };
 
 inline ucontext_t scheduler;
@@ -114,11 +121,15 @@ inline Fiber* cur = nullptr;
 inline uint3 block_idx;
 inline dim3 block_dim, grid_dim;
 inline std::function<void()> body;
-inline unsigned long long slots[32][32];  // a warp's shuffle values, by warp and lane
+constexpr int MAX_CLUSTER = 4;
+inline int cluster_size = 1;  // blocks a cluster: they run together, each its own shared memory
+inline unsigned long long slots[MAX_CLUSTER][32][32];  // shuffle values, by block, warp, lane
 inline std::string failure;
 inline unsigned long long ticks = 0;  // every change another thread could wait for
 inline unsigned long long order_seed = 0;  // 0: first to last, then last to first; else drawn
 inline std::vector<std::function<void()>> copies;  // the copy engine's, issued this round
+inline Fiber* running = nullptr;  // the cluster's fibers, block after block
+inline int block_threads = 0;
 void start_block();                                // (the Hopper section's per-block state)
 void finish_block();
 
@@ -138,8 +149,9 @@ inline void release(void* p, size_t n) {
     munmap(static_cast<char*>(p) + data - span - page, span + 2 * page);
 }
 
-// the launch's dynamic shared memory (guarded as `alloc`'s buffers are)
-inline unsigned char* dynamic = nullptr;
+// the launch's dynamic shared memory, a buffer for each block of a cluster (guarded as
+// `alloc`'s buffers are)
+inline unsigned char* dyn[MAX_CLUSTER] = {};
 inline size_t dynamic_size = 0;
 
 inline void yield(State s) {
@@ -166,11 +178,11 @@ inline int warp() { return cur->linear / 32; }
 template <class T>
 T shuffle(unsigned mask, T v, int src) {
     static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
-    std::memcpy(&slots[warp()][lane()], &v, sizeof(T));
+    std::memcpy(&slots[cur->slot][warp()][lane()], &v, sizeof(T));
     cur->mask = mask;
     yield(AT_WARP);
     T r;
-    std::memcpy(&r, &slots[warp()][src], sizeof(T));
+    std::memcpy(&r, &slots[cur->slot][warp()][src], sizeof(T));
     cur->mask = mask;
     yield(AT_WARP);  // every lane has read before any writes again
     return r;
@@ -178,16 +190,19 @@ T shuffle(unsigned mask, T v, int src) {
 
 inline std::string where() {
     char s[160];
-    std::snprintf(s, sizeof s, "block (%u, %u, %u), thread (%u, %u, %u)", block_idx.x,
-                  block_idx.y, block_idx.z, cur ? cur->tid.x : 0u, cur ? cur->tid.y : 0u,
-                  cur ? cur->tid.z : 0u);
+    const uint3 b = cur ? cur->bidx : block_idx;
+    std::snprintf(s, sizeof s, "block (%u, %u, %u), thread (%u, %u, %u)", b.x, b.y, b.z,
+                  cur ? cur->tid.x : 0u, cur ? cur->tid.y : 0u, cur ? cur->tid.z : 0u);
     return s;
 }
 
-// One block: every fiber runs until it waits or returns; then a barrier that all of its
-// threads have reached opens. Nothing to open with threads still waiting: a deadlock.
+// One cluster of blocks (one block, with clusters of 1), from block_idx on along x: every
+// fiber runs until it waits or returns; then a barrier that all of its threads have reached
+// opens (__syncthreads: a block's; a warp's; barrier.cluster: the cluster's). Nothing to
+// open with threads still waiting: a deadlock.
 inline bool run_block(std::vector<Fiber>& fibers, int n) {
-    for (int i = 0; i < n; ++i) {
+    const int cl = cluster_size, total = n * cl;
+    for (int i = 0; i < total; ++i) {
         Fiber& f = fibers[i];
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.data();
@@ -195,26 +210,34 @@ inline bool run_block(std::vector<Fiber>& fibers, int n) {
         f.ctx.uc_link = &scheduler;
         f.state = RUNNING;
         f.open.clear(), f.groups.clear();
+        f.slot = i / n;
+        f.bidx = {block_idx.x + static_cast<unsigned>(f.slot), block_idx.y, block_idx.z};
         makecontext(&f.ctx, fiber_main, 0);
     }
+    running = fibers.data(), block_threads = n;
     start_block();
     const int warps = (n + 31) / 32;
-    std::vector<int> order(n);
-    for (int i = 0; i < n; ++i) order[i] = i;
+    std::vector<int> order(total);
+    for (int i = 0; i < total; ++i) order[i] = i;
     for (int round = 0;; ++round) {
         // between two barriers the threads run one after another, first to last and then
         // last to first: a read of what another thread writes in the same phase (a missing
         // __syncthreads) sees it in one of the two orders and not in the other. With a seed
-        // (emu_set_order), in an order drawn afresh each round instead
+        // (emu_set_order), in an order drawn afresh each round instead, and in a cluster
+        // one block drawn to sit the round out half the time, so that the blocks drift apart
+        int idle = -1;  // (the block that sits out)
         if (order_seed) {
-            for (int i = n - 1; i > 0; --i) {
+            for (int i = total - 1; i > 0; --i) {
                 order_seed = order_seed * 6364136223846793005ull + 1442695040888963407ull;
                 std::swap(order[i], order[(order_seed >> 33) % (i + 1)]);
             }
+            order_seed = order_seed * 6364136223846793005ull + 1442695040888963407ull;
+            if (cl > 1 && (order_seed >> 40) % 2) idle = static_cast<int>((order_seed >> 42) % cl);
         }
         const unsigned long long before = ticks;
-        for (int j = 0; j < n; ++j) {
-            const int i = order_seed ? order[j] : round % 2 ? n - 1 - j : j;
+        for (int j = 0; j < total; ++j) {
+            const int i = order_seed ? order[j] : round % 2 ? total - 1 - j : j;
+            if (fibers[i].slot == idle) continue;
             if (fibers[i].state == AT_PAUSE) {
                 fibers[i].state = AT_SPIN;
                 ++ticks;
@@ -229,77 +252,87 @@ inline bool run_block(std::vector<Fiber>& fibers, int n) {
         std::vector<std::function<void()>> landing;
         landing.swap(copies);
         for (auto& c : landing) c();
-        int live = 0, at_block = 0, spinning = 0;
-        for (int i = 0; i < n; ++i)
-            spinning += fibers[i].state == AT_SPIN || fibers[i].state == AT_PAUSE;
-        for (int i = 0; i < n; ++i)
-            live += fibers[i].state != DONE, at_block += fibers[i].state == AT_BLOCK;
+        int live = 0, at_block = 0, at_cluster = 0, spinning = 0;
+        for (int i = 0; i < total; ++i) {
+            const State st = fibers[i].state;
+            live += st != DONE, at_block += st == AT_BLOCK, at_cluster += st == AT_CLUSTER;
+            spinning += st == AT_SPIN || st == AT_PAUSE;
+        }
         if (live == 0) {
             finish_block();
             return failure.empty();
         }
-        if (at_block == live) {
-            // CUDA leaves a barrier undefined unless every thread of the block reaches it,
-            // the same one: a thread that returned first, or threads at two __syncthreads,
-            // fail here even where a GPU happens to let them through
-            int line = -1, other = -1;
-            for (int i = 0; i < n; ++i)
-                if (fibers[i].state == AT_BLOCK) {
-                    if (line < 0) line = fibers[i].line;
-                    else if (fibers[i].line != line) other = fibers[i].line;
-                }
-            char s[200];
-            if (other >= 0) {
-                std::snprintf(s, sizeof s, "block (%u, %u, %u): threads wait at two "
-                              "__syncthreads, lines %d and %d", block_idx.x, block_idx.y,
-                              block_idx.z, line, other);
-                failure = s;
-                return false;
-            }
-            if (live < n) {
-                std::snprintf(s, sizeof s, "block (%u, %u, %u): __syncthreads at line %d "
-                              "after %d of its %d threads returned", block_idx.x, block_idx.y,
-                              block_idx.z, line, n - live, n);
-                failure = s;
-                return false;
-            }
-            for (int i = 0; i < n; ++i) fibers[i].state = RUNNING;
+        bool opened = false;
+        char s[240];
+        if (at_cluster == live) {  // (every thread of the cluster that has not returned)
+            for (int i = 0; i < total; ++i)
+                if (fibers[i].state == AT_CLUSTER) fibers[i].state = RUNNING;
             continue;
         }
-        bool opened = false;
-        for (int w = 0; w < warps; ++w) {
-            unsigned waiting = 0, mask = 0, done = 0;
-            for (int l = 0; l < 32 && w * 32 + l < n; ++l) {
-                const Fiber& f = fibers[w * 32 + l];
-                if (f.state == AT_WARP) waiting |= 1u << l, mask |= f.mask;
-                if (f.state == DONE) done |= 1u << l;
-            }
-            if (waiting == 0) continue;
-            if (mask & done) {
-                char s[200];
-                std::snprintf(s, sizeof s, "block (%u, %u, %u), warp %d: a shuffle names "
-                              "lanes that have returned (mask %08x, returned %08x)",
-                              block_idx.x, block_idx.y, block_idx.z, w, mask, done);
-                failure = s;
-                return false;
-            }
-            if ((mask & ~waiting) == 0) {
-                for (int l = 0; l < 32 && w * 32 + l < n; ++l)
-                    if (fibers[w * 32 + l].state == AT_WARP) fibers[w * 32 + l].state = RUNNING;
+        for (int b = 0; b < cl; ++b) {
+            Fiber* f = &fibers[b * n];
+            const uint3 id = f->bidx;
+            int live_b = 0, at_b = 0;
+            for (int i = 0; i < n; ++i)
+                live_b += f[i].state != DONE, at_b += f[i].state == AT_BLOCK;
+            if (live_b > 0 && at_b == live_b) {
+                // CUDA leaves a barrier undefined unless every thread of the block reaches
+                // it, the same one: a thread that returned first, or threads at two
+                // __syncthreads, fail here even where a GPU happens to let them through
+                int line = -1, other = -1;
+                for (int i = 0; i < n; ++i)
+                    if (f[i].state == AT_BLOCK) {
+                        if (line < 0) line = f[i].line;
+                        else if (f[i].line != line) other = f[i].line;
+                    }
+                if (other >= 0) {
+                    std::snprintf(s, sizeof s, "block (%u, %u, %u): threads wait at two "
+                                  "__syncthreads, lines %d and %d", id.x, id.y, id.z, line,
+                                  other);
+                    failure = s;
+                    return false;
+                }
+                if (live_b < n) {
+                    std::snprintf(s, sizeof s, "block (%u, %u, %u): __syncthreads at line %d "
+                                  "after %d of its %d threads returned", id.x, id.y, id.z, line,
+                                  n - live_b, n);
+                    failure = s;
+                    return false;
+                }
+                for (int i = 0; i < n; ++i) f[i].state = RUNNING;
                 opened = true;
+                continue;
+            }
+            for (int w = 0; w < warps; ++w) {
+                unsigned waiting = 0, mask = 0, done = 0;
+                for (int l = 0; l < 32 && w * 32 + l < n; ++l) {
+                    const Fiber& g = f[w * 32 + l];
+                    if (g.state == AT_WARP) waiting |= 1u << l, mask |= g.mask;
+                    if (g.state == DONE) done |= 1u << l;
+                }
+                if (waiting == 0) continue;
+                if (mask & done) {
+                    std::snprintf(s, sizeof s, "block (%u, %u, %u), warp %d: a shuffle names "
+                                  "lanes that have returned (mask %08x, returned %08x)", id.x,
+                                  id.y, id.z, w, mask, done);
+                    failure = s;
+                    return false;
+                }
+                if ((mask & ~waiting) == 0) {
+                    for (int l = 0; l < 32 && w * 32 + l < n; ++l)
+                        if (f[w * 32 + l].state == AT_WARP) f[w * 32 + l].state = RUNNING;
+                    opened = true;
+                }
             }
         }
-        if (!opened && spinning && ticks != before) continue;
-        if (!opened) {
-            char s[240];
-            std::snprintf(s, sizeof s, "block (%u, %u, %u): a deadlock: %d threads wait at "
-                          "__syncthreads, %d at mbarriers or named barriers that nothing will "
-                          "complete, %d at shuffles whose lanes wait elsewhere",
-                          block_idx.x, block_idx.y, block_idx.z, at_block, spinning,
-                          live - at_block - spinning);
-            failure = s;
-            return false;
-        }
+        if (opened || (spinning && ticks != before) || idle >= 0) continue;
+        std::snprintf(s, sizeof s, "block (%u, %u, %u): a deadlock: %d threads wait at "
+                      "__syncthreads, %d at the cluster's barrier, %d at mbarriers or named "
+                      "barriers that nothing will complete, %d at shuffles whose lanes wait "
+                      "elsewhere", block_idx.x, block_idx.y, block_idx.z, at_block, at_cluster,
+                      spinning, live - at_block - at_cluster - spinning);
+        failure = s;
+        return false;
     }
 }
 
@@ -322,19 +355,26 @@ inline void on_signal(int sig, siginfo_t* info, void*) {
     siglongjmp(escape, 1);
 }
 
-// The grid, block by block. 0, or 1 with `failure` saying why.
+// The grid, cluster by cluster (block by block, with clusters of 1). 0, or 1 with
+// `failure` saying why.
 inline int run_grid(const unsigned* grid, const unsigned* block, unsigned seconds) {
-    const int n = static_cast<int>(block[0] * block[1] * block[2]);
+    const int n = static_cast<int>(block[0] * block[1] * block[2]), cl = cluster_size;
     if (n < 1 || n > 1024) {
         failure = "a block of " + std::to_string(n) + " threads";
         return 1;
     }
+    if (cl < 1 || cl > MAX_CLUSTER || grid[0] % cl) {
+        failure = "a cluster of " + std::to_string(cl) + " blocks for a grid of " +
+                  std::to_string(grid[0]) + " along x";
+        return 1;
+    }
     static std::vector<Fiber> fibers;
-    if (fibers.size() < static_cast<size_t>(n)) fibers.resize(n);
-    for (int i = 0; i < n; ++i) {
+    if (fibers.size() < static_cast<size_t>(n * cl)) fibers.resize(n * cl);
+    for (int i = 0; i < n * cl; ++i) {
+        const int t = i % n;  // (the thread's place in its block)
         fibers[i].stack.resize(1 << 18);
-        fibers[i].linear = i;
-        fibers[i].tid = {i % block[0], i / block[0] % block[1], i / (block[0] * block[1])};
+        fibers[i].linear = t;
+        fibers[i].tid = {t % block[0], t / block[0] % block[1], t / (block[0] * block[1])};
     }
     block_dim = {block[0], block[1], block[2]};
     grid_dim = {grid[0], grid[1], grid[2]};
@@ -355,10 +395,10 @@ inline int run_grid(const unsigned* grid, const unsigned* block, unsigned second
         alarm(seconds);
         for (unsigned z = 0; z < grid[2] && rc == 0; ++z)
             for (unsigned y = 0; y < grid[1] && rc == 0; ++y)
-                for (unsigned x = 0; x < grid[0] && rc == 0; ++x) {
+                for (unsigned x = 0; x < grid[0] && rc == 0; x += cl) {
                     block_idx = {x, y, z};
                     // (what a block finds there: NaN, -1 and so on, not zeros)
-                    std::memset(dynamic, 0xFF, dynamic_size);
+                    for (int b = 0; b < cl; ++b) std::memset(dyn[b], 0xFF, dynamic_size);
                     if (!run_block(fibers, n)) rc = 1;
                 }
     } else {
@@ -380,9 +420,10 @@ void call(void (*f)(P...), void** args, std::index_sequence<I...>) {
 
 // A kernel's launch as cuLaunchKernel takes it: a pointer to each argument's bytes; `sizes`
 // their byte counts, checked against the kernel's parameters (a mismatch is a packing bug).
+// `cluster`: blocks a cluster (along x), which run together.
 template <class... P>
 int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, unsigned smem,
-           void** args, const unsigned* sizes, int count, unsigned seconds) {
+           void** args, const unsigned* sizes, int count, unsigned seconds, int cluster) {
     constexpr size_t want[] = {sizeof(std::decay_t<P>)..., 0};
     if (count != static_cast<int>(sizeof...(P))) {
         failure = std::to_string(count) + " arguments for " + std::to_string(sizeof...(P)) +
@@ -395,8 +436,14 @@ int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, unsigne
                       " bytes; its parameter has " + std::to_string(want[i]);
             return 1;
         }
-    if (dynamic) release(dynamic, dynamic_size);
-    dynamic = static_cast<unsigned char*>(alloc(smem)), dynamic_size = smem;
+    for (auto*& d : dyn) {
+        if (d) release(d, dynamic_size);
+        d = nullptr;
+    }
+    cluster_size = cluster;
+    for (int b = 0; b < cluster && b < MAX_CLUSTER; ++b)
+        dyn[b] = static_cast<unsigned char*>(alloc(smem));
+    dynamic_size = smem;
     body = [&] { call(f, args, std::index_sequence_for<P...>{}); };
     return run_grid(grid, block, seconds);
 }
@@ -405,11 +452,11 @@ int launch(void (*f)(P...), const unsigned* grid, const unsigned* block, unsigne
 
 template <class T>
 T* dynamic_smem() {
-    return reinterpret_cast<T*>(emu::dynamic);
+    return reinterpret_cast<T*>(emu::dyn[emu::cur->slot]);
 }
 
 #define threadIdx (emu::cur->tid)
-#define blockIdx (emu::block_idx)
+#define blockIdx (emu::cur->bidx)
 #define blockDim (emu::block_dim)
 #define gridDim (emu::grid_dim)
 
@@ -473,14 +520,27 @@ namespace emu {
 // that is not 1024-aligned: a kernel must align its swizzled tiles itself, as on a GPU.
 constexpr unsigned SHARED_BASE = 16;
 
-inline unsigned char* shared_at(unsigned addr, unsigned bytes) {
+// Whether every thread of block `slot` of the cluster has returned: its shared memory is
+// gone, and a copy or an arrival from another block into it is an error.
+inline bool exited(int slot) {
+    for (int i = 0; i < block_threads; ++i)
+        if (running[slot * block_threads + i].state != DONE) return false;
+    return true;
+}
+
+// The bytes at shared address `addr` of block `slot` of the cluster.
+inline unsigned char* shared_in(int slot, unsigned addr, unsigned bytes) {
+    if (exited(slot)) fail("a write into the shared memory of a block that has returned");
     if (addr < SHARED_BASE || addr - SHARED_BASE + bytes > dynamic_size) {
         char s[160];
         std::snprintf(s, sizeof s, "shared address %#x (%u bytes) outside the block's %zu "
                       "bytes of dynamic shared memory", addr, bytes, dynamic_size);
         fail(s);
     }
-    return dynamic + (addr - SHARED_BASE);
+    return dyn[slot] + (addr - SHARED_BASE);
+}
+inline unsigned char* shared_at(unsigned addr, unsigned bytes) {  // (the running thread's)
+    return shared_in(cur->slot, addr, bytes);
 }
 
 // An mbarrier: the arrivals a phase waits for, those still missing, the copy engine's bytes
@@ -490,16 +550,18 @@ struct Mbar {
     long long tx = 0;
     unsigned phase = 0;
 };
-inline std::vector<std::pair<unsigned, Mbar>> mbars;  // this block's, by address
+inline std::vector<std::pair<unsigned, Mbar>> mbars[MAX_CLUSTER];  // a block's, by address
 
-inline Mbar& mbar(unsigned addr) {
-    for (auto& [a, m] : mbars)
+inline Mbar& mbar_in(int slot, unsigned addr) {
+    for (auto& [a, m] : mbars[slot])
         if (a == addr) return m;
     char s[120];
     std::snprintf(s, sizeof s, "the mbarrier at shared address %#x is used before its init",
                   addr);
     fail(s);
 }
+
+inline Mbar& mbar(unsigned addr) { return mbar_in(cur->slot, addr); }
 
 inline void mbar_complete(Mbar& m) {
     if (m.remaining == 0 && m.tx == 0) m.phase ^= 1u, m.remaining = m.expected;
@@ -510,22 +572,25 @@ struct Named {
     int arrived = 0;
     unsigned long long generation = 0;
 };
-inline Named named[16];
+inline Named named[MAX_CLUSTER][16];
 
 // How many copies have landed in each 128-byte row of shared memory: a wgmma whose operands'
 // rows changed between its issue and its retirement read a stage released too early.
-inline std::vector<unsigned long long> landed;
+inline std::vector<unsigned long long> landed[MAX_CLUSTER];
 
 inline void start_block() {
-    mbars.clear();
     copies.clear();
-    for (auto& b : named) b = Named{};
-    landed.assign((SHARED_BASE + dynamic_size) / 128 + 1, 0);  // (by address / 128)
+    for (int b = 0; b < MAX_CLUSTER; ++b) {
+        mbars[b].clear();
+        for (auto& x : named[b]) x = Named{};
+        landed[b].assign((SHARED_BASE + dynamic_size) / 128 + 1, 0);  // (by address / 128)
+    }
 }
 
 inline void finish_block() {
-    for (auto& b : named)
-        if (b.arrived) failure = "a named barrier was left with arrivals at the block's end";
+    for (auto& block : named)
+        for (auto& b : block)
+            if (b.arrived) failure = "a named barrier was left with arrivals at the block's end";
 }
 
 // A stand-in tensor map (tests/cuda_cpu.py writes it in the map's 128 bytes).
@@ -533,35 +598,47 @@ struct FakeMap {
     long long base, rows, cols, ld, planes, plane_ld, box_rows, box_cols, swizzle, elem;
 };
 
+// The box at column x, row y of plane z to shared address `dst` of each block of the cluster
+// in `blocks` (a mask; 0: the running thread's own), its bytes counted on each one's barrier
+// at `bar`.
 template <class Map>
-void tma_box(unsigned dst, const Map& map, long long x, long long y, long long z, unsigned bar) {
+void tma_box(unsigned dst, const Map& map, long long x, long long y, long long z, unsigned bar,
+             unsigned blocks = 0) {
     static_assert(sizeof(Map) >= sizeof(FakeMap), "a tensor map holds the stand-in");
+    if (blocks == 0) blocks = 1u << cur->slot;
+    if (blocks >> cluster_size) fail("a multicast to a block outside the cluster");
     FakeMap m;
     std::memcpy(&m, &map, sizeof m);
     const long long inner = m.box_cols * m.elem, bytes = inner * m.box_rows;
     if (m.swizzle != 128 || inner != 128)
         fail("a tensor map other than 128-byte rows in the 128-byte swizzle (not emulated)");
     if (dst % 128) fail("a copy-engine box to shared memory not 128-byte aligned");
-    shared_at(dst, static_cast<unsigned>(bytes));
-    mbar(bar);  // (initialised now)
+    for (int b = 0; b < cluster_size; ++b)
+        if (blocks >> b & 1) {
+            shared_in(b, dst, static_cast<unsigned>(bytes));
+            mbar_in(b, bar);  // (initialised now)
+        }
     // the box lands after this round, from what global memory holds then
     copies.push_back([=] {
-        for (long long r = 0; r < m.box_rows; ++r)
-            for (long long c = 0; c < inner; ++c) {
-                const long long gr = y + r, gc = x * m.elem + c;
-                unsigned char v = 0;
-                if (gr >= 0 && gr < m.rows && gc >= 0 && gc < m.cols * m.elem && z >= 0 &&
-                    z < m.planes)
-                    v = reinterpret_cast<const unsigned char*>(m.base)[
-                        z * m.plane_ld * m.elem + gr * m.ld * m.elem + gc];
-                const unsigned at = dst + static_cast<unsigned>(r * 128 + c);
-                *shared_at(at ^ (((at >> 7) & 7u) << 4), 1) = v;
-            }
-        for (long long r = 0; r < m.box_rows; ++r)
-            ++landed[(dst + r * 128) / 128];
-        Mbar& b = mbar(bar);
-        b.tx -= bytes;
-        mbar_complete(b);
+        for (int b = 0; b < cluster_size; ++b) {
+            if (!(blocks >> b & 1)) continue;
+            for (long long r = 0; r < m.box_rows; ++r)
+                for (long long c = 0; c < inner; ++c) {
+                    const long long gr = y + r, gc = x * m.elem + c;
+                    unsigned char v = 0;
+                    if (gr >= 0 && gr < m.rows && gc >= 0 && gc < m.cols * m.elem && z >= 0 &&
+                        z < m.planes)
+                        v = reinterpret_cast<const unsigned char*>(m.base)[
+                            z * m.plane_ld * m.elem + gr * m.ld * m.elem + gc];
+                    const unsigned at = dst + static_cast<unsigned>(r * 128 + c);
+                    *shared_in(b, at ^ (((at >> 7) & 7u) << 4), 1) = v;
+                }
+            for (long long r = 0; r < m.box_rows; ++r)
+                ++landed[b][(dst + r * 128) / 128];
+            Mbar& mb = mbar_in(b, bar);
+            mb.tx -= bytes;
+            mbar_complete(mb);
+        }
         ++ticks;
     });
 }
@@ -584,7 +661,7 @@ inline unsigned long long stamp(unsigned long long desc, int rows) {
     for (int row = 0; row < rows; ++row) {
         const unsigned at = start + (row / 8) * stride + (row % 8) * 128;
         shared_at(at, 1);
-        sum += landed[at / 128];
+        sum += landed[cur->slot][at / 128];
     }
     return sum;
 }
@@ -613,27 +690,30 @@ inline void spin() { yield(AT_SPIN); }
 
 inline unsigned long long __cvta_generic_to_shared(const void* p) {
     const auto* c = static_cast<const unsigned char*>(p);
-    if (c < emu::dynamic || c >= emu::dynamic + emu::dynamic_size)
+    const unsigned char* d = emu::dyn[emu::cur->slot];
+    if (c < d || c >= d + emu::dynamic_size)
         emu::fail("__cvta_generic_to_shared of an address outside dynamic shared memory");
-    return static_cast<unsigned long long>(c - emu::dynamic) + emu::SHARED_BASE;
+    return static_cast<unsigned long long>(c - d) + emu::SHARED_BASE;
 }
 
 inline void mbar_init(unsigned bar, unsigned count) {
     if (bar % 8) emu::fail("an mbarrier not 8-byte aligned");
     emu::shared_at(bar, 8);
-    for (auto& [a, m] : emu::mbars)
+    auto& mine = emu::mbars[emu::cur->slot];
+    for (auto& [a, m] : mine)
         if (a == bar) emu::fail("an mbarrier initialised twice");
     emu::Mbar m;
     m.expected = m.remaining = static_cast<int>(count);
-    emu::mbars.emplace_back(bar, m);
+    mine.emplace_back(bar, m);
     ++emu::ticks;
 }
 // An arrival sits out the next round, in which the other threads run and the copies they
 // issue land: what it released (a stage of a ring) may be overwritten before this thread's
 // next step, as on a GPU.
 namespace emu {
-inline void arrive(unsigned bar) {
-    Mbar& m = mbar(bar);
+inline void arrive(unsigned bar, int slot) {
+    if (exited(slot)) fail("an arrival on the barrier of a block that has returned");
+    Mbar& m = mbar_in(slot, bar);
     if (m.remaining == 0) fail("an mbarrier arrival past its count");
     --m.remaining;
     mbar_complete(m);
@@ -641,13 +721,13 @@ inline void arrive(unsigned bar) {
 }
 }  // namespace emu
 inline void mbar_arrive(unsigned bar) {
-    emu::arrive(bar);
+    emu::arrive(bar, emu::cur->slot);
     emu::yield(emu::AT_PAUSE);
 }
 // (the producer's arrival, which releases nothing: it goes straight on to its copies)
 inline void mbar_expect_tx(unsigned bar, unsigned bytes) {
     emu::mbar(bar).tx += bytes;
-    emu::arrive(bar);
+    emu::arrive(bar, emu::cur->slot);
 }
 inline bool mbar_test(unsigned bar, unsigned parity) {
     return emu::mbar(bar).phase != (parity & 1u);
@@ -702,12 +782,39 @@ void wgmma_s8(int (&d)[R], unsigned long long a, unsigned long long b, int accum
 inline void named_bar_arrive(int id, int count) {
     if (id < 1 || id > 15 || count < 32 || count % 32 || count > 1024)
         emu::fail("a named barrier's id is not 1 to 15, or its count not a multiple of 32");
-    emu::Named& b = emu::named[id];
+    emu::Named& b = emu::named[emu::cur->slot][id];
     if (++b.arrived == count) b.arrived = 0, ++b.generation;
     ++emu::ticks;
 }
 inline void named_bar_sync(int id, int count) {
-    const unsigned long long g = emu::named[id].generation;
+    const unsigned long long g = emu::named[emu::cur->slot][id].generation;
     named_bar_arrive(id, count);
-    while (emu::named[id].generation == g) emu::spin();
+    while (emu::named[emu::cur->slot][id].generation == g) emu::spin();
+}
+
+// -- clusters (rung 26's CLUSTER 2) --
+#define __cluster_dims__(...)
+inline unsigned cluster_rank() { return static_cast<unsigned>(emu::cur->slot); }
+// barrier.cluster: every thread of the cluster's blocks arrives, then all go on
+inline void cluster_sync() { emu::yield(emu::AT_CLUSTER); }
+// One arrival on the barrier at the same place in block `rank` of the cluster (a release:
+// the arriving thread sits out a round, as mbar_arrive's)
+inline void mbar_arrive_remote(unsigned bar, unsigned rank) {
+    if (rank >= static_cast<unsigned>(emu::cluster_size))
+        emu::fail("an arrival on a block outside the cluster");
+    emu::arrive(bar, static_cast<int>(rank));
+    emu::yield(emu::AT_PAUSE);
+}
+// the box to `dst` in every block of the cluster in `mask`, each one's barrier at `bar`
+// counting its bytes
+template <class Map>
+void tma_load3_multicast(unsigned dst, const Map& map, int x, int y, int z, unsigned bar,
+                         unsigned short mask) {
+    if (mask == 0) emu::fail("a multicast to no block");
+    emu::tma_box(dst, map, x, y, z, bar, mask);
+}
+// __syncwarp: the lanes of `mask` wait for each other (a shuffle without values)
+inline void __syncwarp(unsigned mask = 0xFFFFFFFFu) {
+    emu::cur->mask = mask;
+    emu::yield(emu::AT_WARP);
 }

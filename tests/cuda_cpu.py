@@ -74,8 +74,8 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
         for n in names:
             lines.append(
                 f'extern "C" int emu_{n}(const unsigned* g, const unsigned* b, unsigned m, '
-                f'void** a, const unsigned* s, int c, unsigned t) '
-                f'{{ return emu::launch(&{n}, g, b, m, a, s, c, t); }}')
+                f'void** a, const unsigned* s, int c, unsigned t, int k) '
+                f'{{ return emu::launch(&{n}, g, b, m, a, s, c, t, k); }}')
         lines += ['extern "C" const char* emu_failure() { return emu::failure.c_str(); }',
                   'extern "C" void emu_set_order(unsigned long long s) { emu::order_seed = s; }',
                   _ALLOC]
@@ -139,15 +139,17 @@ class Library:
         self.dll.emu_set_order(ctypes.c_ulonglong(seed))
 
     def launch(self, name: str, grid, block, params: int, sizes: list[int],
-               seconds: int = SECONDS, smem: int = 0) -> None:
+               seconds: int = SECONDS, smem: int = 0, cluster: int = 1) -> None:
         """`name` on `grid` x `block`, its arguments as cuLaunchKernel takes them (`params`:
         the address of an array of pointers to each argument's bytes, `sizes` their sizes;
-        `smem` bytes of dynamic shared memory, which every block finds filled with 0xFF)."""
+        `smem` bytes of dynamic shared memory, which every block finds filled with 0xFF);
+        `cluster` blocks along x run together, each with its own shared memory (a kernel
+        with `__shared__` variables of its own runs in clusters of 1 only)."""
         fn = getattr(self.dll, f"emu_{name}")
         g = (ctypes.c_uint * 3)(*grid)
         b = (ctypes.c_uint * 3)(*block)
         s = (ctypes.c_uint * max(1, len(sizes)))(*sizes)
-        if fn(g, b, smem, ctypes.c_void_p(params), s, len(sizes), seconds):
+        if fn(g, b, smem, ctypes.c_void_p(params), s, len(sizes), seconds, cluster):
             raise LaunchFailed(f"{name} (grid {tuple(grid)}, block {tuple(block)}): "
                                + self.dll.emu_failure().decode())
 
@@ -237,7 +239,8 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         elif name == "gemm":
             gemm_lib.launch("sgemm", packed.grid, packed.block,
                             ctypes.addressof(packed._params),
-                            [cell_size(v) for v in packed._values], smem=packed.smem)
+                            [cell_size(v) for v in packed._values], smem=packed.smem,
+                            cluster=cfg["CLUSTER"])
         else:
             lib.launch(name, packed.grid, packed.block, ctypes.addressof(packed._params),
                        [cell_size(v) for v in packed._values], smem=packed.smem)
@@ -343,8 +346,8 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
     """Rung 26 emulated on residue planes ra (count x M x K int8) and rb (count x N x K):
     its output planes (count x M x N), and the bytes it must not have written (the planes'
     padding past N), both read from a buffer filled with `poison` first. `blocks`: its
-    persistent grid; `source`: another copy of the kernel (a planted bug) in its place;
-    `order`: the threads' turns (Library.order)."""
+    persistent grid, in clusters (`blocks` x CLUSTER blocks); `source`: another copy of
+    the kernel (a planted bug) in its place; `order`: the threads' turns (Library.order)."""
     from sgemmlab.registry.tensor import ozaki_tile_rows
     from sgemmlab.runtime import ozaki
     from sgemmlab.runtime.tma import Tiled2D
@@ -368,7 +371,7 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
 
     # (the buffers and the maps' storage kept alive until the launch is done)
     keep_a, map_a = _aligned(_fake_map(planes(ra, ozaki_tile_rows(cfg))))
-    keep_b, map_b = _aligned(_fake_map(planes(rb, cfg["BN"])))
+    keep_b, map_b = _aligned(_fake_map(planes(rb, cfg["BN"] // cfg["CLUSTER"])))
     out = lib.alloc(count * M * ldr, fill=poison & 0xFF)
     cells = [ctypes.c_int32(M), ctypes.c_int32(N), ctypes.c_int32(K), ctypes.c_int32(count),
              ozaki.gemm_moduli(moduli), ctypes.c_uint64(out.address), ctypes.c_int64(ldr),
@@ -377,8 +380,8 @@ def rung26_products(ra: np.ndarray, rb: np.ndarray, moduli: tuple[int, ...],
     sizes = [128, 128, *[ctypes.sizeof(c) for c in cells]]
     lib.order(order)
     try:
-        lib.launch("sgemm", (blocks, 1, 1), (384, 1, 1), ctypes.addressof(params), sizes,
-                   smem=smem)
+        lib.launch("sgemm", (blocks * cfg["CLUSTER"], 1, 1), (384, 1, 1),
+                   ctypes.addressof(params), sizes, smem=smem, cluster=cfg["CLUSTER"])
     finally:
         lib.order(0)
     got = out.array(np.int8).reshape(count, M, ldr)

@@ -2,12 +2,14 @@
 copy-engine boxes, INT8 wgmma and epilogue emulated (tests/cuda_cpu.h), bit for bit against
 NumPy's products of the same residue planes. Every configuration the probes time: the
 seed, 16-byte stores (STORE16), each warpgroup its own tile in turns (PINGPONG), BN 128,
-two stages. Ragged shapes (1 and primes), K past the ring, one block walking every item
-and three sharing them; the output planes start as one poison and then another, so an
-element never written fails, and their padding past N must keep it. Each planted bug (a
-stage released before its wgmma retired, a wait left out, the turns dropped, two halves of
-a row swapped) must fail: the emulator would prove nothing if it let them through. The GPU
-tests (tests/test_ozaki_gpu.py) stay the judge of what it cannot see."""
+two stages, and clusters of two blocks sharing B by multicast (CLUSTER 2). Ragged shapes
+(1 and primes), K past the ring, one block walking every item and three sharing them; the
+output planes start as one poison and then another, so an element never written fails,
+and their padding past N must keep it. Each planted bug (a stage released before its wgmma
+retired, a wait left out, the turns dropped, two halves of a row swapped, a cluster's
+block leaving while its peer still writes to it) must fail: the emulator would prove
+nothing if it let them through. The GPU tests (tests/test_ozaki_gpu.py) stay the judge of
+what it cannot see."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ CONFIGS = {
     "pingpong_bn128": {"PINGPONG": 1, "BN": 128, "STORE16": 1, "STAGES": 2},
     "bn128": {"BN": 128, "STAGES": 3},
     "stages2": {"STAGES": 2, "STORE16": 1},
+    "cluster2": {"CLUSTER": 2},
+    "cluster2_store16": {"CLUSTER": 2, "STORE16": 1, "BN": 128},
 }
 # (k-tiles of 128: fewer than the ring's stages, as many (512 with 4), and more)
 SHAPES = [(1, 1, 1, 1), (17, 31, 64, 1), (131, 263, 301, 3), (129, 130, 257, 2),
@@ -58,11 +62,11 @@ def test_products_bit_for_bit(name, M, N, K, count):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "pingpong_bn128"])
+@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "pingpong_bn128", "cluster2"])
 def test_threads_taking_turns_in_drawn_orders(name, seed):
     """The same products when, between barriers, the threads run in an order drawn afresh
     each round (not only first to last and back): the producer, the two warpgroups and the
-    copies' landings interleave in many more ways."""
+    copies' landings interleave in many more ways, and a cluster's two blocks drift apart."""
     _check(*_planes(300, 257, 700, 2, seed), 2, CONFIGS[name], order=seed)
 
 
@@ -71,7 +75,8 @@ def test_eight_moduli_and_a_long_k(name):
     _check(*_planes(70, 300, 1100, 8, 11), 8, CONFIGS[name])
 
 
-# (what a line becomes, in the kernel's source; the configuration that runs it)
+# (what a line becomes, in the kernel's source; the configuration that runs it; the threads'
+# turns, Library.order: a seed lets a cluster's blocks drift apart)
 BUGS = {
     "a stage released before its wgmma retired": (
         [("            wgmma_wait<1>();\n#pragma unroll\n            for (int r = 0; r < RM; ++r) "
@@ -93,12 +98,21 @@ BUGS = {
     "a row's halves swapped in the 16-byte store": (
         [("make_uint4(g0, u[2], g1, u[3])", "make_uint4(u[2], g0, g1, u[3])")],
         CONFIGS["store16"]),
+    "a cluster's peer never told its stage is free": (
+        [("        if (lane == 0) mbar_arrive_remote(empty(s), peer);\n", "")],
+        CONFIGS["cluster2"]),
+    "B's half multicast to one block of the pair": (
+        [("full(stage), 0x3);", "full(stage), 0x1);")], CONFIGS["cluster2"]),
+    "a block leaving while its peer may still write to it": (
+        [("        cluster_sync();  // no block leaves while its peer may still write to it\n",
+          ""), ("#if CLUSTER == 2\n    cluster_sync();\n#endif\n}", "}")],
+        CONFIGS["cluster2"], 3),
 }
 
 
 @pytest.mark.parametrize("bug", list(BUGS))
 def test_a_planted_bug_fails(bug, tmp_path):
-    edits, cfg = BUGS[bug]
+    edits, cfg, *order = BUGS[bug]
     text = (cuda_cpu.KERNELS / "hopper" / "26_ozaki_int8.cu").read_text()
     for old, new in edits:
         assert old in text, f"the kernel changed: no {old!r} to plant the bug in"
@@ -107,7 +121,7 @@ def test_a_planted_bug_fails(bug, tmp_path):
     planted.write_text(text)
     ra, rb = _planes(300, 257, 700, 2, 1)
     with pytest.raises((AssertionError, cuda_cpu.LaunchFailed)):
-        _check(ra, rb, 2, cfg, source=planted)
+        _check(ra, rb, 2, cfg, source=planted, order=order[0] if order else 0)
 
 
 @pytest.mark.parametrize("name", ["seed", "pingpong_store16"])

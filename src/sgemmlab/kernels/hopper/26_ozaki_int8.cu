@@ -98,7 +98,7 @@ __device__ __forceinline__ int residue(int s, int m, unsigned magic, unsigned of
     return r > m - 1 - m / 2 ? r - m : r;
 }
 
-#ifndef SGEMM_CPU_EMULATOR  // (tests/cuda_cpu.h has its own wgmma_s8; CLUSTER 1 only)
+#ifndef SGEMM_CPU_EMULATOR  // (tests/cuda_cpu.h has its own of these)
 // hopper/wgmma.cuh's tma_load3, multicast: the box lands at `dst` in every block of the
 // cluster in `mask`, and each one's barrier at `bar` counts its bytes.
 __device__ __forceinline__ void tma_load3_multicast(unsigned dst, const TensorMap& map, int x,
