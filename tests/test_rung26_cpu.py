@@ -124,7 +124,7 @@ def test_a_planted_bug_fails(bug, tmp_path):
         _check(ra, rb, 2, cfg, source=planted, order=order[0] if order else 0)
 
 
-@pytest.mark.parametrize("name", ["seed", "pingpong_store16"])
+@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "cluster2"])
 def test_the_scheme_with_rung26_emulated_matches_numpy_products(name):
     """The whole product through runtime/ozaki.bind, rung 26 emulated with the runtime's own
     tensor maps and arguments, against the same with NumPy's products."""
