@@ -5,8 +5,9 @@ warms; the second is the one to profile), for each of rung 26's configurations n
     PYTHONPATH=src python3 tools/ozaki_once.py --size 2048 --count 8 \
         --gemm STORE16=1/PINGPONG=1,STORE16=1
 
-Each configuration is printed before its products, so that ncu's report (one rung 26 launch
-profiled per configuration: `-k sgemm -s 1 -c 1` for the first, and so on) reads in order.
+Each configuration is printed before its products, so that ncu's report (every launch of
+the kernels it names, two products a configuration: the second is the warm one) reads in
+order.
 """
 
 from __future__ import annotations
