@@ -6,7 +6,7 @@
 #                               anatomy native layers layoutstalls modelprofile
 #                               matrix large mix worst stagepair packpair sourcepair
 #                               hosttime ozaki ozakistalls fixuppair emulated emulatedpair
-#                               refusal
+#                               refusal passprofile
 # Outputs land in results/ (committed afterwards) and, as one archive, in $OUT; each stage's
 # output also goes to $OUT/logs/<stage>.txt as it runs (a timeout must not lose it).
 set -uo pipefail
@@ -89,6 +89,15 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --gemm "${OZAKI_STALL_GEMM:-STORE16=1/PINGPONG=1,STORE16=1}" 2>&1 \
         | grep -vE "^==PROF==" > "$out" || status=1
       cat "$out" ;;
+    passprofile)  # the scheme's passes under ncu's full set (tools/ozaki_pass_profile.py):
+      # PASS_SIZE (4096), PASS_KERNELS ('^(oz_scale|oz_crt)$'), PASS_LAUNCHES (3), on a copy
+      # of the compile cache
+      copy=$(mktemp -d) && cp -r "$SGEMMLAB_CACHE_DIR/." "$copy/"
+      SGEMMLAB_CACHE_DIR=$copy python3 tools/ozaki_pass_profile.py --size "${PASS_SIZE:-4096}" \
+        --kernels "${PASS_KERNELS:-^(oz_scale|oz_crt)\$}" --launches "${PASS_LAUNCHES:-3}" \
+        --gemm "${PASS_GEMM:-}" \
+        --out "results/nvidia-h200/profile/ncu-passes-$(date -u +%Y%m%dT%H%MZ).txt" \
+        || status=1 ;;
     tune)  # TUNE="-k 10" SIZE=4096 WHERE="SPLIT=0,FIXUP=1" [DEFAULTS=0]: search one rung
       sg tune ${TUNE:-} --size "${SIZE:-4096}" ${WHERE:+--where "$WHERE"} \
         $([ "${DEFAULTS:-1}" = 1 ] && echo --write-defaults) --quiet || status=1 ;;
