@@ -486,6 +486,14 @@ T atomicAdd(T* p, T v) {
 inline unsigned __umulhi(unsigned a, unsigned b) {
     return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
 }
+// byte n of the result: byte (s >> 4n) & 7 of the eight bytes y:x (x the low four)
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long both = (static_cast<unsigned long long>(y) << 32) | x;
+    unsigned out = 0u;
+    for (int n = 0; n < 4; ++n)
+        out |= static_cast<unsigned>((both >> (8 * ((s >> (4 * n)) & 7u))) & 0xFFu) << (8 * n);
+    return out;
+}
 inline double __hiloint2double(int hi, int lo) {
     const unsigned long long bits = (static_cast<unsigned long long>(static_cast<unsigned>(hi))
                                      << 32) | static_cast<unsigned>(lo);

@@ -268,7 +268,8 @@ from sgemmlab.runtime import ozaki
 from sgemmlab.runtime.arrays import stream_for
 
 stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-for over, overlap in [({{"CLUSTER": 1}}, False), ({{"CLUSTER": 2}}, False),
+for over, overlap in [({{"CLUSTER": 1, "STORE16": 0}}, False), ({{"CLUSTER": 1}}, True),
+                      ({{"CLUSTER": 2}}, True),
                       ({{"STORE16": 1, "PINGPONG": 1}}, True),
                       ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]:
     ozaki.OVERLAP = overlap  # (read when a product is bound)

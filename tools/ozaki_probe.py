@@ -137,8 +137,9 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["two_pass"] = bind(FUSED=False)
     if rows_r8 and not b_cols:  # 8 rows a block of B^T
         variants["rows_r8"] = bind(SCALE_ROWS_R=8)
-    if overlap:  # every launch but the first overlapping the one before it
-        variants["overlap"] = bind(OVERLAP=True)
+    if overlap:  # every launch but the first overlapping the one before it, or (where
+        # that is the default) none
+        variants["plain" if ozaki.OVERLAP else "overlap"] = bind(OVERLAP=not ozaki.OVERLAP)
     for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
         over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
         variants[f"gemm[{spec}]"] = bind(over)
@@ -216,7 +217,8 @@ def main() -> None:
                    help="also rung 26 in other configurations, paired: '/'-separated (no "
                         "quotes needed), e.g. STORE16=1/PINGPONG=1,STORE16=1")
     p.add_argument("--overlap", action="store_true",
-                   help="also the product with its launches overlapped (ozaki.OVERLAP), paired")
+                   help="also the product with its launches overlapped (ozaki.OVERLAP) "
+                        "or, where that is the default, not: paired")
     p.add_argument("--burst", type=int, default=1,
                    help="each paired sample is this many calls back to back (40: as the "
                         "bench times, under sustained power)")

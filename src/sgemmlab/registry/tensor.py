@@ -85,7 +85,7 @@ TENSOR: tuple[Rung, ...] = (
                "CLUSTER": (1, 2), "STORE16": (0, 1), "PINGPONG": (0, 1)},
         block=lambda c: (384, 1, 1), tile=lambda c: (ozaki_tile_rows(c), c["BN"]),
         smem_bytes=lambda c: 0,
-        seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1, "STORE16": 0,
+        seed={"BN": 256, "STAGES": 4, "GROUP_M": 8, "CLUSTER": 1, "STORE16": 1,
               "PINGPONG": 0},
         rules=(Rule("STAGES is 2 to 8", lambda c: 2 <= c["STAGES"] <= 8),
                Rule(f"the ring fits in {_HOPPER_SMEM_MAX} bytes of shared memory",

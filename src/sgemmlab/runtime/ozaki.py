@@ -77,9 +77,8 @@ class _GemmModuli(ctypes.Structure):
 
 
 class _SplitModuli(ctypes.Structure):
-    _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("inverse", ctypes.c_double * MAX_MODULI),
-                ("top", ctypes.c_int * MAX_MODULI), ("factor", ctypes.c_double * MAX_MODULI),
-                ("scaled", ctypes.c_int)]
+    _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("factor", ctypes.c_int * MAX_MODULI),
+                ("ratio", ctypes.c_double * MAX_MODULI), ("scaled", ctypes.c_int)]
 
 
 class _CrtModuli(ctypes.Structure):
@@ -106,11 +105,15 @@ def crt_factors(mods: tuple[int, ...]) -> tuple[int, ...]:
 
 def split_moduli(mods: tuple[int, ...], factors: tuple[int, ...] | None = None
                  ) -> _SplitModuli:
-    """oz_split's constants; `factors` (B's: crt_factors) multiply each residue first."""
+    """oz_split's and oz_scale's constants: m_l, the factor y_l (B's: crt_factors; 1 for A)
+    each residue is multiplied by, and y_l / m_l in FP64. The kernels' residues need every
+    m_l odd or 256 (kernels/hopper/ozaki.cu, residue_words), as reference.moduli gives them."""
     s = _SplitModuli()
     for i, m in enumerate(mods):
-        s.m[i], s.inverse[i], s.top[i] = m, 1.0 / m, m - 1 - m // 2
-        s.factor[i] = float(factors[i]) if factors else 1.0
+        if m % 2 == 0 and m != 256:
+            raise ValueError(f"modulus {m}: the split takes odd moduli and 256")
+        y = factors[i] if factors else 1
+        s.m[i], s.factor[i], s.ratio[i] = m, y, y / m
     s.scaled = int(bool(factors))
     return s
 
@@ -426,6 +429,7 @@ CRT_ONE_WAVE = True
 #: Every launch of a product but its first by cuLaunchKernelEx with programmatic stream
 #: serialization: a kernel may start while the one before it finishes (each of the scheme's
 #: kernels and rung 26 first waits for it, griddepcontrol.wait, then lets the next one start),
-#: which hides most of a launch's latency at each of the ten boundaries. False until the
-#: H200 has timed it (tools/ozaki_probe.py --overlap).
-OVERLAP = False
+#: which hides part of a launch's latency at each of the ten boundaries. Timed on the H200
+#: against plain launches, paired (results/nvidia-h200/probe/ozaki-count8-levers-*.json):
+#: a few microseconds at 2048^3, about 1 % at 4096^3.
+OVERLAP = True

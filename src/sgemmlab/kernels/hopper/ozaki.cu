@@ -259,15 +259,15 @@ SGEMM_KERNEL oz_balance(const double* __restrict__ kpart_a, int tiles_a,
     d[k] = ok ? (ilogb(sb) - ilogb(sa)) >> 2 : 0;  // (>> 2 of a negative: floor, as //)
 }
 
-// What the split needs of each modulus: its value, 1 / m (FP64), the largest symmetric
-// residue m - 1 - m / 2, and the factor y_l the residue is multiplied by first (1 for A; for
-// B, y_l = (M / m_l)^-1 mod m_l: then (A_l B_l) mod m_l is already the s_l oz_crt sums).
+// What the split needs of each modulus: its value m_l, the factor y_l the residue is
+// multiplied by (1 for A; for B, y_l = (M / m_l)^-1 mod m_l: then (A_l B_l) mod m_l is already
+// the s_l oz_crt sums) and y_l / m_l in FP64. Every m_l is odd, or 256 (runtime/ozaki.py's
+// split_moduli checks it): see residue_words for why that matters.
 struct SplitModuli {
     int m[MAX_MODULI];
-    double inverse[MAX_MODULI];
-    int top[MAX_MODULI];
-    double factor[MAX_MODULI];
-    int scaled;  // factor is not all ones
+    int factor[MAX_MODULI];
+    double ratio[MAX_MODULI];  // y_l / m_l, rounded to FP64
+    int scaled;                // factor is not all ones (B's)
 };
 
 // The integer in a double's low word after adding 1.5 * 2^52 (|v| < 2^51, v an integer):
@@ -275,55 +275,63 @@ struct SplitModuli {
 constexpr double MAGIC52 = 6755399441055744.0;
 constexpr double MAGIC_S = 6755401588539392.0;  // 1.5 2^52 + 2^31
 constexpr int SPAN = 16;  // k per thread in oz_split: 16 residues, one 16-byte store a plane
+constexpr int MAX_COUNT = 8;  // the recombination's exact FP64 sums hold M up to 8 moduli
 
-
-// v mod m, symmetric (v an integer in a double, |v| < 2^51; `low`, v's low 32 bits): q = v / m
-// to the nearest integer (its low 32 bits suffice), then v - q m is in [-m/2, m/2] exactly in
-// 32-bit wrapping arithmetic, the true value being small.
-__device__ __forceinline__ unsigned residue_byte(double v, int low, double inverse, int m,
-                                                 int top) {
-    const int q = __double2loint(fma(v, inverse, MAGIC52));
-    int r = low - q * m;
-    if (r > top) r -= m;
-    return static_cast<unsigned>(r) & 0xFFu;
-}
-
-// The SPAN residues modulo m_l (times factor_l) of v (integers in doubles; low: their low
-// words), packed four to a word.
-__device__ __forceinline__ uint4 residues(const double (&v)[SPAN], const int (&low)[SPAN],
-                                         const SplitModuli& mods, int l) {
-    const int m = mods.m[l], top = mods.top[l];
-    const double inverse = mods.inverse[l], factor = mods.factor[l];
-    unsigned w[SPAN / 4] = {0u, 0u, 0u, 0u};
-    if (mods.scaled) {
+// The residues modulo m of v_j y (v_j integers in doubles, |v_j| < 2^34; low_j: their low 32
+// bits; y = factor, 1 unless SCALED), symmetric, packed four bytes to a word. Per residue one
+// FMA, one or two integer multiply-adds and three quarters of a byte permute:
+//   q = v y / m to the nearest integer, from one FMA against ratio = fl(y / m) (the exact
+//       product, rounded once by the addition of 1.5 2^52). It is off from v y / m by at most
+//       |v| (y / m) 2^-53 < 2^-19, while v y / m, a multiple of 1 / m, is either a half-integer
+//       or at least 1 / (2m) >= 2^-9 from one: so q is the nearest integer, either one at a
+//       tie;
+//   r = v y - q m in wrapping 32-bit arithmetic (low y - q m), exact since the true value is
+//       small: in [-(m - 1) / 2, (m - 1) / 2] for an odd m, the symmetric residue; a tie
+//       needs an even m, and the only even m_l is 256, whose ties give +-128: one byte, 0x80.
+// So the bytes are reference.residues' without a correction step.
+template <bool SCALED, int N>
+__device__ __forceinline__ void residue_words(const double (&v)[N], const int (&low)[N],
+                                              double ratio, int factor, int m,
+                                              unsigned (&w)[N / 4]) {
 #pragma unroll
-        for (int j = 0; j < SPAN; ++j) {
-            const double y = v[j] * factor;  // exact: below 2^41
-            w[j / 4] |= residue_byte(y, __double2loint(y + MAGIC52), inverse, m, top)
-                        << (8 * (j % 4));
+    for (int j = 0; j < N; j += 4) {
+        int r[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const int q = __double2loint(fma(v[j + t], ratio, MAGIC52));
+            r[t] = (SCALED ? low[j + t] * factor : low[j + t]) - q * m;
         }
-    } else {
-#pragma unroll
-        for (int j = 0; j < SPAN; ++j)
-            w[j / 4] |= residue_byte(v[j], low[j], inverse, m, top) << (8 * (j % 4));
+        w[j / 4] = __byte_perm(__byte_perm(r[0], r[1], 0x0040), __byte_perm(r[2], r[3], 0x0040),
+                               0x5410);
     }
-    return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// The 4 residues modulo m_l (times factor_l) of v (integers in doubles; low: their low
-// words), packed in a word.
-__device__ __forceinline__ unsigned residues4(const double (&v)[4], const int (&low)[4],
-                                              const SplitModuli& mods, int l) {
-    const int m = mods.m[l], top = mods.top[l];
-    const double inverse = mods.inverse[l], factor = mods.factor[l];
-    unsigned w = 0u;
+// For each modulus l < count (at most MAX_COUNT: the loop unrolled, so that each modulus's
+// constants are operands from the parameter bank, not loads), the N residues' words, handed
+// to store(l, words).
+template <bool SCALED, int N, class Store>
+__device__ __forceinline__ void each_plane(const double (&v)[N], const int (&low)[N],
+                                           const SplitModuli& mods, int count, Store store) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const double y = mods.scaled ? v[j] * factor : v[j];  // exact: below 2^41
-        const int lo = mods.scaled ? __double2loint(y + MAGIC52) : low[j];
-        w |= residue_byte(y, lo, inverse, m, top) << (8 * j);
+    for (int l = 0; l < MAX_COUNT; ++l) {
+        if (l >= count) break;
+        unsigned w[N / 4];
+        residue_words<SCALED, N>(v, low, mods.ratio[l], mods.factor[l], mods.m[l], w);
+        store(l, w);
     }
-    return w;
+}
+
+// rint(2^e x) for N values x (v on entry; scale = 2^e): v becomes the integers, as doubles,
+// and low their low words.
+template <int N>
+__device__ __forceinline__ void to_integers(double (&v)[N], double scale, int (&low)[N]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        // x 2^e (exact) rounded to the nearest integer by the addition of 1.5 2^52
+        const double biased = fma(v[j], scale, MAGIC52);
+        low[j] = __double2loint(biased);
+        v[j] = biased - MAGIC52;
+    }
 }
 
 // out + l * plane: the residues of X modulo m_l (times factor_l), row r at r * ldk, K-major
@@ -359,8 +367,8 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
         const int sl = sb * 8 + threadIdx.y;
         const bool live = f < fast && sl < slow;  // (every thread reaches the barriers)
         const int r = kfast ? sl : f, g = kfast ? f : sl, k0 = g * SPAN;
-        double v[SPAN];
-        int low[SPAN];
+        double v[SPAN] = {};
+        int low[SPAN] = {};
         if (live) {
             const int ex = second ? e2[r] : e[r];
             const double scale = ex == SPECIAL ? 0.0 : pow2(ex);
@@ -380,37 +388,38 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
                 for (int j = 0; j < SPAN; ++j)  // x 2^(dsign d_k) (exact), 0 past K
                     v[j] = k0 + j < K ? v[j] * pow2(dsign * d[k0 + j]) : 0.0;
             }
-#pragma unroll
-            for (int j = 0; j < SPAN; ++j) {
-                // x 2^e (exact) rounded to the nearest integer by the addition of 1.5 2^52
-                const double biased = fma(v[j], scale, MAGIC52);
-                low[j] = __double2loint(biased);
-                v[j] = biased - MAGIC52;
-            }
+            to_integers(v, scale, low);
         }
         if (kfast) {
             if (!live) continue;
             signed char* dst = out + r * ldk + k0;
-#pragma unroll 1
-            for (int l = 0; l < count; ++l)
-                *reinterpret_cast<uint4*>(dst + l * plane) = residues(v, low, mods, l);
+            auto put = [&](int l, const unsigned (&w)[SPAN / 4]) {
+                *reinterpret_cast<uint4*>(dst + l * plane) = make_uint4(w[0], w[1], w[2], w[3]);
+            };
+            if (mods.scaled)
+                each_plane<true>(v, low, mods, count, put);
+            else
+                each_plane<false>(v, low, mods, count, put);
             continue;
         }
         // r fast: the block's 32 rows x 8 groups, staged as 32 rows of 128 bytes; then
         // thread t stores row t / 8's bytes (t % 8) * 16 (a warp: 4 rows of 128 bytes)
         const int t = threadIdx.y * 32 + threadIdx.x, sr_ = t / 8, sg = sb * 8 + t % 8;
         const int srow = blockIdx.x * 32 + sr_;
-#pragma unroll 1
-        for (int l = 0; l < count; ++l) {
+        auto put = [&](int l, const unsigned (&w)[SPAN / 4]) {
             if (live)
                 *reinterpret_cast<uint4*>(stage + threadIdx.x * ROW + threadIdx.y * SPAN) =
-                    residues(v, low, mods, l);
+                    make_uint4(w[0], w[1], w[2], w[3]);
             __syncthreads();
             if (srow < rows && sg < groups)
                 *reinterpret_cast<uint4*>(out + l * plane + srow * ldk + sg * SPAN) =
                     *reinterpret_cast<const uint4*>(stage + sr_ * ROW + (t % 8) * SPAN);
             __syncthreads();
-        }
+        };
+        if (mods.scaled)
+            each_plane<true>(v, low, mods, count, put);
+        else
+            each_plane<false>(v, low, mods, count, put);
     }
 }
 
@@ -439,6 +448,38 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
 // 2.4x cuBLAS to about 2.75x. At 8192^3 (131 KB staged, one block an SM) about 0.55 ms
 // against 0.9: 2.64x to about 2.8x.
 constexpr int SCALE_BATCH = 8;  // 16-byte loads a thread has in flight while staging
+
+// oz_scale's last step: the residues of the staged rows (`live` of them, their exponents in
+// ex), SCALE_K consecutive k of a row a thread at a time (one 8-byte store a plane: a warp's
+// 256 bytes of a plane consecutive), the block's threads along k, then down the rows. A
+// SPECIAL row's are not written.
+constexpr int SCALE_K = 8;
+
+template <bool SCALED>
+__device__ __forceinline__ void scale_residues(const float* stage, int kst, int kpad, int live,
+                                               const int* ex, long long r0,
+                                               signed char* __restrict__ out, long long ldk,
+                                               long long plane, const SplitModuli& mods,
+                                               int count) {
+    const int groups = kpad / SCALE_K, tid = threadIdx.x;
+    const int di = 256 / groups, dg = 256 % groups;  // a step of 256 (k, row) pairs
+    for (int i = tid / groups, g = tid % groups; i < live; i += di, g += dg) {
+        if (g >= groups) g -= groups, ++i;
+        if (i >= live) break;
+        const int xe = ex[i];
+        if (xe == SPECIAL) continue;
+        const int k = SCALE_K * g;
+        const float4 f0 = *reinterpret_cast<const float4*>(stage + i * kst + k);
+        const float4 f1 = *reinterpret_cast<const float4*>(stage + i * kst + k + 4);
+        double v[SCALE_K] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+        int low[SCALE_K];
+        to_integers(v, pow2(xe), low);
+        signed char* dst = out + (r0 + i) * ldk + k;
+        each_plane<SCALED>(v, low, mods, count, [&](int l, const unsigned (&w)[SCALE_K / 4]) {
+            *reinterpret_cast<uint2*>(dst + l * plane) = make_uint2(w[0], w[1]);
+        });
+    }
+}
 
 SGEMM_KERNEL __launch_bounds__(256)
 oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int K, int R,
@@ -534,35 +575,18 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
         }
     }
     __syncthreads();
-    // 3. the residues: thread t takes four k of a row at a time, the row's threads along k.
-    // A SPECIAL row's are not written: rung 26's products over them are never read (oz_crt
-    // leaves a refused row's or column's outputs to oz_fallback), so a row refused here
-    // costs a read and no writes (activations with outlier features: every row, before
-    // the balanced scaling splits them again). Nor are any where *skip_if (B's: A's
-    // refusals, counted by A's pass before this one) is not 0: the balanced scaling will be
-    // tried, and oz_split then writes B's residues with whichever scaling is taken.
+    // 3. the residues (scale_residues). A SPECIAL row's are not written: rung 26's products
+    // over them are never read (oz_crt leaves a refused row's or column's outputs to
+    // oz_fallback), so a row refused here costs a read and no writes (activations with
+    // outlier features: every row, before the balanced scaling splits them again). Nor are
+    // any where *skip_if (B's: A's refusals, counted by A's pass before this one) is not 0:
+    // the balanced scaling will be tried, and oz_split then writes B's residues with
+    // whichever scaling is taken.
     if (skip_if != nullptr && *skip_if != 0u) return;
-    const int quads = kpad / 4;
-    for (int u = tid; u < live * quads; u += 256) {
-        const int i = u / quads, k = 4 * (u % quads);
-        const int xe = ex[i];
-        if (xe == SPECIAL) continue;
-        const double scale = pow2(xe);
-        const float4 f = *reinterpret_cast<const float4*>(stage + i * kst + k);
-        const float in[4] = {f.x, f.y, f.z, f.w};
-        double v[4];
-        int low[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const double biased = fma(static_cast<double>(in[j]), scale, MAGIC52);
-            low[j] = __double2loint(biased);
-            v[j] = biased - MAGIC52;
-        }
-        signed char* dst = out + (r0 + i) * ldk + k;
-#pragma unroll 1
-        for (int l = 0; l < count; ++l)
-            *reinterpret_cast<unsigned*>(dst + l * plane) = residues4(v, low, mods, l);
-    }
+    if (mods.scaled)
+        scale_residues<true>(stage, kst, kpad, live, ex, r0, out, ldk, plane, mods, count);
+    else
+        scale_residues<false>(stage, kst, kpad, live, ex, r0, out, ldk, plane, mods, count);
 }
 
 // What the recombination needs: X = S - k M with S = sum_l s_l W_l, W_l = M / m_l, s_l the
@@ -583,8 +607,6 @@ struct CrtModuli {
 };
 
 constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
-constexpr int MAX_COUNT = 8;  // the recombination's exact FP64 sums hold M up to 8 moduli
-
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
 // (ldr a multiple of 16: the 8-byte loads are aligned and stay inside the row), threads along
 // the row (blockIdx.x), rows along blockIdx.y and beyond, in steps of gridDim.y (the host
