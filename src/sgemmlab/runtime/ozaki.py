@@ -430,6 +430,8 @@ CRT_ONE_WAVE = True
 #: serialization: a kernel may start while the one before it finishes (each of the scheme's
 #: kernels and rung 26 first waits for it, griddepcontrol.wait, then lets the next one start),
 #: which hides part of a launch's latency at each of the ten boundaries. Timed on the H200
-#: against plain launches, paired (results/nvidia-h200/probe/ozaki-count8-levers-*.json):
-#: a few microseconds at 2048^3, about 1 % at 4096^3.
-OVERLAP = True
+#: against plain launches, paired: a few microseconds faster in single calls at 2048^3 and
+#: 4096^3 (results/nvidia-h200/probe/ozaki-count8-levers-20261205T0354Z.json), but 3 %
+#: slower at 4096^3 in bursts of 40 calls, and even at 8192^3
+#: (ozaki-count8-burst40-20261205T0406Z.json): off.
+OVERLAP = False
