@@ -30,8 +30,8 @@
 //
 // Two switches for the epilogue, which the tensor cores wait through: at K = 2048 a tile has
 // 16 k-tiles, about 16,000 clocks of products at the peak, beside an epilogue of 64 2-byte
-// stores and about 900 integer operations a thread (hence 977 TOPS there). Off in the seed
-// until the H200 has timed them:
+// stores and about 900 integer operations a thread (hence 977 TOPS there). The seed takes
+// STORE16 (registry.tensor), which the H200 timed faster; PINGPONG stays a switch:
 //   - STORE16: a quad's residues trade places in two shuffles, so each thread stores 16
 //     consecutive bytes of one row (8 stores a thread instead of 64, whole sectors instead
 //     of quarters).
@@ -45,6 +45,12 @@
 // 20261204T2027Z.json), a few % at 4096^3, nothing measurable at 8192^3. PINGPONG, where L2
 // keeps up, takes 30-40 µs off at 2048^3 and about 80 µs of 820 at 4096^3; where it does
 // not, it is slower, and 128 x 128 is then the better of its two shapes.
+// Measured, paired (…/ozaki-count8-levers-20261205T0354Z.json): STORE16 took 26 µs off 141
+// at 2048^3 and 68 off 807 at 4096^3, more than predicted: the quarter-sector stores had
+// also been spending L2's write bandwidth under the next item's copies. PINGPONG gave
+// nothing more at 2048^3 and lost 76 µs at 4096^3 (64 x 256): with STORE16 the epilogue is
+// short, and the extra bytes from L2 cost more than it hides. CLUSTER 2 lost under bursts of
+// 40 calls (…/ozaki-count8-burst40-20261205T0406Z.json).
 // Every launch of the scheme starts with griddep_wait (hopper/wgmma.cuh): with
 // runtime/ozaki.OVERLAP this kernel may start while the split before it finishes.
 #ifndef BN
