@@ -271,14 +271,16 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         return buf, ld, (view.T if trans else view)
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
-            guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0):
+            guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0,
+            crt_int=False):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
         `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes);
         `fused`: ozaki.FUSED for the call (oz_scale where the rows fit, or the two passes);
         `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous);
-        `order`: the threads' turns in every launch (Library.order). Checks that the
+        `order`: the threads' turns in every launch (Library.order); `crt_int`:
+        ozaki.CRT_INT for it (oz_crt_int's integer sums). Checks that the
         workspace's zeroed region is 0 again afterwards."""
         state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
@@ -291,7 +293,8 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         cbuf, ldc, cview = place(big, False, pad[2])
         stream = types.SimpleNamespace(handle=0x20)
         with mock.patch.object(ozaki, "FUSED", fused), mock.patch.object(
-                ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R):
+                ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R), mock.patch.object(
+                ozaki, "CRT_INT", crt_int):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
                            cfg=cfg)

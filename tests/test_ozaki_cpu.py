@@ -39,14 +39,16 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("fused, rows_r", [(True, 4), (True, 8), (False, None)])
-def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused, rows_r):
+@pytest.mark.parametrize("fused, rows_r, crt_int", [(True, 4, False), (True, 8, False),
+                                                    (False, None, False), (True, 4, True)])
+def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused, rows_r, crt_int):
     """fused: oz_scale (one pass an operand; rows_r of them a block where r is contiguous),
-    or oz_norms then oz_split."""
+    or oz_norms then oz_split; crt_int: oz_crt_int's integer sums for the recombination."""
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a, b = _normal(M, K, seed), _normal(K, N, seed + 1)
     np.testing.assert_array_equal(
-        run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused, rows_r=rows_r), ref.matmul(a, b))
+        run(a, b, _nan(M, N), ta=ta, tb=tb, fused=fused, rows_r=rows_r, crt_int=crt_int),
+        ref.matmul(a, b))
 
 
 def test_with_overlap_every_launch_but_the_first_is_overlapped(run):
@@ -84,17 +86,19 @@ def test_threads_taking_turns_in_drawn_orders(run, fused, seed):
                                   ref.matmul(a, b))
 
 
+@pytest.mark.parametrize("crt_int", [False, True])
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
-def test_every_count_of_moduli(run, count):
+def test_every_count_of_moduli(run, count, crt_int):
     a, b = _normal(97, 389, count), _normal(389, 211, count + 100)
-    np.testing.assert_array_equal(run(a, b, _nan(97, 211), count=count),
+    np.testing.assert_array_equal(run(a, b, _nan(97, 211), count=count, crt_int=crt_int),
                                   ref.matmul(a, b, count))
 
 
-def test_alpha_and_beta(run):
+@pytest.mark.parametrize("crt_int", [False, True])
+def test_alpha_and_beta(run, crt_int):
     M, N, K = 133, 71, 517
     a, b, c0 = _normal(M, K, 1), _normal(K, N, 2), _normal(M, N, 3)
-    got = run(a, b, c0, alpha=0.75, beta=-1.5, tb=True)
+    got = run(a, b, c0, alpha=0.75, beta=-1.5, tb=True, crt_int=crt_int)
     ab = ref.matmul(a, b)
     want = (np.float32(0.75) * ab + np.float32(-1.5) * c0).astype(np.float32)
     terms = np.abs(np.float32(0.75) * ab) + np.abs(np.float32(1.5) * c0)
@@ -116,11 +120,12 @@ def test_scale_invariance_and_a_long_k(run, ta, tb, rows_r):
     np.testing.assert_array_equal(c1, ref.matmul(a, b))
 
 
-def test_inf_and_nan_rows_give_ieee_specials(run):
+@pytest.mark.parametrize("crt_int", [False, True])
+def test_inf_and_nan_rows_give_ieee_specials(run, crt_int):
     M, N, K = 40, 50, 300
     a, b = _normal(M, K, 7), _normal(K, N, 8)
     a[3, 17], a[9, 2], b[100, 11] = np.inf, np.nan, -np.inf
-    got = run(a, b, _nan(M, N))
+    got = run(a, b, _nan(M, N), crt_int=crt_int)
     with np.errstate(invalid="ignore", over="ignore"):
         want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

@@ -18,12 +18,12 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None,
-         gemm=None):
+         gemm=None, crt_int=False):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
     (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
     (oz_scale where the rows fit, or oz_norms then oz_split); `rows_r`: ozaki.SCALE_ROWS_R
     (oz_scale's rows a block where r is contiguous); `gemm`: rung 26's configuration over
-    its seed."""
+    its seed; `crt_int`: ozaki.CRT_INT (oz_crt_int's integer sums)."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -41,15 +41,15 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, r
     N = b.shape[1]
     assert c.stride(1) == 1
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    saved = ozaki.FUSED, ozaki.SCALE_ROWS_R
-    ozaki.FUSED, ozaki.SCALE_ROWS_R = fused, rows_r or ozaki.SCALE_ROWS_R
+    saved = ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT
+    ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT = fused, rows_r or ozaki.SCALE_ROWS_R, crt_int
     try:
         launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
                             c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
                             count=count,
                             cfg={**ozaki.rung().seed, "CLUSTER": cluster, **(gemm or {})})
     finally:
-        ozaki.FUSED, ozaki.SCALE_ROWS_R = saved
+        ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT = saved
     launch()
     torch.cuda.synchronize()
 
@@ -74,37 +74,39 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 @HOPPER
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("cluster, fused, rows_r, gemm", [
-    (1, True, 4, None), (2, True, 4, None), (1, True, 8, None), (1, False, None, None),
-    (1, True, 4, {"STORE16": 0}), (2, True, 4, {"STORE16": 0}),
-    (1, True, 4, {"PINGPONG": 1, "STORE16": 1}),
-    (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6})])
-def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm):
+@pytest.mark.parametrize("cluster, fused, rows_r, gemm, crt_int", [
+    (1, True, 4, None, False), (2, True, 4, None, False), (1, True, 8, None, False),
+    (1, False, None, None, False), (1, True, 4, {"STORE16": 0}, False),
+    (2, True, 4, {"STORE16": 0}, False), (1, True, 4, {"PINGPONG": 1, "STORE16": 1}, False),
+    (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6}, False), (1, True, 4, None, True)])
+def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm,
+                                        crt_int):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
     instead of oz_scale; rows_r 8: oz_scale's 8 rows a block where r is contiguous; gemm:
     rung 26 without its 16-byte stores (the seed has them), and its warpgroups each on its own
-    tile in turns."""
+    tile in turns; crt_int: the recombination's integer sums (oz_crt_int)."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a = _operand(M, K, ta, seed, ld_extra=3)
     b = _operand(K, N, tb, seed + 1, ld_extra=5)
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r, gemm=gemm)
+    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r, gemm=gemm, crt_int=crt_int)
     want = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
     np.testing.assert_array_equal(c.cpu().numpy(), want)
 
 
 @HOPPER
+@pytest.mark.parametrize("crt_int", [False, True])
 @pytest.mark.parametrize("count", [1, 2, 5, 6, 8])
-def test_every_count_of_moduli(count):
+def test_every_count_of_moduli(count, crt_int):
     import torch
 
     a = _operand(97, 389, False, count)
     b = _operand(389, 211, False, count + 100)
     c = torch.full((97, 211), float("nan"), device="cuda")
-    _run(a, b, c, count=count)
+    _run(a, b, c, count=count, crt_int=crt_int)
     np.testing.assert_array_equal(c.cpu().numpy(),
                                   ref.matmul(a.cpu().numpy(), b.cpu().numpy(), count))
 

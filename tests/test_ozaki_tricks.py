@@ -115,6 +115,39 @@ def test_recombination_finds_the_integer_exactly_in_fp64(count):
         assert part + float(lo - k * cm.m_lo) == float(x)  # X, rounded once
 
 
+@pytest.mark.parametrize("count", COUNTS)
+def test_the_integer_recombination_finds_the_integer_exactly(count):
+    """oz_crt_int: S = T2 2^38 + T1 2^19 + T0 from INT32 sums of s_l times W_l's 19-bit
+    pieces, k from S in FP64, X = S - k M in 64-bit wrapping arithmetic. Every partial sum
+    stays inside INT32, and X is the integer, for the extremes of |X| < M / 2 too."""
+    mods = ref.moduli(count)
+    cm = ozaki.crt_moduli(mods)
+    big = ref.product_bound(count)
+    assert cm.m == big
+    r2 = int(ref.radius(count)) ** 2
+    rng = np.random.default_rng(30 + count)
+    xs = [int(x) for x in rng.integers(-min(r2, 2**62), min(r2, 2**62), 5000)]
+    xs += [r2, -r2, 0, 1, -1]
+    ys = ozaki.crt_factors(mods)
+    magic = 6755399441055744.0
+    for x in xs:
+        t = [0, 0, 0]
+        for i, m in enumerate(mods):
+            s = int(_symmetric(np.int64(x % m * ys[i]), m))  # the product plane's byte
+            assert -128 <= s <= 127
+            w = sum(cm.piece[c][i] << (19 * c) for c in range(3))
+            assert w == big // m and all(0 <= cm.piece[c][i] < 2**19 for c in range(3))
+            for c in range(3):
+                t[c] += s * cm.piece[c][i]
+                assert abs(t[c]) < 2**31
+        sd = float(t[2]) * 2.0**38 + (float(t[1]) * 2.0**19 + float(t[0]))
+        k = int(np.float64(sd * cm.inverse + magic) - magic)  # (the kernel's fma rounds once)
+        S = ((t[2] << 38) + (t[1] << 19) + t[0]) % 2**64
+        X = (S - k * big) % 2**64
+        X = X - 2**64 if X >= 2**63 else X
+        assert X == x
+
+
 def test_the_host_refuses_what_the_kernels_cannot_take():
     from sgemmlab.errors import ConfigError
 

@@ -261,7 +261,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # with one huge entry (their outputs come from the tiled FP64 fallback, oz_fallback); then
 # activations with outlier features, which the balanced scaling serves (oz_balance and the
 # second norms). Rung 26 also with its 16-byte stores and each warpgroup on its own tiles in
-# turn (both shapes), the launches overlapped (ozaki.OVERLAP)
+# turn (both shapes), the launches overlapped (ozaki.OVERLAP), with the integer
+# recombination (ozaki.CRT_INT)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -273,6 +274,7 @@ for over, overlap in [({{"CLUSTER": 1, "STORE16": 0}}, False), ({{"CLUSTER": 1}}
                       ({{"STORE16": 1, "PINGPONG": 1}}, True),
                       ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]:
     ozaki.OVERLAP = overlap  # (read when a product is bound)
+    ozaki.CRT_INT = overlap  # the integer recombination with the overlapped launches
     for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")

@@ -84,7 +84,8 @@ class _SplitModuli(ctypes.Structure):
 class _CrtModuli(ctypes.Structure):
     _fields_ = [("w_hi", ctypes.c_double * MAX_MODULI), ("w_lo", ctypes.c_int * MAX_MODULI),
                 ("m_hi", ctypes.c_double), ("m_lo", ctypes.c_int),
-                ("inverse", ctypes.c_double)]
+                ("inverse", ctypes.c_double), ("m", ctypes.c_ulonglong),
+                ("piece", (ctypes.c_int * MAX_MODULI) * 3)]
 
 
 def gemm_moduli(mods: tuple[int, ...]) -> _GemmModuli:
@@ -130,6 +131,14 @@ def crt_moduli(mods: tuple[int, ...]) -> _CrtModuli:
         assert s.w_hi[i] == w - w % 2**13  # exact: at most 43 significant bits
     s.m_hi, s.m_lo, s.inverse = float(big - big % 2**14), big % 2**14, 1.0 / big
     assert s.m_hi == big - big % 2**14
+    # oz_crt_int's: M, and each W_l in three 19-bit pieces
+    assert big < 2**64
+    s.m = big
+    for i, m in enumerate(mods):
+        w = big // m
+        assert w < 2**57
+        for c in range(3):
+            s.piece[c][i] = (w >> (19 * c)) & (2**19 - 1)
     return s
 
 
@@ -162,7 +171,8 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     gemm = compile_only(r, cfg)
     steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_fallback", "oz_ksums"):
+    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_crt_int", "oz_fallback",
+                 "oz_ksums"):
         out[name] = driver.load(steps.cubin, name, device_id)
     out["oz_scale"] = driver.load(steps.cubin, "oz_scale", device_id, SCALE_SMEM)
     with _lock:
@@ -241,7 +251,8 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     grid = cl * max(1, min(work, sms // cl))
 
     tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
-    crt_blocks = sms * max(1, k["oz_crt"].max_active_blocks(256))  # oz_crt's wave
+    crt = k["oz_crt_int"] if CRT_INT else k["oz_crt"]
+    crt_blocks = sms * max(1, crt.max_active_blocks(256))  # oz_crt's wave
     fallback_blocks = sms * max(1, k["oz_fallback"].max_active_blocks(256))
     # oz_fallback's slices of K: an FP64 tile of sums a block, after the layout's scratch;
     # its tiles' counters after the norms' and the refusal counts
@@ -344,7 +355,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         # or (CRT_ONE_WAVE False) a row per thread where gridDim.y allows
         wave = -(-crt_blocks // across) if one_wave else M
         rows = max(1, min(M, 65535, wave))
-        out.append(launch(k["oz_crt"], stream, (across, rows, 1), (256, 1, 1),
+        out.append(launch(crt, stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
                            i32(count), cm, exps, f32(alpha), f32(beta), c, i64(ldc), counts),
                           pointer_slots=(10,)))
@@ -421,6 +432,11 @@ def use_scale(K: int, k_contiguous: bool) -> bool:
     """oz_scale for an operand: FUSED, and R of its rows fit SCALE_SMEM."""
     return FUSED and 4 * scale_rows(k_contiguous) * scale_stride(K) <= SCALE_SMEM
 
+
+#: oz_crt_int instead of oz_crt: the recombination's sums in three INT32 pieces rather than
+#: in FP64 (the same bits; fewer instructions a residue). False until the H200 has timed it
+#: (tools/ozaki_probe.py --crt-int).
+CRT_INT = False
 
 #: oz_crt's grid: one wave of blocks that walk the rows (True), or a row per thread (False:
 #: as first written; tools/ozaki_probe.py --crt-rows times both)

@@ -604,7 +604,22 @@ struct CrtModuli {
     double m_hi;
     int m_lo;
     double inverse;  // 1 / M
+    // oz_crt_int's: M itself (below 2^64), and W_l in three pieces of 19 bits (W_l < 2^57)
+    unsigned long long m;
+    int piece[3][MAX_MODULI];
 };
+
+// Byte Q of w, sign-extended: one byte permute (PTX prmt with the sign-replicating selector).
+template <int Q>
+__device__ __forceinline__ int signed_byte(unsigned w) {
+#ifdef SGEMM_CPU_EMULATOR
+    return static_cast<signed char>(w >> (8 * Q));
+#else
+    int r;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "n"(Q | (0x888 | Q * 0x111) << 4));
+    return r;
+#endif
+}
 
 constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plane
 // C = alpha 2^-(mu_i + nu_j) X_ij + beta C: QUAD neighbouring outputs of a row per thread
@@ -613,13 +628,18 @@ constexpr int QUAD = 8;  // outputs per thread in oz_crt: one 8-byte load a plan
 // makes the grid one wave): the next row's residues are loaded before this row's are
 // recombined, so a thread always has a row's loads in flight. The outputs of a SPECIAL row or
 // column are oz_fallback's: not written here.
-SGEMM_KERNEL __launch_bounds__(256, 3)  // 80 registers: three blocks an SM (four spill)
-oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
-                    int N, int count, const __grid_constant__ CrtModuli mods,
-                    const int* __restrict__ exps, float alpha, float beta,
-                    float* __restrict__ C, long long ldc, const unsigned* __restrict__ counts) {
-    griddep_wait();
-    griddep_launch_dependents();
+// INT_SUMS (oz_crt_int): S from integer sums instead. S = T2 2^38 + T1 2^19 + T0, T_c the sum
+// of s_l times W_l's 19-bit piece c: each term below 2^26 in magnitude, 8 of them below 2^29,
+// exact in INT32; a byte's sign extension and three multiply-adds a residue, against a
+// conversion through a magic number, an FP64 and an integer sum. k from S in FP64 (rounded
+// twice: off by about 2^-52 S, far inside the radius's margin), then X = S - k M exactly in
+// 64-bit wrapping arithmetic (|X| < M / 2 < 2^63), converted to FP64 once.
+template <bool INT_SUMS>
+__device__ __forceinline__ void crt_rows(const signed char* __restrict__ R, long long ldr,
+                                         long long plane, int M, int N, int count,
+                                         const CrtModuli& mods, const int* __restrict__ exps,
+                                         float alpha, float beta, float* __restrict__ C,
+                                         long long ldc, const unsigned* __restrict__ counts) {
     // exps: mu (M), nu (N), then the second norms' mu and nu, taken when `balanced`
     const int* mu = exps + (balanced(counts, M, N) ? M + N : 0);
     const int* nu = mu + M;
@@ -650,38 +670,73 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
         next = M - i > step ? i + step : M;  // (M - i: no overflow near 2^31)
         uint2 ahead[MAX_COUNT];
         load_row(ahead, next);
-        double hi[QUAD];
-        int lo[QUAD];
+        float out[QUAD];
+        int ei;
+        if (INT_SUMS) {
+            ei = mu[i];
 #pragma unroll
-        for (int q = 0; q < QUAD; ++q) hi[q] = 0.0, lo[q] = 0;
+            for (int h = 0; h < 2; ++h) {  // four outputs at a time: 12 sums in registers
+                int t[3][4] = {};
 #pragma unroll
-        for (int l = 0; l < MAX_COUNT; ++l) {
-            const int wl = mods.w_lo[l];  // 0 past count
-            const double wh = mods.w_hi[l];
+                for (int l = 0; l < MAX_COUNT; ++l) {
+                    const unsigned word = h ? words[l].y : words[l].x;
+                    const int s[4] = {signed_byte<0>(word), signed_byte<1>(word),
+                                      signed_byte<2>(word), signed_byte<3>(word)};
+#pragma unroll
+                    for (int c = 0; c < 3; ++c)
+#pragma unroll
+                        for (int q = 0; q < 4; ++q)
+                            t[c][q] += s[q] * mods.piece[c][l];  // (0 past count)
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const double sd = fma(static_cast<double>(t[2][q]), 274877906944.0,  // 2^38
+                                          fma(static_cast<double>(t[1][q]), 524288.0,    // 2^19
+                                              static_cast<double>(t[0][q])));
+                    const long long k = __double2loint(fma(sd, mods.inverse, MAGIC52));
+                    const unsigned long long S =
+                        (static_cast<unsigned long long>(static_cast<long long>(t[2][q])) << 38) +
+                        (static_cast<unsigned long long>(static_cast<long long>(t[1][q])) << 19) +
+                        static_cast<unsigned long long>(static_cast<long long>(t[0][q]));
+                    const long long X = static_cast<long long>(
+                        S - static_cast<unsigned long long>(k) * mods.m);
+                    out[4 * h + q] =
+                        static_cast<float>(static_cast<double>(X) * pow2(-(ei + ej[4 * h + q])));
+                }
+            }
+        } else {
+            double hi[QUAD];
+            int lo[QUAD];
+#pragma unroll
+            for (int q = 0; q < QUAD; ++q) hi[q] = 0.0, lo[q] = 0;
+#pragma unroll
+            for (int l = 0; l < MAX_COUNT; ++l) {
+                const int wl = mods.w_lo[l];  // 0 past count
+                const double wh = mods.w_hi[l];
+#pragma unroll
+                for (int q = 0; q < QUAD; ++q) {
+                    const unsigned word = q < 4 ? words[l].x : words[l].y;
+                    const int s = static_cast<signed char>(word >> (8 * (q % 4)));
+                    // s as a double without a conversion: 1.5 2^52 + 2^31 + s, less the constant
+                    const double sd = __hiloint2double(0x43380000, s ^ 0x80000000) - MAGIC_S;
+                    hi[q] = fma(sd, wh, hi[q]);
+                    lo[q] += s * wl;
+                }
+            }
+            ei = mu[i];
 #pragma unroll
             for (int q = 0; q < QUAD; ++q) {
-                const unsigned word = q < 4 ? words[l].x : words[l].y;
-                const int s = static_cast<signed char>(word >> (8 * (q % 4)));
-                // s as a double without a conversion: 1.5 2^52 + 2^31 + s, less the constant
-                const double sd = __hiloint2double(0x43380000, s ^ 0x80000000) - MAGIC_S;
-                hi[q] = fma(sd, wh, hi[q]);
-                lo[q] += s * wl;
+                // k: S / M to the nearest integer (|S / M| < 5; S_hi + S_lo rounded is close
+                // enough, the radius leaving a margin of 2^-13), by the addition of 1.5 2^52
+                const double near = fma(hi[q] + static_cast<double>(lo[q]), mods.inverse, MAGIC52);
+                const int k = __double2loint(near);
+                const double X = fma(-(near - MAGIC52), mods.m_hi, hi[q]) +
+                                 static_cast<double>(lo[q] - k * mods.m_lo);
+                // X (rounded once, in the sum above) times a power of two (exact), to FP32
+                out[q] = static_cast<float>(X * pow2(-(ei + ej[q])));
             }
         }
-        const int ei = mu[i];
         float* c = C + i * ldc + j0;
-        float out[QUAD];
-#pragma unroll
-        for (int q = 0; q < QUAD; ++q) {
-            // k: S / M to the nearest integer (|S / M| < 5; S_hi + S_lo rounded is close
-            // enough, the radius leaving a margin of 2^-13), by the addition of 1.5 2^52
-            const double near = fma(hi[q] + static_cast<double>(lo[q]), mods.inverse, MAGIC52);
-            const int k = __double2loint(near);
-            const double X = fma(-(near - MAGIC52), mods.m_hi, hi[q]) +
-                             static_cast<double>(lo[q] - k * mods.m_lo);
-            // X (rounded once, in the sum above) times a power of two (exact), to FP32
-            out[q] = static_cast<float>(X * pow2(-(ei + ej[q])));
-        }
         if (ei == SPECIAL) {
             // oz_fallback's row
         } else if (vec && mine) {
@@ -704,6 +759,29 @@ oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M,
 #pragma unroll
         for (int l = 0; l < MAX_COUNT; ++l) words[l] = ahead[l];
     }
+}
+
+SGEMM_KERNEL __launch_bounds__(256, 3)  // 80 registers: three blocks an SM (four spill)
+oz_crt(const signed char* __restrict__ R, long long ldr, long long plane, int M, int N,
+       int count, const __grid_constant__ CrtModuli mods, const int* __restrict__ exps,
+       float alpha, float beta, float* __restrict__ C, long long ldc,
+       const unsigned* __restrict__ counts) {
+    griddep_wait();
+    griddep_launch_dependents();
+    crt_rows<false>(R, ldr, plane, M, N, count, mods, exps, alpha, beta, C, ldc, counts);
+}
+
+// oz_crt with integer sums (runtime/ozaki.CRT_INT): the same outputs, bit for bit. Within 80
+// registers it spilled (the 12 sums, the row ahead's 16 words and the 64-bit arithmetic):
+// two blocks an SM, up to 128.
+SGEMM_KERNEL __launch_bounds__(256, 2)
+oz_crt_int(const signed char* __restrict__ R, long long ldr, long long plane, int M, int N,
+           int count, const __grid_constant__ CrtModuli mods, const int* __restrict__ exps,
+           float alpha, float beta, float* __restrict__ C, long long ldc,
+           const unsigned* __restrict__ counts) {
+    griddep_wait();
+    griddep_launch_dependents();
+    crt_rows<true>(R, ldr, plane, M, N, count, mods, exps, alpha, beta, C, ldc, counts);
 }
 
 // The outputs of the rows and columns oz_norms refused (SPECIAL: Inf or NaN, or too little
