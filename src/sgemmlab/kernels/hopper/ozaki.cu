@@ -321,6 +321,16 @@ __device__ __forceinline__ void each_plane(const double (&v)[N], const int (&low
     }
 }
 
+// each_plane for A's residues or (mods.scaled) B's.
+template <int N, class Store>
+__device__ __forceinline__ void split_planes(const double (&v)[N], const int (&low)[N],
+                                             const SplitModuli& mods, int count, Store store) {
+    if (mods.scaled)
+        each_plane<true>(v, low, mods, count, store);
+    else
+        each_plane<false>(v, low, mods, count, store);
+}
+
 // rint(2^e x) for N values x (v on entry; scale = 2^e): v becomes the integers, as doubles,
 // and low their low words.
 template <int N>
@@ -396,10 +406,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
             auto put = [&](int l, const unsigned (&w)[SPAN / 4]) {
                 *reinterpret_cast<uint4*>(dst + l * plane) = make_uint4(w[0], w[1], w[2], w[3]);
             };
-            if (mods.scaled)
-                each_plane<true>(v, low, mods, count, put);
-            else
-                each_plane<false>(v, low, mods, count, put);
+            split_planes(v, low, mods, count, put);
             continue;
         }
         // r fast: the block's 32 rows x 8 groups, staged as 32 rows of 128 bytes; then
@@ -416,10 +423,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
                     *reinterpret_cast<const uint4*>(stage + sr_ * ROW + (t % 8) * SPAN);
             __syncthreads();
         };
-        if (mods.scaled)
-            each_plane<true>(v, low, mods, count, put);
-        else
-            each_plane<false>(v, low, mods, count, put);
+        split_planes(v, low, mods, count, put);
     }
 }
 
