@@ -6,8 +6,8 @@
 //     __syncthreads and at warp shuffles, in turn first to last, then last to first (so a
 //     missing barrier shows in one of the orders), or with a seed in an order drawn afresh
 //     each round (emu_set_order); the blocks of a grid run one after
-//     another, in order (x fastest). So `__shared__` is a `static`: one block at a time
-//     owns it.
+//     another, in order (x fastest), or last to first (emu_set_blocks_reversed). So
+//     `__shared__` is a `static`: one block at a time owns it.
 //   - __syncthreads waits for every thread of the block that has not returned; a warp
 //     shuffle waits for the lanes its mask names, and fails if one of them has returned or
 //     waits at another barrier (what a GPU would hang on, or leave undefined): the launch
@@ -127,6 +127,7 @@ inline unsigned long long slots[MAX_CLUSTER][32][32];  // shuffle values, by blo
 inline std::string failure;
 inline unsigned long long ticks = 0;  // every change another thread could wait for
 inline unsigned long long order_seed = 0;  // 0: first to last, then last to first; else drawn
+inline bool blocks_reversed = false;  // a grid's blocks (clusters) last to first
 inline std::vector<std::function<void()>> copies;  // the copy engine's, issued this round
 inline Fiber* running = nullptr;  // the cluster's fibers, block after block
 inline int block_threads = 0;
@@ -396,7 +397,9 @@ inline int run_grid(const unsigned* grid, const unsigned* block, unsigned second
         for (unsigned z = 0; z < grid[2] && rc == 0; ++z)
             for (unsigned y = 0; y < grid[1] && rc == 0; ++y)
                 for (unsigned x = 0; x < grid[0] && rc == 0; x += cl) {
-                    block_idx = {x, y, z};
+                    block_idx = blocks_reversed
+                                    ? uint3{grid[0] - cl - x, grid[1] - 1 - y, grid[2] - 1 - z}
+                                    : uint3{x, y, z};
                     // (what a block finds there: NaN, -1 and so on, not zeros)
                     for (int b = 0; b < cl; ++b) std::memset(dyn[b], 0xFF, dynamic_size);
                     if (!run_block(fibers, n)) rc = 1;

@@ -78,6 +78,7 @@ def build(source: str | Path, defines: dict[str, int] | None = None) -> "Library
                 f'{{ return emu::launch(&{n}, g, b, m, a, s, c, t, k); }}')
         lines += ['extern "C" const char* emu_failure() { return emu::failure.c_str(); }',
                   'extern "C" void emu_set_order(unsigned long long s) { emu::order_seed = s; }',
+                  'extern "C" void emu_set_blocks_reversed(int on) { emu::blocks_reversed = on; }',
                   _ALLOC]
         wrapper.write_text("\n".join(lines) + "\n")
         cxx = compiler()
@@ -137,6 +138,11 @@ class Library:
         """The threads' turns between barriers from now on: 0, first to last then last to
         first (the default); another seed, an order drawn afresh each round from it."""
         self.dll.emu_set_order(ctypes.c_ulonglong(seed))
+
+    def blocks_reversed(self, on: bool) -> None:
+        """From now on, every grid's blocks run last to first (on) or first to last (the
+        default): a kernel whose blocks rely on the order they run in fails one way."""
+        self.dll.emu_set_blocks_reversed(ctypes.c_int(int(on)))
 
     def launch(self, name: str, grid, block, params: int, sizes: list[int],
                seconds: int = SECONDS, smem: int = 0, cluster: int = 1) -> None:
@@ -254,7 +260,8 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
 
     def workspace(dev, stream, zeroed, scratch):
         # one a stream, as the runtime's: kept while it is large enough (so a later product
-        # finds what an earlier one left in the zeroed region); scratch starts as NaN
+        # finds what an earlier one left in the zeroed region); scratch starts as NaN, and
+        # is NaN again before each product (run)
         if not spaces or spaces[0].size < zeroed or spaces[1].size < scratch:
             spaces[:] = [lib.alloc(max(zeroed, 16)), lib.alloc(max(scratch, 16), fill=0xFF)]
         return spaces[0].address, spaces[1].address
@@ -272,7 +279,7 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
             guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0,
-            crt_int=False):
+            crt_int=False, merged=False, blocks_reversed=False):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
@@ -280,8 +287,10 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         `fused`: ozaki.FUSED for the call (oz_scale where the rows fit, or the two passes);
         `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous);
         `order`: the threads' turns in every launch (Library.order); `crt_int`:
-        ozaki.CRT_INT for it (oz_crt_int's integer sums). Checks that the
-        workspace's zeroed region is 0 again afterwards."""
+        ozaki.CRT_INT for it (oz_crt_int's integer sums); `merged`: ozaki.MERGED for it
+        (a pass both operands take in one launch); `blocks_reversed`: every grid's blocks
+        run last to first (Library.blocks_reversed). Checks that the workspace's zeroed
+        region is 0 again afterwards."""
         state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
         N = b.shape[1]
@@ -294,18 +303,23 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         stream = types.SimpleNamespace(handle=0x20)
         with mock.patch.object(ozaki, "FUSED", fused), mock.patch.object(
                 ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R), mock.patch.object(
-                ozaki, "CRT_INT", crt_int):
+                ozaki, "CRT_INT", crt_int), mock.patch.object(ozaki, "MERGED", merged):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
                            cfg=cfg)
+        # the scratch region as NaN again (0xFF bytes), so that nothing an earlier product
+        # left there (its residues, its sums) can stand in for what this one must write
+        ctypes.memset(spaces[1].address, 0xFF, spaces[1].size)
         libs = [x for x in (lib, gemm_lib) if x is not None]
         for x in libs:
             x.order(order)
+            x.blocks_reversed(blocks_reversed)
         try:
             w()
         finally:
             for x in libs:
                 x.order(0)
+                x.blocks_reversed(False)
         zeroed = spaces[0].array()
         if zeroed.any():
             raise AssertionError(f"the workspace's zeroed region is not 0 after the product: "

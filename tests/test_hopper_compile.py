@@ -203,7 +203,8 @@ def test_the_schemes_passes_compile_without_spills():
     report = dict(re.findall(r"Function properties for (\w+)\n[^\n]*?(\d+ bytes stack frame, "
                              r"\d+ bytes spill stores, \d+ bytes spill loads)", c.log))
     assert set(report) == {"oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_crt_int",
-                           "oz_fallback", "oz_scale", "oz_ksums"}, c.log
+                           "oz_fallback", "oz_scale", "oz_ksums", "oz_scale_ab", "oz_norms_ab",
+                           "oz_split_ab"}, c.log
     assert set(report.values()) == {"0 bytes stack frame, 0 bytes spill stores, "
                                     "0 bytes spill loads"}, report
     regs = dict(re.findall(r"Function properties for (\w+)\n.*\n[^\n]*Used (\d+) registers",

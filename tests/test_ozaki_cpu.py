@@ -246,3 +246,79 @@ def test_outlier_features_where_one_operand_takes_each_path(run, ta, tb):
     assert ref.refusals(a, b).all() and ref.served(a, b, balanced=True)[2].mean() < 0.3
     np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, rows_r=8),
                                   ref.matmul(a, b))
+
+
+def _merged_cases():
+    """(name, a, b, c, run's keywords) for the merged launches: plain inputs in three
+    layouts, outlier features through each path (oz_scale_ab, oz_norms_ab, and one operand
+    each way), many refused rows and columns with beta, Inf and NaN, and the balancing that
+    is not taken."""
+    a, b = _normal(131, 300, 51), _normal(300, 257, 52)
+    out = [("plain", a, b, None, {}), ("plain_t", a, b, None, {"ta": True, "tb": True}),
+           ("plain_two_pass", a, b, None, {"tb": True, "fused": False})]
+    a, b = _outlier_features(300, 1500, 53), _normal(1500, 200, 54)
+    out += [("outliers", a, b, None, {}), ("outliers_t", a, b, None, {"ta": True, "tb": True}),
+            ("outliers_two_pass", a, b, None, {"fused": False})]
+    a, b = _outlier_features(70, 6500, 55), _normal(6500, 60, 56)
+    out.append(("outliers_each_path", a, b, None, {"rows_r": 8}))
+    a, b = _spiky(263, 1031, 57, 3), _spiky(509, 1031, 58, 7).T.copy()
+    out.append(("refused", a, b, _normal(263, 509, 59), {"beta": 0.5, "tb": True}))
+    a, b = _normal(40, 300, 60), _normal(300, 50, 61)
+    a[3, 17], a[9, 2], b[100, 11] = np.inf, np.nan, -np.inf
+    out.append(("inf_nan", a, b, None, {}))
+    a, b = _spikes_balancing_would_spread(62)
+    out.append(("not_balanced", a, b, None, {}))
+    return out
+
+
+MERGED_CASES = _merged_cases()
+
+
+@pytest.mark.parametrize("blocks_reversed", [False, True])
+@pytest.mark.parametrize("case", range(len(MERGED_CASES)),
+                         ids=[c[0] for c in MERGED_CASES])
+def test_merged_launches_give_the_same_bits(run, case, blocks_reversed):
+    """ozaki.MERGED (a pass both operands take in one launch; oz_ksums writes d) against the
+    separate launches, bit for bit, and each run with every grid's blocks first to last and
+    last to first: in oz_scale_ab, B's blocks then run before A's, find no refusal counted
+    yet and write their residues, which oz_split writes again with the scaling taken."""
+    _, a, b, c, kw = MERGED_CASES[case]
+    M, N = a.shape[0], b.shape[1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = run(a, b, _nan(M, N) if c is None else c.copy(), **kw)
+        got = run(a, b, _nan(M, N) if c is None else c.copy(), merged=True,
+                  blocks_reversed=blocks_reversed, **kw)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scale_a, scale_b, rows_r, names", [
+    (True, True, None,
+     ("scale_ab", "ksums", "norms2_ab", "split_ab", "gemm", "crt", "fallback")),
+    (False, False, None,
+     ("norms_ab", "balance", "norms2_ab", "split_ab", "gemm", "crt", "fallback")),
+    (True, False, 8,
+     ("scale_a", "norms_b", "ksums", "norms2_ab", "split_ab", "gemm", "crt", "fallback"))])
+def test_merged_launches_by_name(run, scale_a, scale_b, rows_r, names):
+    """What MERGED launches: seven kernels where both operands take the same pass (eleven
+    with oz_scale, ten with the two passes, without it); eight where K = 6500 with 8 rows a
+    block of B^T fits oz_scale for A only."""
+    from unittest import mock
+
+    from sgemmlab.runtime import ozaki, packed
+
+    made = []
+    init = packed.Packed.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    M, N, K = 70, 60, 6500
+    a, b = _normal(M, K, 63), _normal(K, N, 64)
+    with mock.patch.object(packed.Packed, "__init__", spy):
+        got = run(a, b, _nan(M, N), fused=scale_a, rows_r=rows_r, merged=True)
+    np.testing.assert_array_equal(got, ref.matmul(a, b))
+    assert ozaki.steps_order(scale_a, scale_b, True) == names
+    kernel = {"gemm": "gemm", "crt": "oz_crt", "norms2_ab": "oz_norms_ab", "scale_a": "oz_scale",
+              "norms_b": "oz_norms"}
+    assert [p.kernel.name for p in made] == [kernel.get(n, "oz_" + n) for n in names]

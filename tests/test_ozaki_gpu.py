@@ -18,12 +18,13 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None,
-         gemm=None, crt_int=False):
+         gemm=None, crt_int=False, merged=False):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
     (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
     (oz_scale where the rows fit, or oz_norms then oz_split); `rows_r`: ozaki.SCALE_ROWS_R
     (oz_scale's rows a block where r is contiguous); `gemm`: rung 26's configuration over
-    its seed; `crt_int`: ozaki.CRT_INT (oz_crt_int's integer sums)."""
+    its seed; `crt_int`: ozaki.CRT_INT (oz_crt_int's integer sums); `merged`: ozaki.MERGED
+    (a pass both operands take in one launch)."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -41,15 +42,16 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, r
     N = b.shape[1]
     assert c.stride(1) == 1
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    saved = ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT
-    ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT = fused, rows_r or ozaki.SCALE_ROWS_R, crt_int
+    saved = ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED
+    ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED = (
+        fused, rows_r or ozaki.SCALE_ROWS_R, crt_int, merged)
     try:
         launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
                             c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
                             count=count,
                             cfg={**ozaki.rung().seed, "CLUSTER": cluster, **(gemm or {})})
     finally:
-        ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT = saved
+        ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED = saved
     launch()
     torch.cuda.synchronize()
 
@@ -74,25 +76,27 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
 @HOPPER
 @pytest.mark.parametrize("M, N, K", SHAPES)
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
-@pytest.mark.parametrize("cluster, fused, rows_r, gemm, crt_int", [
-    (1, True, 4, None, False), (2, True, 4, None, False), (1, True, 8, None, False),
-    (1, False, None, None, False), (1, True, 4, {"STORE16": 0}, False),
-    (2, True, 4, {"STORE16": 0}, False), (1, True, 4, {"PINGPONG": 1, "STORE16": 1}, False),
-    (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6}, False), (1, True, 4, None, True)])
-def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm,
-                                        crt_int):
+@pytest.mark.parametrize("cluster, fused, rows_r, gemm, extra", [
+    (1, True, 4, None, {}), (2, True, 4, None, {}), (1, True, 8, None, {}),
+    (1, False, None, None, {}), (1, True, 4, {"STORE16": 0}, {}),
+    (2, True, 4, {"STORE16": 0}, {}), (1, True, 4, {"PINGPONG": 1, "STORE16": 1}, {}),
+    (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6}, {}),
+    (1, True, 4, None, {"crt_int": True}), (1, True, 4, None, {"merged": True}),
+    (1, False, None, None, {"merged": True})])
+def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm, extra):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
     instead of oz_scale; rows_r 8: oz_scale's 8 rows a block where r is contiguous; gemm:
     rung 26 without its 16-byte stores (the seed has them), and its warpgroups each on its own
-    tile in turns; crt_int: the recombination's integer sums (oz_crt_int)."""
+    tile in turns; crt_int: the recombination's integer sums (oz_crt_int); merged: a pass
+    both operands take in one launch (ozaki.MERGED), with oz_scale or the two passes."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb
     a = _operand(M, K, ta, seed, ld_extra=3)
     b = _operand(K, N, tb, seed + 1, ld_extra=5)
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r, gemm=gemm, crt_int=crt_int)
+    _run(a, b, c, cluster=cluster, fused=fused, rows_r=rows_r, gemm=gemm, **extra)
     want = ref.matmul(a.cpu().numpy(), b.cpu().numpy())
     np.testing.assert_array_equal(c.cpu().numpy(), want)
 
@@ -150,7 +154,8 @@ def test_scale_invariance_and_a_long_k(tb):
 
 
 @HOPPER
-def test_inf_and_nan_rows_give_ieee_specials():
+@pytest.mark.parametrize("merged", [False, True])
+def test_inf_and_nan_rows_give_ieee_specials(merged):
     import torch
 
     M, N, K = 40, 50, 300
@@ -159,7 +164,7 @@ def test_inf_and_nan_rows_give_ieee_specials():
     a[9, 2] = float("nan")
     b[100, 11] = float("-inf")
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c)
+    _run(a, b, c, merged=merged)
     got = c.cpu().numpy()
     a64, b64 = a.double().cpu().numpy(), b.double().cpu().numpy()
     with np.errstate(invalid="ignore", over="ignore"):
@@ -215,8 +220,9 @@ def _spiky(rows, cols, trans, seed, every, ld_extra=0):
                          [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
                           (1, 300, 97, 1, 2), (600, 1, 260, 2, 1), (1100, 1030, 200, 1, 50)])
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("merged", [False, True])
 def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, every_a,
-                                                                    every_b, ta, tb):
+                                                                    every_b, ta, tb, merged):
     """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
     over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
     bit for bit; beta != 0 shows an output whose row and column are both refused is written
@@ -232,13 +238,13 @@ def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, eve
     assert (ref.flatness(bn, 0) < ref.FLAT).sum() == len(range(0, N, every_b))
     c0 = torch.randn(M, N, device="cuda")
     c = c0.clone()
-    _run(a, b, c, alpha=1.0, beta=0.5)
+    _run(a, b, c, alpha=1.0, beta=0.5, merged=merged)
     got = c.cpu().numpy()
     want = ref.matmul(an, bn) + np.float32(0.5) * c0.cpu().numpy()
     terms = np.abs(ref.matmul(an, bn)) + np.abs(np.float32(0.5) * c0.cpu().numpy())
     assert (np.abs(got - want) <= 2**-22 * terms).all()
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c)
+    _run(a, b, c, merged=merged)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
 
 
@@ -273,7 +279,8 @@ def _outlier_features(M, K, trans, seed, features=4, times=1000.0):
 @HOPPER
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("M, N, K", [(300, 200, 1500), (131, 257, 4097)])
-def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb):
+@pytest.mark.parametrize("merged", [False, True])
+def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb, merged):
     """The flatness rule refuses every row; balanced (oz_balance, the norms again on A D and
     D^-1 B) the scheme serves them: the outputs are the reference's, bit for bit, and the
     reference serves (nearly) all of them without the fallback."""
@@ -286,12 +293,13 @@ def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb)
     _, _, refused = ref.served(an, bn, balanced=True)
     assert refused.mean() < 0.3
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c)
+    _run(a, b, c, merged=merged)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
 
 
 @HOPPER
-def test_balancing_is_not_taken_where_it_refuses_more():
+@pytest.mark.parametrize("merged", [False, True])
+def test_balancing_is_not_taken_where_it_refuses_more(merged):
     """Every 10th row of A holds one entry of 2^20: balancing would shrink those columns of
     A by 2^-9 and grow B's matching rows by 2^9, leaving A's rows as uneven and every column
     of B uneven too. It refuses more, so the first scaling stands; bit for bit as the
@@ -303,5 +311,5 @@ def test_balancing_is_not_taken_where_it_refuses_more():
     an, bn = _spikes_balancing_would_spread(269)
     assert ref.refusals(an, bn).any() and ref.served(an, bn, balanced=True)[0] is an
     c = torch.full((200, 150), float("nan"), device="cuda")
-    _run(torch.from_numpy(an).cuda(), torch.from_numpy(bn).cuda(), c)
+    _run(torch.from_numpy(an).cuda(), torch.from_numpy(bn).cuda(), c, merged=merged)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn, balanced=False))

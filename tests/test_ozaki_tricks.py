@@ -189,7 +189,7 @@ def test_rung_26_fits_its_shared_memory():
 
 
 KERNELS = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance", "oz_scale",
-           "oz_ksums")
+           "oz_ksums", "oz_scale_ab", "oz_norms_ab", "oz_split_ab")
 
 
 def _stand_ins(monkeypatch, workspace=lambda dev, stream, z, s: (0x7000, 0xA0000000),
@@ -214,26 +214,26 @@ def _stand_ins(monkeypatch, workspace=lambda dev, stream, z, s: (0x7000, 0xA0000
         monkeypatch.setattr(ozaki, name, value)
 
 
+@pytest.mark.parametrize("merged", [False, True])
 @pytest.mark.parametrize("fused", [False, True])
-def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch, fused):
-    """The scheme's launch is ten kernels (eleven with oz_scale); a plan's call on new
-    operands must reach every one that reads them: the norms or the one-pass scale (A, then
-    B), the column sums (A and B), the second norms and the splits (A, then B), the
-    recombination (C) and the fallback (C, and A and B for refused rows and columns).
-    Launches recorded on stand-in handles."""
+def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypatch, fused,
+                                                                        merged):
+    """The scheme's launch is ten kernels (eleven with oz_scale, seven merged); a plan's call
+    on new operands must reach every one that reads them: the norms or the one-pass scale (A,
+    then B, or both in one launch), the column sums (A and B), the second norms and the
+    splits (A, then B, or both), the recombination (C) and the fallback (C, and A and B for
+    refused rows and columns). Launches recorded on stand-in handles."""
     import ctypes
     import types
 
     from sgemmlab.runtime import driver as driver_mod
     from sgemmlab.runtime import workspace as ws
 
-    names = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance",
-             "oz_scale", "oz_ksums")
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
-               for i, n in enumerate(names)}
+               for i, n in enumerate(KERNELS)}
     slots = {2: (0,), 3: (0,), 1: (), 4: (10,), 5: (11, 0, 3), 6: (), 7: (0,),
-             8: (0, 4)}  # by handle
+             8: (0, 4), 9: (0, 5), 10: (0, 4), 11: (0, 4)}  # by handle
     seen = []
 
     def call(*a):
@@ -250,6 +250,7 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     monkeypatch.setattr(ws, "workspace", lambda dev, stream, z, s: (0, 0xA0000000))
     monkeypatch.setattr(ws, "capture_probe", lambda stream: None)
     monkeypatch.setattr(ozaki, "FUSED", fused)
+    monkeypatch.setattr(ozaki, "MERGED", merged)
     # plain launches recorded here (overlapped ones: test_ozaki_cpu's overlap test)
     monkeypatch.setattr(ozaki, "OVERLAP", False)
     stream = types.SimpleNamespace(handle=0x20)
@@ -257,15 +258,19 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
                    cfg=ozaki.rung().seed)
     assert w.bound_pointers == (0x1000, 0x2000, 0x3000)
     assert len(ozaki.ROLES) == len(ozaki.STEPS_ORDER) == 10
-    assert len(w._steps) == len(ozaki.steps_order(fused, fused)) == 10 + fused
+    assert len(w._steps) == len(ozaki.steps_order(fused, fused)) == (7 if merged else 10 + fused)
     for abc in [(0x1000, 0x2000, 0x3000), (0x4000, 0x5000, 0x6000)]:
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
+        last = [(1, ()), (4, (c,)), (5, (c, a, b))]
+        if merged:
+            first = [(9, (a, b)), (8, (a, b))] if fused else [(10, (a, b)), (6, ())]
+            assert seen == first + [(10, (a, b)), (11, (a, b))] + last
+            continue
         first = ([(7, (a,)), (7, (b,)), (8, (a, b)), (6, ())] if fused else
                  [(2, (a,)), (2, (b,)), (6, ())])
-        assert seen == first + [(2, (a,)), (2, (b,)), (3, (a,)), (3, (b,)), (1, ()),
-                                (4, (c,)), (5, (c, a, b))]
+        assert seen == first + [(2, (a,)), (2, (b,)), (3, (a,)), (3, (b,))] + last
 
 
 def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
@@ -341,12 +346,51 @@ def test_the_one_pass_scale_where_its_rows_fit(monkeypatch):
     # be tried, and B's split writes whichever is taken
     assert scale_a.args[18] == 0 and scale_b.args[18] == counts
     groups = min(ozaki.KSUM_GROUPS, 5, 2)
-    assert ksums.grid == (2, groups, 2) and ksums.args[9:] == (counts, at("kpart_a"),
-                                                              at("kpart_b"), 0)
+    # (no counters: oz_balance follows)
+    assert ksums.grid == (2, groups, 2) and ksums.args[9:] == (
+        counts, at("kpart_a"), at("kpart_b"), 0, groups, groups, 0, at("d"))
     assert balance.args == (at("kpart_a"), groups, at("kpart_b"), groups, 500, counts, at("d"))
     assert (split_a.args[-1], split_b.args[-1]) == (1, 2)  # only the balanced scaling, or B
     # a wave of a few blocks an SM (it walks blockIdx.y), not one block a piece of work
     assert split_a.grid[1] <= -(-ozaki.GATED_BLOCKS * 132 // split_a.grid[0])
+
+
+def test_merged_launches_take_both_operands_and_the_balance_goes_into_the_sums(monkeypatch):
+    """MERGED: oz_scale_ab's grid is A's blocks, then B's, its shared memory the larger; the
+    second norms and the splits each one grid with blockIdx.z for the operand (as large as
+    the larger operand needs, gated as before); oz_ksums's counters of a range of 256 k
+    follow the fallback's in the zeroed region (asked for, one a range), and it writes d."""
+    import types
+
+    asked = []
+    _stand_ins(monkeypatch, lambda dev, stream, z, s: asked.append((z, s)) or (
+        0x7000, 0xA0000000), FUSED=True, MERGED=True, SCALE_ROWS_R=8)
+    M, N, K = 300, 65, 500
+    w = ozaki.bind(0, M, N, K, 1.0, 0x1000, K, 0x2000, N, 0.0, 0x3000, N,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    scale, ksums, norms2, split, _, crt, fallback = w._steps
+    lay = ozaki.layout(M, N, K, ref.COUNT)
+    tiles, blocks, ranges = 5 + 2, 132 * 3, 2
+    assert asked == [(4 * (tiles + 5 + blocks + ranges),
+                      lay.scratch_bytes + 8 * 64 * 64 * blocks)]
+    counts, at = 0x7000 + 4 * tiles, lambda name: 0xA0000000 + lay.offsets[name]
+    kst = 512 + 4
+    # A: 4 rows a block (k contiguous); B^T: 8 (r contiguous)
+    assert scale.grid == (75 + 9, 1, 1) and scale._call[7] == 4 * 8 * kst
+    assert scale.args[:15] == (0x1000, K, 1, M, 4, 0x2000, 1, N, N, 8, K, kst, 512,
+                               ref.radius(ref.COUNT, K), ref.FLAT)
+    assert scale.args[15:19] == (at("exps"), counts, at("list_a"), at("list_b"))
+    assert scale.args[22:] == (at("res_a"), at("res_b"), 512)
+    groups = min(ozaki.KSUM_GROUPS, 5, 2)
+    assert ksums.grid == (ranges, groups, 2) and ksums.args[9:] == (
+        counts, at("kpart_a"), at("kpart_b"), 0, groups, groups, counts + 20 + 4 * blocks,
+        at("d"))
+    assert norms2.grid[0] == 5 and norms2.grid[2] == 2 and norms2.args[-1] == 1
+    assert norms2.args[11] == 0x7000 and norms2.args[14:16] == (at("exps"), counts)
+    # A: 32 groups of 16 k across, 300 rows down; B^T: 65 rows across, 32 groups down
+    assert split.grid[0] == max(-(-32 // 32), -(-65 // 32)) and split.grid[2] == 2
+    assert split.args[-2:] == (1, 2)  # only the balanced scaling; B, also where A refused
+    assert crt.args[12] == counts and fallback.args[18] == counts + 20
 
 
 @pytest.mark.parametrize("trans, names, z0", [
@@ -369,7 +413,7 @@ def test_each_operand_takes_its_own_path(monkeypatch, trans, names, z0):
     split_a, split_b = w._steps[6:8]
     tiles = {"a": -(-M // ozaki.TILE), "b": -(-N // ozaki.TILE)}
     groups = min(ozaki.KSUM_GROUPS, tiles["b" if trans else "a"])
-    assert ksums.grid == (K // 256, groups, 1) and ksums.args[-1] == z0
+    assert ksums.grid == (K // 256, groups, 1) and ksums.args[12] == z0
     assert balance.args[1] == (tiles["a"] if trans else groups)
     assert balance.args[3] == (groups if trans else tiles["b"])
     assert (split_a.args[-1], split_b.args[-1]) == ((0, 2) if trans else (1, 0))

@@ -262,19 +262,22 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # activations with outlier features, which the balanced scaling serves (oz_balance and the
 # second norms). Rung 26 also with its 16-byte stores and each warpgroup on its own tiles in
 # turn (both shapes), the launches overlapped (ozaki.OVERLAP), with the integer
-# recombination (ozaki.CRT_INT)
+# recombination (ozaki.CRT_INT), with a pass both operands take in one launch (ozaki.MERGED:
+# with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
 from sgemmlab.runtime.arrays import stream_for
 
 stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-for over, overlap in [({{"CLUSTER": 1, "STORE16": 0}}, False), ({{"CLUSTER": 1}}, True),
-                      ({{"CLUSTER": 2}}, True),
-                      ({{"STORE16": 1, "PINGPONG": 1}}, True),
-                      ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]:
+configs = [({{"CLUSTER": 1, "STORE16": 0}}, False), ({{"CLUSTER": 1}}, True),
+           ({{"CLUSTER": 2}}, True), ({{"STORE16": 1, "PINGPONG": 1}}, True),
+           ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]
+for i, (over, overlap) in enumerate(configs):
     ozaki.OVERLAP = overlap  # (read when a product is bound)
     ozaki.CRT_INT = overlap  # the integer recombination with the overlapped launches
+    ozaki.MERGED = i % 2 == 0  # with and without OVERLAP
+    ozaki.FUSED = i != len(configs) - 1
     for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")

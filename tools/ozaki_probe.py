@@ -96,7 +96,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
             gemm_variants: tuple[str, ...] = (), overlap: bool = False,
-            burst: int = 1, crt_int: bool = False) -> dict:
+            burst: int = 1, crt_int: bool = False, merged: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -139,6 +139,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["rows_r8"] = bind(SCALE_ROWS_R=8)
     if crt_int:  # the recombination's sums in INT32 pieces (oz_crt_int)
         variants["crt_int"] = bind(CRT_INT=True)
+    if merged:  # a pass both operands take in one launch, or (where that is the default) not
+        variants["separate" if ozaki.MERGED else "merged"] = bind(MERGED=not ozaki.MERGED)
     if overlap:  # every launch but the first overlapping the one before it, or (where
         # that is the default) none
         variants["plain" if ozaki.OVERLAP else "overlap"] = bind(OVERLAP=not ozaki.OVERLAP)
@@ -224,6 +226,9 @@ def main() -> None:
     p.add_argument("--crt-int", action="store_true",
                    help="also the product with oz_crt_int's integer sums (ozaki.CRT_INT), "
                         "paired")
+    p.add_argument("--merged", action="store_true",
+                   help="also the product with a pass both operands take in one launch "
+                        "(ozaki.MERGED) or, where that is the default, not: paired")
     p.add_argument("--burst", type=int, default=1,
                    help="each paired sample is this many calls back to back (40: as the "
                         "bench times, under sustained power)")
@@ -240,7 +245,7 @@ def main() -> None:
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
                           args.crt_rows, args.two_pass, args.rows_r8,
                           tuple(v for v in args.gemm.split("/") if v), args.overlap,
-                          args.burst, args.crt_int)
+                          args.burst, args.crt_int, args.merged)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

@@ -24,6 +24,10 @@ their arrays in the stream's workspace:
     oz_fallback          the refused rows' and columns' outputs, summed in FP64 (nothing
                          refused: its blocks return at once)
 
+With MERGED, a pass both operands take is one launch (oz_scale_ab, oz_norms_ab, oz_split_ab:
+blockIdx picks the operand), and oz_ksums writes d at its end (no oz_balance after it):
+seven launches where both operands take the same path.
+
 The operands are read where they lie, in either layout (a row of X is a row of A, or a
 column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
 count at most MAX_COUNT (the recombination's exact FP64 sums hold |S| < 2^66: M below
@@ -265,10 +269,14 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     rows_per = {"a": scale_rows(a_sk == 1), "b": scale_rows(b_sk == 1)}
     one_wave = CRT_ONE_WAVE
     overlap = OVERLAP
+    merged = MERGED
+    order = steps_order(fused["a"], fused["b"], merged)
     kst = scale_stride(K)
     # oz_ksums' groups of rows (kpart's tiles for the operands oz_scale takes)
     kgroups = min([KSUM_GROUPS] + [t for t, side in ((tiles_a, "a"), (tiles_b, "b"))
                                    if fused[side]])
+    # (MERGED) oz_ksums's counters of a range of k, after oz_fallback's, where it writes d
+    ksum_ranges = -(-K // 256) if merged and (fused["a"] or fused["b"]) else 0
 
     def steps_at(zeroed: int, scratch: int) -> tuple:
         o = {name: scratch + off for name, off in lay.offsets.items()}
@@ -276,6 +284,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         # blocks, A's and B's by the second; then the fallback's counters of a tile's slices
         counts = zeroed + 4 * (tiles_a + tiles_b)
         sliced = counts + 4 * 5
+        ksum_done = sliced + 4 * fallback_blocks
         exps = o["exps"]  # mu (M), nu (N), then the second norms' mu and nu
         e1 = {"a": exps, "b": exps + 4 * M}
         e2 = {"a": exps + 4 * (M + N), "b": exps + 4 * (2 * M + N)}
@@ -299,50 +308,101 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                            0 if second else o[f"kpart_{side}"], counts if second else 0,
                            o["d"] if second else 0, i32(dsign)), pointer_slots=(0,))
 
-        for side in "ab":
-            if not fused[side]:
-                out.append(norms(side, False))
-                continue
-            # oz_norms and oz_split in one pass
-            x, sr, sk, rows, _, _, at = operand[side]
-            R = rows_per[side]
-            out.append(launch(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
-                              (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
-                               i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
-                               o[f"list_{side}"], i32(count), sm_a if side == "a" else sm_b,
-                               o[f"res_{side}"], i64(lay.kpad), i64(rows * lay.kpad),
-                               counts if side == "b" else 0),
-                              pointer_slots=(0,), smem=4 * R * kst))
+        def norms_ab(second: bool) -> Packed:
+            # norms() for both operands in one grid: blockIdx.z picks the operand
+            tiles, chunks = max(tiles_a, tiles_b), lay.chunks
+            if second:
+                chunks = min(chunks, max(1, -(-GATED_BLOCKS * sms // (2 * tiles))))
+            return launch(k["oz_norms_ab"], stream, (tiles, chunks, 2), (256, 1, 1),
+                          (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk), i32(N),
+                           i32(K), o["part_a"], o["part_b"], zeroed, r, f64(FLAT), exps, counts,
+                           o["list2_a" if second else "list_a"],
+                           o["list2_b" if second else "list_b"], o["kpart_a"], o["kpart_b"],
+                           o["d"], i32(second)), pointer_slots=(0, 4))
+
+        def split_grid(side: str) -> tuple[int, int, int]:
+            """oz_split's grid for an operand, and its gate: after oz_scale 1 (only for the
+            balanced scaling) or, for B, 2 (also where A's rows were refused: B's oz_scale
+            then left its residues unwritten); 0, the two passes' split. Gated, it walks
+            blockIdx.y: a few blocks an SM, which with nothing refused is all the launch
+            costs."""
+            rows = operand[side][3]
+            groups = -(-K // SPAN)
+            fast, slow = (groups, rows) if operand[side][2] == 1 else (rows, groups)
+            across, down = -(-fast // 32), min(-(-slow // 8), 65535)
+            gate = (2 if side == "b" else 1) if fused[side] else 0
+            if gate:
+                down = min(down, max(1, -(-GATED_BLOCKS * sms // across)))
+            return across, down, gate
+
+        def split(side: str) -> Packed:
+            x, sr, sk, rows, dsign, _, _ = operand[side]
+            across, down, gate = split_grid(side)
+            return launch(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
+                          (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
+                           sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
+                           i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
+                           i32(M), i32(N), i32(gate)), pointer_slots=(0,))
+
+        def split_ab() -> Packed:
+            # split() for both operands in one grid: blockIdx.z picks the operand
+            (xa, ya, gate_a), (xb, yb, gate_b) = split_grid("a"), split_grid("b")
+            return launch(k["oz_split_ab"], stream, (max(xa, xb), max(ya, yb), 2), (32, 8, 1),
+                          (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk), i32(N),
+                           i32(K), exps, i32(count), sm_a, sm_b, o["res_a"], o["res_b"],
+                           i64(lay.kpad), o["d"], counts, i32(gate_a), i32(gate_b)),
+                          pointer_slots=(0, 4))
+
+        if order[0] == "scale_ab":  # both operands' oz_scale in one launch
+            ra, rb = rows_per["a"], rows_per["b"]
+            out.append(launch(k["oz_scale_ab"], stream, (-(-M // ra) + -(-N // rb), 1, 1),
+                              (256, 1, 1),
+                              (a, i64(a_sr), i64(a_sk), i32(M), i32(ra), b, i64(b_sr),
+                               i64(b_sk), i32(N), i32(rb), i32(K), i32(kst), i32(lay.kpad), r,
+                               f64(FLAT), exps, counts, o["list_a"], o["list_b"], i32(count),
+                               sm_a, sm_b, o["res_a"], o["res_b"], i64(lay.kpad)),
+                              pointer_slots=(0, 5), smem=4 * max(ra, rb) * kst))
+        elif order[0] == "norms_ab":  # both operands' first norms in one launch
+            out.append(norms_ab(False))
+        else:
+            for side in "ab":
+                if not fused[side]:
+                    out.append(norms(side, False))
+                    continue
+                # oz_norms and oz_split in one pass
+                x, sr, sk, rows, _, _, at = operand[side]
+                R = rows_per[side]
+                out.append(launch(k["oz_scale"], stream, (-(-rows // R), 1, 1), (256, 1, 1),
+                                  (x, i64(sr), i64(sk), i32(rows), i32(K), i32(R), i32(kst),
+                                   i32(lay.kpad), r, f64(FLAT), e1[side], counts + 4 * at,
+                                   o[f"list_{side}"], i32(count), sm_a if side == "a" else sm_b,
+                                   o[f"res_{side}"], i64(lay.kpad), i64(rows * lay.kpad),
+                                   counts if side == "b" else 0),
+                                  pointer_slots=(0,), smem=4 * R * kst))
+        groups_a, groups_b = (kgroups if fused["a"] else tiles_a,
+                              kgroups if fused["b"] else tiles_b)
         if fused["a"] or fused["b"]:
             # what oz_balance reads of oz_scale's operands, where something was refused
+            # (MERGED: and d, oz_balance's work, at its end)
             out.append(launch(k["oz_ksums"], stream,
                               (-(-K // 256), kgroups, fused["a"] + fused["b"]), (256, 1, 1),
                               (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk),
                                i32(N), i32(K), counts, o["kpart_a"], o["kpart_b"],
-                               i32(0 if fused["a"] else 1)), pointer_slots=(0, 4)))
-        # d from the first scaling's sums over k, where it refused something; the norms again
-        out.append(launch(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
-                          (o["kpart_a"], i32(kgroups if fused["a"] else tiles_a),
-                           o["kpart_b"], i32(kgroups if fused["b"] else tiles_b), i32(K),
-                           counts, o["d"])))
-        out += [norms("a", True), norms("b", True)]
-        for side in "ab":
-            x, sr, sk, rows, dsign, _, _ = operand[side]
-            groups = -(-K // SPAN)
-            fast, slow = (groups, rows) if sk == 1 else (rows, groups)
-            across, down = -(-fast // 32), min(-(-slow // 8), 65535)
-            # after oz_scale, gated: 1, only for the balanced scaling; 2 (B), also where A's
-            # rows were refused (B's oz_scale then wrote nothing); 0: the two passes' split.
-            # Gated, it walks blockIdx.y: a few blocks an SM, which with nothing refused is
-            # all the launch costs
-            gate = (2 if side == "b" else 1) if fused[side] else 0
-            if gate:
-                down = min(down, max(1, -(-GATED_BLOCKS * sms // across)))
-            out.append(launch(k["oz_split"], stream, (across, down, 1), (32, 8, 1),
-                              (x, i64(sr), i64(sk), i32(rows), i32(K), e1[side], i32(count),
-                               sm_a if side == "a" else sm_b, o[f"res_{side}"], i64(lay.kpad),
-                               i64(rows * lay.kpad), e2[side], o["d"], i32(dsign), counts,
-                               i32(M), i32(N), i32(gate)), pointer_slots=(0,)))
+                               i32(0 if fused["a"] else 1), i32(groups_a), i32(groups_b),
+                               ksum_done if ksum_ranges else 0, o["d"]),
+                              pointer_slots=(0, 4)))
+        if not ksum_ranges:
+            # d from the first scaling's sums over k, where it refused something
+            out.append(launch(k["oz_balance"], stream, (-(-K // 256), 1, 1), (256, 1, 1),
+                              (o["kpart_a"], i32(groups_a), o["kpart_b"], i32(groups_b),
+                               i32(K), counts, o["d"])))
+        # the norms again, and the splits
+        if merged:
+            out.append(norms_ab(True))
+            out.append(split_ab())
+        else:
+            out += [norms("a", True), norms("b", True)]
+            out += [split(side) for side in "ab"]
         map_a = encode_tiled_2d(Tiled2D(o["res_a"], M, K, lay.kpad, tm, KB, elem_bytes=1,
                                         planes=count, plane_ld=M * lay.kpad))
         map_b = encode_tiled_2d(Tiled2D(o["res_b"], N, K, lay.kpad, bn // cl, KB,
@@ -370,35 +430,44 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
 
     # which of the call's pointers (A, B, C) each launch reads: a plan repoints them all
     return WorkspaceLaunch(device_id, stream,
-                           Workspace(4 * (tiles_a + tiles_b + 5 + fallback_blocks),
+                           Workspace(4 * (tiles_a + tiles_b + 5 + fallback_blocks + ksum_ranges),
                                      lay.scratch_bytes + partial_bytes), steps_at,
-                           pointer_slots=POINTERS, bound_pointers=(a, b, c),
-                           roles=roles(steps_order(fused["a"], fused["b"])))
+                           pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=roles(order))
 
 
-def steps_order(scale_a: bool = False, scale_b: bool = False) -> tuple[str, ...]:
+def steps_order(scale_a: bool = False, scale_b: bool = False,
+                merged: bool | None = None) -> tuple[str, ...]:
     """bind's launches by name: oz_scale instead of the first oz_norms for an operand that
     use_scale takes, and then oz_ksums (empty unless something was refused); the splits of
-    such an operand run only where the balanced scaling is taken."""
-    first = ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b")
-    return first + ("ksums",) * (scale_a or scale_b) + (
-        "balance", "norms2_a", "norms2_b", "split_a", "split_b", "gemm", "crt", "fallback")
+    such an operand run only where the balanced scaling is taken. `merged` (MERGED unless
+    given): a launch for both operands where they take the same pass (the _ab names), and
+    oz_ksums writes d where it runs (no oz_balance then)."""
+    merged = MERGED if merged is None else merged
+    if not merged:
+        first = ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b")
+        return first + ("ksums",) * (scale_a or scale_b) + (
+            "balance", "norms2_a", "norms2_b", "split_a", "split_b", "gemm", "crt", "fallback")
+    first = (("scale_ab",) if scale_a and scale_b else ("norms_ab",) if not (scale_a or scale_b)
+             else ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b"))
+    return first + (("ksums",) if scale_a or scale_b else ("balance",)) + (
+        "norms2_ab", "split_ab", "gemm", "crt", "fallback")
 
 
 #: which of the call's pointers (0 A, 1 B, 2 C) each launch's `pointer_slots` take: the
-#: norms, the one-pass scale and the splits read A (the _a launches) or B; the column sums
-#: both; the balance and the products only the workspace; the recombination writes C
-#: (reading it when beta is not 0); the fallback writes C for the rows and columns the
-#: scaling refused, reading A and B there.
+#: norms, the one-pass scale and the splits read A (the _a launches), B (_b) or both (_ab);
+#: the column sums both; the balance and the products only the workspace; the
+#: recombination writes C (reading it when beta is not 0); the fallback writes C for the
+#: rows and columns the scaling refused, reading A and B there.
 _ROLES = {"ksums": (0, 1), "balance": (), "gemm": (), "crt": (2,), "fallback": (2, 0, 1)}
 
 
 def roles(order: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-    return tuple(_ROLES.get(name, (0,) if name.endswith("_a") else (1,)) for name in order)
+    return tuple(_ROLES.get(name, (0, 1) if name.endswith("_ab") else (0,)
+                            if name.endswith("_a") else (1,)) for name in order)
 
 
 #: the two-pass order, and its roles (tools/ozaki_probe.py and tests name them)
-STEPS_ORDER = steps_order(False)
+STEPS_ORDER = steps_order(False, False, False)
 ROLES = roles(STEPS_ORDER)
 #: oz_scale (one pass an operand: norms and split) where its rows fit in shared memory
 FUSED = True
@@ -432,6 +501,14 @@ def use_scale(K: int, k_contiguous: bool) -> bool:
     """oz_scale for an operand: FUSED, and R of its rows fit SCALE_SMEM."""
     return FUSED and 4 * scale_rows(k_contiguous) * scale_stride(K) <= SCALE_SMEM
 
+
+#: Fewer launches a product: a pass both operands take runs as one launch (oz_scale_ab,
+#: oz_norms_ab, oz_split_ab: blockIdx picks the operand), and oz_ksums's last block of a range
+#: of k writes d, oz_balance's work. With nothing refused, seven launches instead of eleven
+#: (the four that go are one of the two oz_scale and three that find nothing to do). The
+#: same outputs, bit for bit. False until the H200 has timed it (tools/ozaki_probe.py
+#: --merged).
+MERGED = False
 
 #: oz_crt_int instead of oz_crt: the recombination's sums in three INT32 pieces rather than
 #: in FP64 (the same bits; fewer instructions a residue). False until the H200 has timed it

@@ -26,6 +26,15 @@
 //             tiles of the rows and columns oz_norms listed as SPECIAL (nothing listed: the
 //             launch ends at once)
 //
+// oz_scale_ab, oz_norms_ab and oz_split_ab (runtime/ozaki.MERGED) run a pass for both operands
+// in one grid, and oz_ksums can do oz_balance's work at its end: with nothing refused, seven
+// launches a product instead of eleven. Predicted, before any measurement (the single-call
+// probe at 2048^3 took about 207 us, of which about 20 us were the seven launches that find
+// nothing refused and a launch gap between oz_scale's two): about 8-12 us less at 2048^3
+// (three launches with nothing to do, 2-3 us each inside a product, and B's blocks filling
+// the SMs that A's last wave leaves idle), 1.84x to about 1.93x cuBLAS in single calls; a
+// few us at 4096^3 (under 1 %), nothing measurable at 8192^3.
+//
 // An operand is read as X(r, k) = x[r sr + k sk]: A is X with r = i; B is read as B^T, r = j.
 // The pass picks its threads' order from the strides, so that a warp reads consecutive words
 // whichever of r and k is the contiguous one.
@@ -114,13 +123,13 @@ __device__ int exponent(const double* part, int rows, int chunks, int r, double 
 // The first norms (`gate` null) also write, for oz_balance, each k's sum of x^2 over the tile's
 // rows (kpart[blockIdx.x * K + k], in the order of the rows). The second (`gate`: the first's
 // refusal counts; nothing refused, it returns at once) reads x 2^(dsign d_k) instead of x.
-SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
-                      double* __restrict__ part, unsigned* __restrict__ done, double radius,
-                      double flat_min, int* __restrict__ e, unsigned* __restrict__ refused,
-                      int* __restrict__ listed, double* __restrict__ kpart,
-                      const unsigned* __restrict__ gate, const int* __restrict__ d, int dsign) {
-    griddep_wait();
-    griddep_launch_dependents();
+// (bx stands for the block's x: oz_norms_ab runs two operands' tiles in one grid.)
+__device__ __forceinline__ void norms_tile(
+    unsigned bx, const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+    double* __restrict__ part, unsigned* __restrict__ done, double radius, double flat_min,
+    int* __restrict__ e, unsigned* __restrict__ refused, int* __restrict__ listed,
+    double* __restrict__ kpart, const unsigned* __restrict__ gate, const int* __restrict__ d,
+    int dsign) {
     __shared__ double sums[4][T][3];
     __shared__ bool last;
     if (gate != nullptr && gate[0] + gate[1] == 0u) return;
@@ -129,7 +138,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
         const double v = load_x(x, sr, sk, r, k);
         return gate != nullptr ? v * pow2(dsign * d[k]) : v;
     };
-    const int r0 = blockIdx.x * T, chunks = (K + CHUNK - 1) / CHUNK;
+    const int r0 = bx * T, chunks = (K + CHUNK - 1) / CHUNK;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     for (int c = blockIdx.y; c < chunks; c += gridDim.y) {  // (one chunk a block, but gated)
         const int k0 = c * CHUNK, kend = min(K, k0 + CHUNK);
@@ -187,7 +196,7 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
                 const double v = load_x(x, sr, sk, r0 + i, k0 + tid);
                 sq = fma(v, v, sq);
             }
-            kpart[static_cast<long long>(blockIdx.x) * K + k0 + tid] = sq;
+            kpart[static_cast<long long>(bx) * K + k0 + tid] = sq;
         }
         __syncthreads();  // (sums is read before the next chunk writes it)
     }
@@ -196,8 +205,8 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     __threadfence();
     __syncthreads();
     if (tid == 0) {
-        last = atomicAdd(done + blockIdx.x, 1u) == gridDim.y - 1;
-        if (last) done[blockIdx.x] = 0u;  // no other block of this launch touches it again
+        last = atomicAdd(done + bx, 1u) == gridDim.y - 1;
+        if (last) done[bx] = 0u;  // no other block of this launch touches it again
     }
     __syncthreads();
     if (last) {
@@ -213,37 +222,107 @@ SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, i
     }
 }
 
+SGEMM_KERNEL oz_norms(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+                      double* __restrict__ part, unsigned* __restrict__ done, double radius,
+                      double flat_min, int* __restrict__ e, unsigned* __restrict__ refused,
+                      int* __restrict__ listed, double* __restrict__ kpart,
+                      const unsigned* __restrict__ gate, const int* __restrict__ d, int dsign) {
+    griddep_wait();
+    griddep_launch_dependents();
+    norms_tile(blockIdx.x, x, sr, sk, rows, K, part, done, radius, flat_min, e, refused, listed,
+               kpart, gate, d, dsign);
+}
+
+// oz_norms for A and B in one launch (runtime/ozaki.MERGED): blockIdx.z picks the operand (0:
+// A, its rows; 1: B read as B^T), blockIdx.x its tile (a block past the operand's tiles
+// returns at once). `second` 0: the first norms (exponents at exps, refusals counted in
+// counts[0] and counts[1], each k's sums into kpart_a and kpart_b); 1: the second, gated,
+// on A D and D^-1 B (exponents at exps + M + N, counts[3] and counts[4]). Each operand's
+// tiles count their chunks in `done` (A's tiles first) and list their rows in the operand's
+// own list, as two oz_norms launches do.
+SGEMM_KERNEL oz_norms_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
+                         const float* __restrict__ b, long long b_sr, long long b_sk, int N,
+                         int K, double* __restrict__ part_a, double* __restrict__ part_b,
+                         unsigned* __restrict__ done, double radius, double flat_min,
+                         int* __restrict__ exps, unsigned* __restrict__ counts,
+                         int* __restrict__ list_a, int* __restrict__ list_b,
+                         double* __restrict__ kpart_a, double* __restrict__ kpart_b,
+                         const int* __restrict__ d, int second) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const bool first = blockIdx.z == 0;
+    const int rows = first ? M : N, tiles_a = (M + T - 1) / T;
+    if (static_cast<long long>(blockIdx.x) * T >= rows) return;
+    norms_tile(blockIdx.x, first ? a : b, first ? a_sr : b_sr, first ? a_sk : b_sk, rows, K,
+               first ? part_a : part_b, done + (first ? 0 : tiles_a), radius, flat_min,
+               exps + (second ? M + N : 0) + (first ? 0 : M),
+               counts + (second ? 3 : 0) + (first ? 0 : 1), first ? list_a : list_b,
+               second ? nullptr : first ? kpart_a : kpart_b, second ? counts : nullptr, d,
+               first ? 1 : -1);
+}
+
+// d_k = floor((ilogb s_B - ilogb s_A) / 4), s_A the sum of column k of A squared (kpart_a's
+// groups of rows added in order), s_B that of row k of B (0 where either is 0 or not finite),
+// as reference.balance: A D and D^-1 B, D = diag(2^d), have the product of A and B, and
+// column k of one a 2-norm within a few times row k's of the other. (__ldcg: oz_ksums's last
+// block reads what the other blocks of its launch wrote.)
+__device__ __forceinline__ void balance_at(int k, const double* __restrict__ kpart_a,
+                                           int groups_a, const double* __restrict__ kpart_b,
+                                           int groups_b, int K, int* __restrict__ d) {
+    double sa = 0.0, sb = 0.0;
+    for (int t = 0; t < groups_a; ++t) sa += __ldcg(kpart_a + static_cast<long long>(t) * K + k);
+    for (int t = 0; t < groups_b; ++t) sb += __ldcg(kpart_b + static_cast<long long>(t) * K + k);
+    const bool ok = sa > 0.0 && sb > 0.0 && isfinite(sa) && isfinite(sb);
+    d[k] = ok ? (ilogb(sb) - ilogb(sa)) >> 2 : 0;  // (>> 2 of a negative: floor, as //)
+}
+
 // What oz_balance reads when oz_scale, not oz_norms, ran first (oz_scale keeps no sums over
 // k): kpart[g * K + k], the sum of x^2 over the rows of group g (rows / gridDim.y of them,
 // rounded up) for each k, in the order of the rows; z0 + blockIdx.z picks the operand (0:
 // A, 1: B read as B^T). Only where the first scaling refused something; a thread a k.
+// With `done` (runtime/ozaki.MERGED) it is oz_balance too: the last of the blocks of a range
+// of k to finish (done[blockIdx.x] counts them, and is left 0 again) writes their d
+// (balance_at, over groups_a and groups_b groups of rows: this launch's, or the first
+// oz_norms' tiles for an operand it did not take), one launch fewer.
 SGEMM_KERNEL oz_ksums(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
                       const float* __restrict__ b, long long b_sr, long long b_sk, int N, int K,
                       const unsigned* __restrict__ counts, double* __restrict__ kpart_a,
-                      double* __restrict__ kpart_b, int z0) {
+                      double* __restrict__ kpart_b, int z0, int groups_a, int groups_b,
+                      unsigned* __restrict__ done, int* __restrict__ d) {
     griddep_wait();
     griddep_launch_dependents();
+    __shared__ bool last;
     if (counts[0] + counts[1] == 0u) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= K) return;
-    const bool first = z0 + blockIdx.z == 0;
-    const float* x = first ? a : b;
-    const long long sr = first ? a_sr : b_sr, sk = first ? a_sk : b_sk;
-    const int rows = first ? M : N, per = (rows + gridDim.y - 1) / gridDim.y;
-    const int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
-    double sq = 0.0;
-    for (int r = r0; r < r1; ++r) {
-        const double v = load_x(x, sr, sk, r, k);
-        sq = fma(v, v, sq);
+    if (k < K) {
+        const bool first = z0 + blockIdx.z == 0;
+        const float* x = first ? a : b;
+        const long long sr = first ? a_sr : b_sr, sk = first ? a_sk : b_sk;
+        const int rows = first ? M : N, per = (rows + gridDim.y - 1) / gridDim.y;
+        const int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+        double sq = 0.0;
+        for (int r = r0; r < r1; ++r) {
+            const double v = load_x(x, sr, sk, r, k);
+            sq = fma(v, v, sq);
+        }
+        (first ? kpart_a : kpart_b)[static_cast<long long>(blockIdx.y) * K + k] = sq;
     }
-    (first ? kpart_a : kpart_b)[static_cast<long long>(blockIdx.y) * K + k] = sq;
+    if (done == nullptr) return;  // (oz_balance follows)
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(done + blockIdx.x, 1u) == gridDim.y * gridDim.z - 1;
+        if (last) done[blockIdx.x] = 0u;  // no other block of this launch touches it again
+    }
+    __syncthreads();
+    if (last && k < K) {
+        __threadfence();
+        balance_at(k, kpart_a, groups_a, kpart_b, groups_b, K, d);
+    }
 }
 
-// d_k = floor((ilogb s_B - ilogb s_A) / 4), s_A the sum of column k of A squared (kpart_a's
-// tiles added in order), s_B that of row k of B (0 where either is 0 or not finite), as
-// reference.balance: A D and D^-1 B, D = diag(2^d), have the product of A and B, and column
-// k of one a 2-norm within a few times row k's of the other. Only where the first norms
-// refused something (counts[0] + counts[1] > 0); a thread a k.
+// balance_at for every k, where the first norms refused a row or column (counts[0] +
+// counts[1] > 0); a thread a k. (Not launched where oz_ksums writes d.)
 SGEMM_KERNEL oz_balance(const double* __restrict__ kpart_a, int tiles_a,
                         const double* __restrict__ kpart_b, int tiles_b, int K,
                         const unsigned* __restrict__ counts, int* __restrict__ d) {
@@ -252,11 +331,7 @@ SGEMM_KERNEL oz_balance(const double* __restrict__ kpart_a, int tiles_a,
     if (counts[0] + counts[1] == 0u) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= K) return;
-    double sa = 0.0, sb = 0.0;
-    for (int t = 0; t < tiles_a; ++t) sa += kpart_a[static_cast<long long>(t) * K + k];
-    for (int t = 0; t < tiles_b; ++t) sb += kpart_b[static_cast<long long>(t) * K + k];
-    const bool ok = sa > 0.0 && sb > 0.0 && isfinite(sa) && isfinite(sb);
-    d[k] = ok ? (ilogb(sb) - ilogb(sa)) >> 2 : 0;  // (>> 2 of a negative: floor, as //)
+    balance_at(k, kpart_a, tiles_a, kpart_b, tiles_b, K, d);
 }
 
 // What the split needs of each modulus: its value m_l, the factor y_l the residue is
@@ -356,14 +431,12 @@ __device__ __forceinline__ void to_integers(double (&v)[N], double scale, int (&
 // split X with the first scaling already) `after_scale` is 1: only the balanced scaling's
 // split, else it returns at once; or 2 (B's, whose oz_scale wrote nothing where A's rows
 // were refused, counts[0] > 0): also the first scaling's then.
-SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
-                      const int* __restrict__ e, int count,
-                      const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
-                      long long ldk, long long plane, const int* __restrict__ e2,
-                      const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
-                      int M, int N, int after_scale) {
-    griddep_wait();
-    griddep_launch_dependents();
+// (bx stands for the block's x: oz_split_ab runs two operands' blocks in one grid.)
+__device__ __forceinline__ void split_block(
+    unsigned bx, const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+    const int* __restrict__ e, int count, const SplitModuli& mods, signed char* __restrict__ out,
+    long long ldk, long long plane, const int* __restrict__ e2, const int* __restrict__ d,
+    int dsign, const unsigned* __restrict__ counts, int M, int N, int after_scale) {
     const bool second = balanced(counts, M, N);
     if (after_scale && !second && !(after_scale == 2 && counts[0] > 0u)) return;
     constexpr int ROW = 8 * SPAN + 16;  // a staged row: 8 threads' 16 bytes, +16 for the banks
@@ -371,7 +444,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
     const bool kfast = sk == 1;
     const int groups = (K + SPAN - 1) / SPAN;
     const int fast = kfast ? groups : rows, slow = kfast ? rows : groups;
-    const int f = blockIdx.x * 32 + threadIdx.x;
+    const int f = bx * 32 + threadIdx.x;
     const bool vec = kfast && ((sr & 3) == 0) && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     for (int sb = blockIdx.y; sb * 8 < slow; sb += gridDim.y) {
         const int sl = sb * 8 + threadIdx.y;
@@ -412,7 +485,7 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
         // r fast: the block's 32 rows x 8 groups, staged as 32 rows of 128 bytes; then
         // thread t stores row t / 8's bytes (t % 8) * 16 (a warp: 4 rows of 128 bytes)
         const int t = threadIdx.y * 32 + threadIdx.x, sr_ = t / 8, sg = sb * 8 + t % 8;
-        const int srow = blockIdx.x * 32 + sr_;
+        const int srow = bx * 32 + sr_;
         auto put = [&](int l, const unsigned (&w)[SPAN / 4]) {
             if (live)
                 *reinterpret_cast<uint4*>(stage + threadIdx.x * ROW + threadIdx.y * SPAN) =
@@ -424,6 +497,47 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
             __syncthreads();
         };
         split_planes(v, low, mods, count, put);
+    }
+}
+
+SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+                      const int* __restrict__ e, int count,
+                      const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
+                      long long ldk, long long plane, const int* __restrict__ e2,
+                      const int* __restrict__ d, int dsign, const unsigned* __restrict__ counts,
+                      int M, int N, int after_scale) {
+    griddep_wait();
+    griddep_launch_dependents();
+    split_block(blockIdx.x, x, sr, sk, rows, K, e, count, mods, out, ldk, plane, e2, d, dsign,
+                counts, M, N, after_scale);
+}
+
+// oz_split for A and B in one launch (runtime/ozaki.MERGED): blockIdx.z picks the operand (0:
+// A; 1: B read as B^T, with its own moduli: its factors y_l), blockIdx.x its blocks along the
+// contiguous index (a block past them returns at once), blockIdx.y walks the other as in
+// oz_split. exps holds mu (M), nu (N), then the second norms' mu and nu; each operand's
+// `after_scale` as oz_split's (gate_a, gate_b).
+SGEMM_KERNEL oz_split_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
+                         const float* __restrict__ b, long long b_sr, long long b_sk, int N,
+                         int K, const int* __restrict__ exps, int count,
+                         const __grid_constant__ SplitModuli mods_a,
+                         const __grid_constant__ SplitModuli mods_b,
+                         signed char* __restrict__ res_a, signed char* __restrict__ res_b,
+                         long long ldk, const int* __restrict__ d,
+                         const unsigned* __restrict__ counts, int gate_a, int gate_b) {
+    griddep_wait();
+    griddep_launch_dependents();
+    // (two calls, not one on a chosen operand: each operand's moduli stay operands from the
+    // parameter bank)
+    const int groups = (K + SPAN - 1) / SPAN;
+    if (blockIdx.z == 0) {
+        if (static_cast<long long>(blockIdx.x) * 32 >= (a_sk == 1 ? groups : M)) return;
+        split_block(blockIdx.x, a, a_sr, a_sk, M, K, exps, count, mods_a, res_a, ldk, M * ldk,
+                    exps + M + N, d, 1, counts, M, N, gate_a);
+    } else {
+        if (static_cast<long long>(blockIdx.x) * 32 >= (b_sk == 1 ? groups : N)) return;
+        split_block(blockIdx.x, b, b_sr, b_sk, N, K, exps + M, count, mods_b, res_b, ldk,
+                    N * ldk, exps + 2 * M + N, d, -1, counts, M, N, gate_b);
     }
 }
 
@@ -485,19 +599,19 @@ __device__ __forceinline__ void scale_residues(const float* stage, int kst, int 
     }
 }
 
-SGEMM_KERNEL __launch_bounds__(256)
-oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int K, int R,
-         int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
-         unsigned* __restrict__ refused, int* __restrict__ listed, int count,
-         const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
-         long long ldk, long long plane, const unsigned* __restrict__ skip_if) {
-    griddep_wait();
-    griddep_launch_dependents();
+// (block stands for the block's x, and skip() says whether to leave the residues unwritten:
+// oz_scale_ab runs two operands' blocks in one grid.)
+template <class Skip>
+__device__ __forceinline__ void scale_block(
+    long long block, const float* __restrict__ x, long long sr, long long sk, int rows, int K,
+    int R, int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
+    unsigned* __restrict__ refused, int* __restrict__ listed, int count, const SplitModuli& mods,
+    signed char* __restrict__ out, long long ldk, long long plane, Skip skip) {
     float* stage = dynamic_smem<float>();
     __shared__ double sums[8][3];  // a warp's
     __shared__ int ex[8];          // the block's rows' exponents
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const long long r0 = static_cast<long long>(blockIdx.x) * R;
+    const long long r0 = block * R;
     const int live = static_cast<int>(min(static_cast<long long>(R), rows - r0));
     const bool aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     // 1. stage X's rows r0 .. r0 + R - 1, k < kpad (0 past K and past the last row)
@@ -586,11 +700,51 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
     // any where *skip_if (B's: A's refusals, counted by A's pass before this one) is not 0:
     // the balanced scaling will be tried, and oz_split then writes B's residues with
     // whichever scaling is taken.
-    if (skip_if != nullptr && *skip_if != 0u) return;
+    if (skip()) return;
     if (mods.scaled)
         scale_residues<true>(stage, kst, kpad, live, ex, r0, out, ldk, plane, mods, count);
     else
         scale_residues<false>(stage, kst, kpad, live, ex, r0, out, ldk, plane, mods, count);
+}
+
+SGEMM_KERNEL __launch_bounds__(256)
+oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int K, int R,
+         int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
+         unsigned* __restrict__ refused, int* __restrict__ listed, int count,
+         const __grid_constant__ SplitModuli mods, signed char* __restrict__ out,
+         long long ldk, long long plane, const unsigned* __restrict__ skip_if) {
+    griddep_wait();
+    griddep_launch_dependents();
+    scale_block(blockIdx.x, x, sr, sk, rows, K, R, kst, kpad, radius, flat_min, e, refused,
+                listed, count, mods, out, ldk, plane,
+                [&] { return skip_if != nullptr && *skip_if != 0u; });
+}
+
+// oz_scale for A and B in one launch (runtime/ozaki.MERGED): A's blocks first (R_a rows
+// each), then B's (R_b rows of B^T), their shared memory the larger of the two. B's blocks
+// leave their residues unwritten where A's refusals are already counted when they get there
+// (read from L2: A's blocks of this launch count them): in a grid that runs A's blocks
+// first, almost always so where A refuses whole sets of rows. Where one is not yet counted,
+// B's residues are written with the first scaling, and oz_split (B's `after_scale` 2, where
+// counts[0] > 0 in the end) writes them again with the scaling taken: right either way.
+SGEMM_KERNEL __launch_bounds__(256)
+oz_scale_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M, int R_a,
+            const float* __restrict__ b, long long b_sr, long long b_sk, int N, int R_b, int K,
+            int kst, int kpad, double radius, double flat_min, int* __restrict__ exps,
+            unsigned* __restrict__ counts, int* __restrict__ list_a, int* __restrict__ list_b,
+            int count, const __grid_constant__ SplitModuli mods_a,
+            const __grid_constant__ SplitModuli mods_b, signed char* __restrict__ res_a,
+            signed char* __restrict__ res_b, long long ldk) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const long long blocks_a = (M + R_a - 1) / R_a;
+    if (blockIdx.x < blocks_a)
+        scale_block(blockIdx.x, a, a_sr, a_sk, M, K, R_a, kst, kpad, radius, flat_min, exps,
+                    counts, list_a, count, mods_a, res_a, ldk, M * ldk, [] { return false; });
+    else
+        scale_block(blockIdx.x - blocks_a, b, b_sr, b_sk, N, K, R_b, kst, kpad, radius,
+                    flat_min, exps + M, counts + 1, list_b, count, mods_b, res_b, ldk, N * ldk,
+                    [&] { return __ldcg(counts) != 0u; });
 }
 
 // What the recombination needs: X = S - k M with S = sum_l s_l W_l, W_l = M / m_l, s_l the
