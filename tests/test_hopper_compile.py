@@ -193,6 +193,30 @@ def test_the_pre_pass_compiles_without_spills():
 
 
 @needs_nvrtc
+@pytest.mark.parametrize("blocks, most", [(3, 80), (4, 64)])
+def test_oz_scale_built_for_more_blocks_an_sm_keeps_within_their_registers(blocks, most):
+    """ozaki.SCALE_BLOCKS: oz_scale and oz_scale_ab within the registers `blocks` blocks of
+    256 threads an SM leave (65536 / 256 / blocks, to the allocation's 8), with no spill
+    or stack; the other kernels as without it."""
+    from sgemmlab.runtime import ozaki
+
+    c = build(ozaki.STEPS, tuple(ozaki.steps_macros(blocks).items()))
+    regs = dict(re.findall(r"Function properties for (\w+)\n.*\n[^\n]*Used (\d+) registers",
+                           c.log))
+    spills = dict(re.findall(r"Function properties for (\w+)\n[^\n]*?(\d+ bytes stack frame, "
+                             r"\d+ bytes spill stores, \d+ bytes spill loads)", c.log))
+    assert set(spills.values()) == {"0 bytes stack frame, 0 bytes spill stores, "
+                                    "0 bytes spill loads"}, spills
+    assert int(regs["oz_scale"]) <= most and int(regs["oz_scale_ab"]) <= most, regs
+    plain = build(ozaki.STEPS, tuple(ozaki.steps_macros(1).items()))
+    before = dict(re.findall(r"Function properties for (\w+)\n.*\n[^\n]*Used (\d+) registers",
+                             plain.log))
+    assert int(before["oz_scale"]) > most  # (so the bound is what moved it)
+    assert {k: v for k, v in regs.items() if not k.startswith("oz_scale")} == {
+        k: v for k, v in before.items() if not k.startswith("oz_scale")}
+
+
+@needs_nvrtc
 def test_the_schemes_passes_compile_without_spills():
     """hopper/ozaki.cu as runtime/ozaki.py loads it: every kernel the runtime launches is
     there, none spills or keeps a stack frame, and oz_crt stays within the 80 registers its

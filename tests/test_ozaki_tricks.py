@@ -5,6 +5,8 @@ residues times y_l), and the recombination's exact FP64 sums. No GPU."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -188,8 +190,7 @@ def test_rung_26_fits_its_shared_memory():
     assert not r.is_legal({**r.seed, "STAGES": 5}), "five stages of 256 columns do not fit"
 
 
-KERNELS = ("gemm", "oz_norms", "oz_split", "oz_crt", "oz_fallback", "oz_balance", "oz_scale",
-           "oz_ksums", "oz_scale_ab", "oz_norms_ab", "oz_split_ab")
+KERNELS = ("gemm", *ozaki.KERNELS)  # what ozaki.load gives bind
 
 
 def _stand_ins(monkeypatch, workspace=lambda dev, stream, z, s: (0x7000, 0xA0000000),
@@ -232,14 +233,17 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
     kernels = {n: types.SimpleNamespace(handle=i + 1, dynamic_smem=0,
                                         max_active_blocks=lambda threads: 3)
                for i, n in enumerate(KERNELS)}
-    slots = {2: (0,), 3: (0,), 1: (), 4: (10,), 5: (11, 0, 3), 6: (), 7: (0,),
-             8: (0, 4), 9: (0, 5), 10: (0, 4), 11: (0, 4)}  # by handle
+    name = {k.handle: n for n, k in kernels.items()}
+    # where each kernel takes the call's pointers
+    slots = {"oz_norms": (0,), "oz_split": (0,), "gemm": (), "oz_crt": (10,),
+             "oz_fallback": (11, 0, 3), "oz_balance": (), "oz_scale": (0,), "oz_ksums": (0, 4),
+             "oz_scale_ab": (0, 5), "oz_norms_ab": (0, 4), "oz_split_ab": (0, 4)}
     seen = []
 
     def call(*a):
         ptrs = (ctypes.c_void_p * 22).from_address(a[9])
-        seen.append((a[0], tuple(ctypes.c_uint64.from_address(ptrs[i]).value
-                                 for i in slots[a[0]])))
+        seen.append((name[a[0]], tuple(ctypes.c_uint64.from_address(ptrs[i]).value
+                                       for i in slots[name[a[0]]])))
         return 0
 
     monkeypatch.setattr(driver_mod, "launch_kernel", lambda: call)
@@ -263,14 +267,17 @@ def test_a_plan_repoints_every_launch_of_the_scheme_that_reads_a_b_or_c(monkeypa
         seen.clear()
         w.repointed(*abc)()
         a, b, c = abc
-        last = [(1, ()), (4, (c,)), (5, (c, a, b))]
+        last = [("gemm", ()), ("oz_crt", (c,)), ("oz_fallback", (c, a, b))]
         if merged:
-            first = [(9, (a, b)), (8, (a, b))] if fused else [(10, (a, b)), (6, ())]
-            assert seen == first + [(10, (a, b)), (11, (a, b))] + last
+            first = ([("oz_scale_ab", (a, b)), ("oz_ksums", (a, b))] if fused else
+                     [("oz_norms_ab", (a, b)), ("oz_balance", ())])
+            assert seen == first + [("oz_norms_ab", (a, b)), ("oz_split_ab", (a, b))] + last
             continue
-        first = ([(7, (a,)), (7, (b,)), (8, (a, b)), (6, ())] if fused else
-                 [(2, (a,)), (2, (b,)), (6, ())])
-        assert seen == first + [(2, (a,)), (2, (b,)), (3, (a,)), (3, (b,))] + last
+        first = ([("oz_scale", (a,)), ("oz_scale", (b,)), ("oz_ksums", (a, b)),
+                  ("oz_balance", ())] if fused else
+                 [("oz_norms", (a,)), ("oz_norms", (b,)), ("oz_balance", ())])
+        assert seen == first + [("oz_norms", (a,)), ("oz_norms", (b,)), ("oz_split", (a,)),
+                                ("oz_split", (b,))] + last
 
 
 def test_the_norms_counters_sit_in_the_zeroed_workspace_one_per_tile(monkeypatch):
@@ -442,3 +449,44 @@ def test_the_gated_launches_are_small_and_walk_their_work(monkeypatch):
     for side in "ab":
         gx, gy, _ = steps[f"split_{side}"].grid
         assert gx * gy <= ozaki.GATED_BLOCKS * 132 + gx
+
+
+def test_load_gives_bind_every_kernel_it_launches(monkeypatch):
+    """ozaki.load loads rung 26 and every kernel of KERNELS (oz_scale's two with room for
+    their staged rows); on stand-ins of what it loads, bind in every mode launches only
+    those: a kernel it launched that load does not give would fail here, not on the GPU."""
+    import types
+
+    from sgemmlab.runtime import driver as driver_mod
+
+    loaded = {}
+    monkeypatch.setattr(ozaki, "_loaded", {})
+    monkeypatch.setattr(ozaki, "compile_only", lambda r, cfg: types.SimpleNamespace(
+        cubin=b"gemm"))
+    monkeypatch.setattr(ozaki, "compile_kernel", lambda src, macros, arch: types.SimpleNamespace(
+        cubin=b"steps"))
+    monkeypatch.setattr(ozaki, "device", lambda device_id: None)
+    monkeypatch.setattr(ozaki, "gpu_info", lambda device_id=0: types.SimpleNamespace(
+        name="NVIDIA H200", sm_count=132, compute_capability=(9, 0)))
+
+    def load(cubin, entry, device_id=0, dynamic_smem=0):
+        loaded[entry] = (cubin, dynamic_smem)
+        return types.SimpleNamespace(handle=len(loaded), dynamic_smem=dynamic_smem,
+                                     max_active_blocks=lambda threads: 3)
+
+    monkeypatch.setattr(driver_mod, "load", load)
+    got = ozaki.load(ozaki.rung().seed)
+    assert set(got) == {"gemm", *ozaki.KERNELS}
+    assert loaded["sgemm"][0] == b"gemm"
+    assert {n: s for n, (c, s) in loaded.items() if c == b"steps" and s} == {
+        "oz_scale": ozaki.SCALE_SMEM, "oz_scale_ab": ozaki.SCALE_SMEM}
+    _stand_ins(monkeypatch)
+    monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: got)
+    for fused, merged, crt_int, rows_r in itertools.product((False, True), (False, True),
+                                                            (False, True), (4, 8)):
+        for name, value in (("FUSED", fused), ("MERGED", merged), ("CRT_INT", crt_int),
+                            ("SCALE_ROWS_R", rows_r)):
+            monkeypatch.setattr(ozaki, name, value)
+        for K in (500, 6500):  # (both operands' rows fit oz_scale, or one only at 8 a block)
+            ozaki.bind(0, 300, 65, K, 1.0, 0x1000, K, 0x2000, 65, 0.0, 0x3000, 65,
+                       types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)

@@ -263,7 +263,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # second norms). Rung 26 also with its 16-byte stores and each warpgroup on its own tiles in
 # turn (both shapes), the launches overlapped (ozaki.OVERLAP), with the integer
 # recombination (ozaki.CRT_INT), with a pass both operands take in one launch (ozaki.MERGED:
-# with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off)
+# with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off), and
+# oz_scale built for four blocks an SM (ozaki.SCALE_BLOCKS)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -278,6 +279,7 @@ for i, (over, overlap) in enumerate(configs):
     ozaki.CRT_INT = overlap  # the integer recombination with the overlapped launches
     ozaki.MERGED = i % 2 == 0  # with and without OVERLAP
     ozaki.FUSED = i != len(configs) - 1
+    ozaki.SCALE_BLOCKS = 4 if i == 1 else 1  # oz_scale's launch bounds (read when bound)
     for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")

@@ -96,7 +96,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
             gemm_variants: tuple[str, ...] = (), overlap: bool = False,
-            burst: int = 1, crt_int: bool = False, merged: bool = False) -> dict:
+            burst: int = 1, crt_int: bool = False, merged: bool = False,
+            scale_blocks: tuple[int, ...] = ()) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -141,6 +142,8 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["crt_int"] = bind(CRT_INT=True)
     if merged:  # a pass both operands take in one launch, or (where that is the default) not
         variants["separate" if ozaki.MERGED else "merged"] = bind(MERGED=not ozaki.MERGED)
+    for n in scale_blocks:  # oz_scale's launch bounds: n blocks an SM
+        variants[f"scale_blocks{n}"] = bind(SCALE_BLOCKS=n)
     if overlap:  # every launch but the first overlapping the one before it, or (where
         # that is the default) none
         variants["plain" if ozaki.OVERLAP else "overlap"] = bind(OVERLAP=not ozaki.OVERLAP)
@@ -229,6 +232,9 @@ def main() -> None:
     p.add_argument("--merged", action="store_true",
                    help="also the product with a pass both operands take in one launch "
                         "(ozaki.MERGED) or, where that is the default, not: paired")
+    p.add_argument("--scale-blocks", default="",
+                   help="also the product with oz_scale built for this many blocks an SM "
+                        "(ozaki.SCALE_BLOCKS), paired: e.g. 3,4")
     p.add_argument("--burst", type=int, default=1,
                    help="each paired sample is this many calls back to back (40: as the "
                         "bench times, under sustained power)")
@@ -245,7 +251,8 @@ def main() -> None:
             rec = measure(n, n, n, args.count, args.reps, cols, cl, args.smi, st, gm,
                           args.crt_rows, args.two_pass, args.rows_r8,
                           tuple(v for v in args.gemm.split("/") if v), args.overlap,
-                          args.burst, args.crt_int, args.merged)
+                          args.burst, args.crt_int, args.merged,
+                          tuple(int(v) for v in args.scale_blocks.split(",") if v))
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

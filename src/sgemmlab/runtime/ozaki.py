@@ -150,16 +150,22 @@ def _up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
+#: hopper/ozaki.cu's kernels, as `load` loads them (with rung 26's "gemm"): bind launches no
+#: other (the tests' stand-ins are made from this list, so a launch of one missing fails)
+KERNELS = ("oz_norms", "oz_norms_ab", "oz_balance", "oz_ksums", "oz_split", "oz_split_ab",
+           "oz_scale", "oz_scale_ab", "oz_crt", "oz_crt_int", "oz_fallback")
+
 _loaded: dict[tuple, dict[str, driver.Function]] = {}
 _lock = threading.Lock()
 
 
 def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     """The GEMM (rung 26 at `cfg`, compiled as hopper.compile_only compiles it) and the
-    passes' kernels (hopper/ozaki.cu: oz_scale, oz_norms, oz_split, oz_crt and the rest),
-    loaded on the device once per configuration."""
+    passes' kernels (hopper/ozaki.cu: KERNELS), loaded on the device once per
+    configuration."""
     r = rung()
-    key = (config_key(cfg), device_id)
+    blocks = SCALE_BLOCKS
+    key = (config_key(cfg), device_id, blocks)
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -173,15 +179,19 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
                           + "; ".join(problems))
     device(device_id)
     gemm = compile_only(r, cfg)
-    steps = compile_kernel(STEPS, {"OZAKI": 1}, ARCH)
+    steps = compile_kernel(STEPS, steps_macros(blocks), ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
-    for name in ("oz_norms", "oz_balance", "oz_split", "oz_crt", "oz_crt_int", "oz_fallback",
-                 "oz_ksums"):
-        out[name] = driver.load(steps.cubin, name, device_id)
-    out["oz_scale"] = driver.load(steps.cubin, "oz_scale", device_id, SCALE_SMEM)
+    for name in KERNELS:  # (oz_scale's: rows staged in dynamic shared memory)
+        out[name] = driver.load(steps.cubin, name, device_id,
+                                SCALE_SMEM if name.startswith("oz_scale") else 0)
     with _lock:
         _loaded.setdefault(key, out)
         return _loaded[key]
+
+
+def steps_macros(scale_blocks: int = 1) -> dict[str, int]:
+    """hopper/ozaki.cu's macros: with SCALE_BLOCKS other than 1, oz_scale's launch bounds."""
+    return {"OZAKI": 1} if scale_blocks == 1 else {"OZAKI": 1, "SCALE_BLOCKS": scale_blocks}
 
 
 @dataclass(frozen=True)
@@ -484,6 +494,14 @@ GATED_BLOCKS = 4
 #: oz_scale's rows a block where r is contiguous: 4 (a k is 16 bytes, half a sector; the
 #: next block reads the other half) or 8 (a whole sector, twice the shared memory)
 SCALE_ROWS_R = 4
+
+
+#: oz_scale's blocks an SM its registers must allow (its launch bounds: hopper/ozaki.cu's
+#: SCALE_BLOCKS): 1, no limit (98 registers: two blocks an SM, whatever its shared memory
+#: allows); 3 (80 registers) or 4 (64). Shared memory allows 6 blocks at K = 2048, 3 at
+#: 4096, 1 at 8192: more blocks an SM overlap one block's loads with another's sums and
+#: residues. 1 until the H200 has timed the others (tools/ozaki_probe.py --scale-blocks).
+SCALE_BLOCKS = 1
 
 
 def scale_rows(k_contiguous: bool) -> int:

@@ -566,6 +566,14 @@ SGEMM_KERNEL oz_split_ab(const float* __restrict__ a, long long a_sr, long long 
 // 2.4x cuBLAS to about 2.75x. At 8192^3 (131 KB staged, one block an SM) about 0.55 ms
 // against 0.9: 2.64x to about 2.8x.
 constexpr int SCALE_BATCH = 8;  // 16-byte loads a thread has in flight while staging
+// oz_scale's blocks an SM that its registers must allow (runtime/ozaki.SCALE_BLOCKS): 1 (no
+// limit: 98 registers, two blocks an SM), 3 (80) or 4 (64); shared memory allows 6 at K = 2048,
+// 3 at 4096, 1 at 8192. None spills (tests/test_hopper_compile.py).
+#if !defined(SCALE_BLOCKS) || SCALE_BLOCKS == 1
+#define SCALE_BOUNDS __launch_bounds__(256)  // (not (256, 1): a hint that changes the code)
+#else
+#define SCALE_BOUNDS __launch_bounds__(256, SCALE_BLOCKS)
+#endif
 
 // oz_scale's last step: the residues of the staged rows (`live` of them, their exponents in
 // ex), SCALE_K consecutive k of a row a thread at a time (one 8-byte store a plane: a warp's
@@ -707,7 +715,7 @@ __device__ __forceinline__ void scale_block(
         scale_residues<false>(stage, kst, kpad, live, ex, r0, out, ldk, plane, mods, count);
 }
 
-SGEMM_KERNEL __launch_bounds__(256)
+SGEMM_KERNEL SCALE_BOUNDS
 oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int K, int R,
          int kst, int kpad, double radius, double flat_min, int* __restrict__ e,
          unsigned* __restrict__ refused, int* __restrict__ listed, int count,
@@ -727,7 +735,7 @@ oz_scale(const float* __restrict__ x, long long sr, long long sk, int rows, int 
 // first, almost always so where A refuses whole sets of rows. Where one is not yet counted,
 // B's residues are written with the first scaling, and oz_split (B's `after_scale` 2, where
 // counts[0] > 0 in the end) writes them again with the scaling taken: right either way.
-SGEMM_KERNEL __launch_bounds__(256)
+SGEMM_KERNEL SCALE_BOUNDS
 oz_scale_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M, int R_a,
             const float* __restrict__ b, long long b_sr, long long b_sk, int N, int R_b, int K,
             int kst, int kpad, double radius, double flat_min, int* __restrict__ exps,
