@@ -226,7 +226,9 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
     from sgemmlab.runtime import packed as packed_mod
     from sgemmlab.runtime import workspace as ws
 
-    lib = build(ozaki.STEPS, {"OZAKI": 1})
+    # (with oz_scale's 2-row staging built in: 4 and 8 rows a block take the same code as
+    # in the default build, which leaves it out)
+    lib = build(ozaki.STEPS, ozaki.steps_macros(1, rows2=True))
     names = ["gemm", *ozaki.KERNELS]  # (what ozaki.load gives bind: a launch of another fails)
     assert set(ozaki.KERNELS) <= set(lib.names), set(ozaki.KERNELS) - set(lib.names)
     kernels = {n: types.SimpleNamespace(handle=f"cpu:{n}", name=n, dynamic_smem=0,
@@ -280,13 +282,14 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
             guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0,
-            crt_int=False, merged=False, blocks_reversed=False):
+            crt_int=False, merged=False, blocks_reversed=False, rows_k=None):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
         `occupancy` stand for the GPU's SMs and blocks an SM (the one-wave grids' sizes);
         `fused`: ozaki.FUSED for the call (oz_scale where the rows fit, or the two passes);
-        `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous);
+        `rows_r`: ozaki.SCALE_ROWS_R for it (oz_scale's rows a block where r is contiguous),
+        `rows_k` ozaki.SCALE_ROWS_K (where k is);
         `order`: the threads' turns in every launch (Library.order); `crt_int`:
         ozaki.CRT_INT for it (oz_crt_int's integer sums); `merged`: ozaki.MERGED for it
         (a pass both operands take in one launch); `blocks_reversed`: every grid's blocks
@@ -304,7 +307,8 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         stream = types.SimpleNamespace(handle=0x20)
         with mock.patch.object(ozaki, "FUSED", fused), mock.patch.object(
                 ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R), mock.patch.object(
-                ozaki, "CRT_INT", crt_int), mock.patch.object(ozaki, "MERGED", merged):
+                ozaki, "CRT_INT", crt_int), mock.patch.object(ozaki, "MERGED", merged), \
+                mock.patch.object(ozaki, "SCALE_ROWS_K", rows_k or ozaki.SCALE_ROWS_K):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
                            cfg=cfg)

@@ -193,14 +193,16 @@ def test_the_pre_pass_compiles_without_spills():
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("blocks, most", [(3, 80), (4, 64)])
-def test_oz_scale_built_for_more_blocks_an_sm_keeps_within_their_registers(blocks, most):
+@pytest.mark.parametrize("blocks, most, rows2", [(3, 80, False), (4, 64, False), (3, 80, True)])
+def test_oz_scale_built_for_more_blocks_an_sm_keeps_within_their_registers(blocks, most,
+                                                                          rows2):
     """ozaki.SCALE_BLOCKS: oz_scale and oz_scale_ab within the registers `blocks` blocks of
     256 threads an SM leave (65536 / 256 / blocks, to the allocation's 8), with no spill
-    or stack; the other kernels as without it."""
+    or stack, with and without the 2-row staging (SCALE_ROWS_K, _R); the other kernels as
+    without either."""
     from sgemmlab.runtime import ozaki
 
-    c = build(ozaki.STEPS, tuple(ozaki.steps_macros(blocks).items()))
+    c = build(ozaki.STEPS, tuple(ozaki.steps_macros(blocks, rows2).items()))
     regs = dict(re.findall(r"Function properties for (\w+)\n.*\n[^\n]*Used (\d+) registers",
                            c.log))
     spills = dict(re.findall(r"Function properties for (\w+)\n[^\n]*?(\d+ bytes stack frame, "

@@ -51,6 +51,18 @@ def test_bit_for_bit_with_the_reference(run, M, N, K, ta, tb, fused, rows_r, crt
         ref.matmul(a, b))
 
 
+@pytest.mark.parametrize("M, N, K", SHAPES + [(67, 40, 8195)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True), (True, False)])
+def test_two_rows_a_block_bit_for_bit(run, M, N, K, ta, tb):
+    """oz_scale staging 2 rows a block (SCALE_ROWS_K and SCALE_ROWS_R 2: 128 threads a row
+    where k is contiguous, a float2 of the two rows where r is), K = 8195 past oz_norms'
+    chunks too."""
+    seed = M * 7 + N * 3 + K + 2 * ta + tb
+    a, b = _normal(M, K, seed), _normal(K, N, seed + 1)
+    np.testing.assert_array_equal(run(a, b, _nan(M, N), ta=ta, tb=tb, rows_k=2, rows_r=2),
+                                  ref.matmul(a, b))
+
+
 def test_with_overlap_every_launch_but_the_first_is_overlapped(run):
     """ozaki.OVERLAP: the product's launches after its first go through cuLaunchKernelEx
     with programmatic stream serialization (each kernel waits for the one before it first:
@@ -261,6 +273,8 @@ def _merged_cases():
             ("outliers_two_pass", a, b, None, {"fused": False})]
     a, b = _outlier_features(70, 6500, 55), _normal(6500, 60, 56)
     out.append(("outliers_each_path", a, b, None, {"rows_r": 8}))
+    a, b = _outlier_features(131, 1500, 57), _normal(1500, 97, 58)
+    out.append(("outliers_rows2", a, b, None, {"rows_r": 2, "rows_k": 2, "tb": True}))
     a, b = _spiky(263, 1031, 57, 3), _spiky(509, 1031, 58, 7).T.copy()
     out.append(("refused", a, b, _normal(263, 509, 59), {"beta": 0.5, "tb": True}))
     a, b = _normal(40, 300, 60), _normal(300, 50, 61)

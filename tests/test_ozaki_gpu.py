@@ -18,14 +18,14 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None,
-         gemm=None, crt_int=False, merged=False, scale_blocks=1):
+         gemm=None, crt_int=False, merged=False, scale_blocks=1, rows_k=4):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
     (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
     (oz_scale where the rows fit, or oz_norms then oz_split); `rows_r`: ozaki.SCALE_ROWS_R
     (oz_scale's rows a block where r is contiguous); `gemm`: rung 26's configuration over
     its seed; `crt_int`: ozaki.CRT_INT (oz_crt_int's integer sums); `merged`: ozaki.MERGED
     (a pass both operands take in one launch); `scale_blocks`: ozaki.SCALE_BLOCKS (oz_scale's
-    launch bounds)."""
+    launch bounds); `rows_k`: ozaki.SCALE_ROWS_K (its rows a block where k is contiguous)."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -43,16 +43,19 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, r
     N = b.shape[1]
     assert c.stride(1) == 1
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    saved = ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED, ozaki.SCALE_BLOCKS
-    ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED, ozaki.SCALE_BLOCKS = (
-        fused, rows_r or ozaki.SCALE_ROWS_R, crt_int, merged, scale_blocks)
+    names = ("FUSED", "SCALE_ROWS_R", "CRT_INT", "MERGED", "SCALE_BLOCKS", "SCALE_ROWS_K")
+    saved = [getattr(ozaki, n) for n in names]
+    for n, v in zip(names, (fused, rows_r or ozaki.SCALE_ROWS_R, crt_int, merged, scale_blocks,
+                            rows_k)):
+        setattr(ozaki, n, v)
     try:
         launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
                             c.data_ptr(), c.stride(0), stream, trans_a=ta, trans_b=tb,
                             count=count,
                             cfg={**ozaki.rung().seed, "CLUSTER": cluster, **(gemm or {})})
     finally:
-        ozaki.FUSED, ozaki.SCALE_ROWS_R, ozaki.CRT_INT, ozaki.MERGED, ozaki.SCALE_BLOCKS = saved
+        for n, v in zip(names, saved):
+            setattr(ozaki, n, v)
     launch()
     torch.cuda.synchronize()
 
@@ -84,7 +87,8 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
     (1, True, 4, {"PINGPONG": 1, "BN": 128, "STAGES": 6}, {}),
     (1, True, 4, None, {"crt_int": True}), (1, True, 4, None, {"merged": True}),
     (1, False, None, None, {"merged": True}), (1, True, 8, None, {"scale_blocks": 4}),
-    (1, True, 4, None, {"merged": True, "scale_blocks": 3})])
+    (1, True, 4, None, {"merged": True, "scale_blocks": 3}), (1, True, 2, None, {"rows_k": 2}),
+    (1, True, 2, None, {"rows_k": 2, "scale_blocks": 3, "merged": True})])
 def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm, extra):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
@@ -92,7 +96,8 @@ def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r,
     rung 26 without its 16-byte stores (the seed has them), and its warpgroups each on its own
     tile in turns; crt_int: the recombination's integer sums (oz_crt_int); merged: a pass
     both operands take in one launch (ozaki.MERGED), with oz_scale or the two passes;
-    scale_blocks: oz_scale built for 3 or 4 blocks an SM (ozaki.SCALE_BLOCKS)."""
+    scale_blocks: oz_scale built for 3 or 4 blocks an SM (ozaki.SCALE_BLOCKS); rows 2: its
+    2-row staging (ozaki.SCALE_ROWS_K and _R)."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb

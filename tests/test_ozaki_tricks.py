@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
+from sgemmlab.errors import ConfigError
 from sgemmlab.ozaki import reference as ref
 from sgemmlab.runtime import ozaki
 
@@ -482,10 +483,12 @@ def test_load_gives_bind_every_kernel_it_launches(monkeypatch):
         "oz_scale": ozaki.SCALE_SMEM, "oz_scale_ab": ozaki.SCALE_SMEM}
     _stand_ins(monkeypatch)
     monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: got)
+    with pytest.raises(ConfigError, match="3 at most with 2 rows"):
+        ozaki.steps_macros(4, rows2=True)
     for fused, merged, crt_int, rows_r in itertools.product((False, True), (False, True),
-                                                            (False, True), (4, 8)):
+                                                            (False, True), (2, 4, 8)):
         for name, value in (("FUSED", fused), ("MERGED", merged), ("CRT_INT", crt_int),
-                            ("SCALE_ROWS_R", rows_r)):
+                            ("SCALE_ROWS_R", rows_r), ("SCALE_ROWS_K", min(rows_r, 4))):
             monkeypatch.setattr(ozaki, name, value)
         for K in (500, 6500):  # (both operands' rows fit oz_scale, or one only at 8 a block)
             ozaki.bind(0, 300, 65, K, 1.0, 0x1000, K, 0x2000, 65, 0.0, 0x3000, 65,

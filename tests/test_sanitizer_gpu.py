@@ -264,7 +264,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # turn (both shapes), the launches overlapped (ozaki.OVERLAP), with the integer
 # recombination (ozaki.CRT_INT), with a pass both operands take in one launch (ozaki.MERGED:
 # with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off), and
-# oz_scale built for four blocks an SM (ozaki.SCALE_BLOCKS)
+# oz_scale built for four blocks an SM (ozaki.SCALE_BLOCKS), and staging 2 rows a block
+# (ozaki.SCALE_ROWS_K and _R)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -280,6 +281,7 @@ for i, (over, overlap) in enumerate(configs):
     ozaki.MERGED = i % 2 == 0  # with and without OVERLAP
     ozaki.FUSED = i != len(configs) - 1
     ozaki.SCALE_BLOCKS = 4 if i == 1 else 1  # oz_scale's launch bounds (read when bound)
+    ozaki.SCALE_ROWS_K = ozaki.SCALE_ROWS_R = 2 if i == 3 else 4  # its 2-row staging
     for M, N, K, ta, tb in [(1, 1, 1, 0, 0), (130, 257, 37, 0, 0), (257, 129, 300, 1, 0),
                             (67, 45, 513, 0, 1), (131, 300, 1031, 1, 1)]:
         a = torch.rand(K, M, device="cuda").t() if ta else torch.rand(M, K, device="cuda")

@@ -97,7 +97,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
             gemm_variants: tuple[str, ...] = (), overlap: bool = False,
             burst: int = 1, crt_int: bool = False, merged: bool = False,
-            scale_blocks: tuple[int, ...] = ()) -> dict:
+            scale_blocks: tuple[int, ...] = (), rows2: bool = False) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -144,6 +144,10 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["separate" if ozaki.MERGED else "merged"] = bind(MERGED=not ozaki.MERGED)
     for n in scale_blocks:  # oz_scale's launch bounds: n blocks an SM
         variants[f"scale_blocks{n}"] = bind(SCALE_BLOCKS=n)
+    if rows2:  # oz_scale's 2 rows a block, alone and with those launch bounds it is built for
+        for n in (1, *[n for n in scale_blocks if n <= 3]):
+            variants["rows2" + (f"_blocks{n}" if n != 1 else "")] = bind(
+                SCALE_ROWS_K=2, SCALE_ROWS_R=2, SCALE_BLOCKS=n)
     if overlap:  # every launch but the first overlapping the one before it, or (where
         # that is the default) none
         variants["plain" if ozaki.OVERLAP else "overlap"] = bind(OVERLAP=not ozaki.OVERLAP)
@@ -235,6 +239,10 @@ def main() -> None:
     p.add_argument("--scale-blocks", default="",
                    help="also the product with oz_scale built for this many blocks an SM "
                         "(ozaki.SCALE_BLOCKS), paired: e.g. 3,4")
+    p.add_argument("--rows2", action="store_true",
+                   help="also the product with oz_scale staging 2 rows a block "
+                        "(ozaki.SCALE_ROWS_K and _R), alone and with each --scale-blocks: "
+                        "paired")
     p.add_argument("--burst", type=int, default=1,
                    help="each paired sample is this many calls back to back (40: as the "
                         "bench times, under sustained power)")
@@ -252,7 +260,8 @@ def main() -> None:
                           args.crt_rows, args.two_pass, args.rows_r8,
                           tuple(v for v in args.gemm.split("/") if v), args.overlap,
                           args.burst, args.crt_int, args.merged,
-                          tuple(int(v) for v in args.scale_blocks.split(",") if v))
+                          tuple(int(v) for v in args.scale_blocks.split(",") if v),
+                          args.rows2)
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

@@ -97,14 +97,15 @@ SCHEME_VARIANTS = ({"CLUSTER": 2}, {"STORE16": 0}, {"CLUSTER": 2, "STORE16": 0},
 def tensor_work() -> list[tuple[str, dict, str]]:
     """The tensor rungs' GEMMs as runtime/hopper.py and runtime/ozaki.py compile them (the
     H200 default, with each beta source the rung takes; rung 26's variants too), the
-    pre-pass and the scheme's passes (oz_scale at each SCALE_BLOCKS the probe times), each
-    with its arch."""
+    pre-pass and the scheme's passes (oz_scale at each SCALE_BLOCKS and rows a block the
+    probe times), each with its arch."""
     from sgemmlab.runtime import hopper, ozaki
 
     out = [(hopper.PREP, {"PREP": 1}, ozaki.ARCH)]
-    # the scheme's passes, and oz_scale at the launch bounds tools/ozaki_probe.py
-    # --scale-blocks times
-    out += [(ozaki.STEPS, ozaki.steps_macros(n), ozaki.ARCH) for n in (1, 3, 4)]
+    # the scheme's passes, and oz_scale at the launch bounds and rows a block that
+    # tools/ozaki_probe.py --scale-blocks and --rows2 time
+    out += [(ozaki.STEPS, ozaki.steps_macros(n, rows2), ozaki.ARCH)
+            for n, rows2 in ((1, False), (3, False), (4, False), (1, True), (3, True))]
     for r in registry.TENSOR:
         cfgs = [r.default(GPU)]
         if r.number == ozaki.rung().number:

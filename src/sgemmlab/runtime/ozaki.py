@@ -164,8 +164,8 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
     passes' kernels (hopper/ozaki.cu: KERNELS), loaded on the device once per
     configuration."""
     r = rung()
-    blocks = SCALE_BLOCKS
-    key = (config_key(cfg), device_id, blocks)
+    macros = steps_macros(SCALE_BLOCKS, 2 in (SCALE_ROWS_K, SCALE_ROWS_R))
+    key = (config_key(cfg), device_id, tuple(sorted(macros.items())))
     with _lock:
         hit = _loaded.get(key)
     if hit is not None:
@@ -179,7 +179,7 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
                           + "; ".join(problems))
     device(device_id)
     gemm = compile_only(r, cfg)
-    steps = compile_kernel(STEPS, steps_macros(blocks), ARCH)
+    steps = compile_kernel(STEPS, macros, ARCH)
     out = {"gemm": driver.load(gemm.cubin, "sgemm", device_id, r.dynamic_smem(cfg))}
     for name in KERNELS:  # (oz_scale's: rows staged in dynamic shared memory)
         out[name] = driver.load(steps.cubin, name, device_id,
@@ -189,9 +189,19 @@ def load(cfg: Config, device_id: int = 0) -> dict[str, driver.Function]:
         return _loaded[key]
 
 
-def steps_macros(scale_blocks: int = 1) -> dict[str, int]:
-    """hopper/ozaki.cu's macros: with SCALE_BLOCKS other than 1, oz_scale's launch bounds."""
-    return {"OZAKI": 1} if scale_blocks == 1 else {"OZAKI": 1, "SCALE_BLOCKS": scale_blocks}
+def steps_macros(scale_blocks: int = 1, rows2: bool = False) -> dict[str, int]:
+    """hopper/ozaki.cu's macros: with SCALE_BLOCKS other than 1, oz_scale's launch bounds;
+    with rows2, its staging of 2 rows a block (SCALE_ROWS_K or SCALE_ROWS_R 2). The default
+    build has neither. (Both, at 64 registers, oz_scale_ab spills: not built.)"""
+    if scale_blocks not in (1, 3, 4) or (rows2 and scale_blocks == 4):
+        raise ConfigError(f"oz_scale is built for 1, 3 or 4 blocks an SM (3 at most with 2 "
+                          f"rows a block), not {scale_blocks}" + (" with 2 rows" if rows2 else ""))
+    out = {"OZAKI": 1}
+    if scale_blocks != 1:
+        out["SCALE_BLOCKS"] = scale_blocks
+    if rows2:
+        out["SCALE_ROWS2"] = 1
+    return out
 
 
 @dataclass(frozen=True)
@@ -492,8 +502,13 @@ GATED_BLOCKS = 4
 
 
 #: oz_scale's rows a block where r is contiguous: 4 (a k is 16 bytes, half a sector; the
-#: next block reads the other half) or 8 (a whole sector, twice the shared memory)
+#: next block reads the other half), 8 (a whole sector, twice the shared memory) or 2 (a
+#: quarter sector, half the shared memory: at K = 8192, three blocks an SM instead of one)
 SCALE_ROWS_R = 4
+#: and where k is contiguous: 4, or 2 (half the shared memory, as above). 2, either one, is
+#: a build of its own (steps_macros), until the H200 has timed it (tools/ozaki_probe.py
+#: --rows2).
+SCALE_ROWS_K = 4
 
 
 #: oz_scale's blocks an SM its registers must allow (its launch bounds: hopper/ozaki.cu's
@@ -505,8 +520,8 @@ SCALE_BLOCKS = 1
 
 
 def scale_rows(k_contiguous: bool) -> int:
-    """oz_scale's rows a block: 4 where k is contiguous, SCALE_ROWS_R where r is."""
-    return 4 if k_contiguous else SCALE_ROWS_R
+    """oz_scale's rows a block: SCALE_ROWS_K where k is contiguous, SCALE_ROWS_R where r is."""
+    return SCALE_ROWS_K if k_contiguous else SCALE_ROWS_R
 
 
 def scale_stride(K: int) -> int:

@@ -556,6 +556,15 @@ SGEMM_KERNEL oz_split_ab(const float* __restrict__ a, long long a_sr, long long 
 // takes this pass where R * kst floats fit the SM's shared memory (oz_norms and oz_split
 // otherwise), one block an SM at the largest.
 //
+// Built with SCALE_ROWS2 (runtime/ozaki.SCALE_ROWS_K, _R), R may be 2 in either layout: half
+// the shared memory, so that at K = 8192 (65 KB) three blocks share an SM instead of one,
+// each one's loads under another's sums and residues; where r is contiguous, a k of the two
+// rows is 8 bytes, a quarter sector (the neighbouring blocks read the rest, from L2).
+// Predicted, before any measurement, at 8192^3 (with SCALE_BLOCKS 3, whose registers allow
+// the three): oz_scale A from 0.33 ms (70 % of the 3.3 TB/s its 768 MB would take) to
+// about 0.26, B from 0.42 to about 0.30; about 0.2 ms of 6.9, 3 %. At 4096^3 (33 KB, 4 or
+// more blocks) a little; at 2048^3 nothing beyond SCALE_BLOCKS's own.
+//
 // The bill: X's 4 bytes read once, count bytes written, an element; the two passes it
 // replaces read X twice and write (and read back) each row's partial sums a chunk.
 //
@@ -569,11 +578,72 @@ constexpr int SCALE_BATCH = 8;  // 16-byte loads a thread has in flight while st
 // oz_scale's blocks an SM that its registers must allow (runtime/ozaki.SCALE_BLOCKS): 1 (no
 // limit: 98 registers, two blocks an SM), 3 (80) or 4 (64); shared memory allows 6 at K = 2048,
 // 3 at 4096, 1 at 8192. None spills (tests/test_hopper_compile.py).
+#ifndef SCALE_ROWS2
+#define SCALE_ROWS2 0  // 1: oz_scale also stages 2 rows a block (runtime/ozaki.SCALE_ROWS_K, _R)
+#endif
 #if !defined(SCALE_BLOCKS) || SCALE_BLOCKS == 1
 #define SCALE_BOUNDS __launch_bounds__(256)  // (not (256, 1): a hint that changes the code)
 #else
 #define SCALE_BOUNDS __launch_bounds__(256, SCALE_BLOCKS)
 #endif
+
+// oz_scale's staging where k is contiguous: thread t stages row t / PER, k = 4 (t % PER) +
+// 4 PER i, float4 loads (PER threads a row: 64 for 4 rows a block, 128 for 2).
+template <int PER>
+__device__ __forceinline__ void stage_rows_k(float* stage, const float* __restrict__ x,
+                                             long long sr, long long r0, int live, int K,
+                                             int kst, int kpad, bool aligned) {
+    const int tid = threadIdx.x, i = tid / PER, q = tid % PER;
+    const bool vec = aligned && (sr & 3) == 0;
+    const float* row = x + (r0 + i) * sr;
+    for (int k0 = 4 * q; k0 < kpad; k0 += 4 * PER * SCALE_BATCH) {
+        float4 v[SCALE_BATCH];
+#pragma unroll
+        for (int h = 0; h < SCALE_BATCH; ++h) {
+            const int k = k0 + 4 * PER * h;
+            if (i < live && vec && k + 4 <= K) {
+                v[h] = *reinterpret_cast<const float4*>(row + k);
+            } else {
+                float f[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) f[j] = i < live && k + j < K ? row[k + j] : 0.0f;
+                v[h] = make_float4(f[0], f[1], f[2], f[3]);
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < SCALE_BATCH; ++h)
+            if (k0 + 4 * PER * h < kpad)
+                *reinterpret_cast<float4*>(stage + i * kst + k0 + 4 * PER * h) = v[h];
+    }
+}
+
+// oz_scale's staging of 2 rows where r is contiguous: thread t stages both rows at
+// k = t + 256 i, a float2 of the two where they are aligned (8 bytes of a sector: the rest
+// is the neighbouring blocks', from L2).
+__device__ __forceinline__ void stage_rows_r2(float* stage, const float* __restrict__ x,
+                                              long long sr, long long sk, long long r0,
+                                              int live, int K, int kst, int kpad,
+                                              bool aligned) {
+    const bool vec = aligned && sr == 1 && (sk & 1) == 0 && (r0 & 1) == 0;
+    for (int k0 = threadIdx.x; k0 < kpad; k0 += 256 * SCALE_BATCH) {
+        float2 v[SCALE_BATCH];
+#pragma unroll
+        for (int h = 0; h < SCALE_BATCH; ++h) {
+            const int k = k0 + 256 * h;
+            if (vec && live == 2 && k < K) {
+                v[h] = *reinterpret_cast<const float2*>(x + r0 + k * sk);
+            } else {
+                v[h].x = live > 0 && k < K ? load_x(x, sr, sk, r0, k) : 0.0f;
+                v[h].y = live > 1 && k < K ? load_x(x, sr, sk, r0 + 1, k) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < SCALE_BATCH; ++h) {
+            const int k = k0 + 256 * h;
+            if (k < kpad) stage[k] = v[h].x, stage[kst + k] = v[h].y;
+        }
+    }
+}
 
 // oz_scale's last step: the residues of the staged rows (`live` of them, their exponents in
 // ex), SCALE_K consecutive k of a row a thread at a time (one 8-byte store a plane: a warp's
@@ -624,29 +694,12 @@ __device__ __forceinline__ void scale_block(
     const bool aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     // 1. stage X's rows r0 .. r0 + R - 1, k < kpad (0 past K and past the last row)
     if (sk == 1) {
-        // thread t: row t / 64, k = 4 (t % 64) + 256 i (R == 4)
-        const int i = tid / 64, q = tid % 64;
-        const bool vec = aligned && (sr & 3) == 0;
-        const float* row = x + (r0 + i) * sr;
-        for (int k0 = 4 * q; k0 < kpad; k0 += 256 * SCALE_BATCH) {
-            float4 v[SCALE_BATCH];
-#pragma unroll
-            for (int h = 0; h < SCALE_BATCH; ++h) {
-                const int k = k0 + 256 * h;
-                if (i < live && vec && k + 4 <= K) {
-                    v[h] = *reinterpret_cast<const float4*>(row + k);
-                } else {
-                    float f[4];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) f[j] = i < live && k + j < K ? row[k + j] : 0.0f;
-                    v[h] = make_float4(f[0], f[1], f[2], f[3]);
-                }
-            }
-#pragma unroll
-            for (int h = 0; h < SCALE_BATCH; ++h)
-                if (k0 + 256 * h < kpad)
-                    *reinterpret_cast<float4*>(stage + i * kst + k0 + 256 * h) = v[h];
-        }
+        if (SCALE_ROWS2 && R == 2)
+            stage_rows_k<128>(stage, x, sr, r0, live, K, kst, kpad, aligned);
+        else
+            stage_rows_k<64>(stage, x, sr, r0, live, K, kst, kpad, aligned);
+    } else if (SCALE_ROWS2 && R == 2) {
+        stage_rows_r2(stage, x, sr, sk, r0, live, K, kst, kpad, aligned);
     } else {
         // thread t: rows 4 (t % g) .. + 3 of k = t / g + (256 / g) i, g = R / 4 (a float4 of
         // four rows where r is contiguous and aligned)
