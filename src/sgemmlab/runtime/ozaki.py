@@ -482,8 +482,12 @@ _ROLES = {"ksums": (0, 1), "balance": (), "gemm": (), "crt": (2,), "fallback": (
 
 
 def roles(order: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
-    return tuple(_ROLES.get(name, (0, 1) if name.endswith("_ab") else (0,)
-                            if name.endswith("_a") else (1,)) for name in order)
+    def role(name: str) -> tuple[int, ...]:
+        if name in _ROLES:
+            return _ROLES[name]
+        return (0, 1) if name.endswith("_ab") else (0,) if name.endswith("_a") else (1,)
+
+    return tuple(role(name) for name in order)
 
 
 #: the two-pass order, and its roles (tools/ozaki_probe.py and tests name them)
