@@ -81,7 +81,7 @@ TENSOR: tuple[Rung, ...] = (
     Rung(
         26, "ozaki_int8", "Ozaki scheme II: FP32-accurate from exact INT8 products",
         "hopper/26_ozaki_int8.cu",
-        space={"BN": (128, 256), "STAGES": (2, 3, 4, 5, 6), "GROUP_M": (4, 8, 16),
+        space={"BN": (128, 256), "STAGES": (2, 3, 4, 5, 6), "GROUP_M": (4, 8, 16, 32),
                "CLUSTER": (1, 2), "STORE16": (0, 1), "PINGPONG": (0, 1)},
         block=lambda c: (384, 1, 1), tile=lambda c: (ozaki_tile_rows(c), c["BN"]),
         smem_bytes=lambda c: 0,

@@ -51,6 +51,13 @@
 // nothing more at 2048^3 and lost 76 µs at 4096^3 (64 x 256): with STORE16 the epilogue is
 // short, and the extra bytes from L2 cost more than it hides. CLUSTER 2 lost under bursts of
 // 40 calls (…/ozaki-count8-burst40-20261205T0406Z.json).
+// GROUP_M under the 700 W cap: a modulus's plane of B is read from HBM once for each group of
+// GROUP_M row tiles (A's slab of the group stays in L2). At 8192^3 that is 64 MB eight times
+// a modulus with GROUP_M 8, about 4 GB a product; 16 halves it, 32 halves it again if A's
+// slab (32 MB) still stays in L2 beside the rest. Predicted, before any measurement: under
+// bursts at 8192^3, GROUP_M 16 is 1-2 % faster (some 2 GB of HBM reads, 10-15 W, given back
+// to the clock); 32 as much again or, if A's slab falls out of L2, slower. At 4096^3 B's
+// plane (16 MB) stays in L2: nothing.
 // Every launch of the scheme starts with griddep_wait (hopper/wgmma.cuh): with
 // runtime/ozaki.OVERLAP this kernel may start while the split before it finishes.
 #ifndef BN
