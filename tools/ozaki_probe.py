@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -167,13 +168,18 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         rounds = [(_time(crt, 1)[0], _time(rowwise, 1)[0]) for _ in range(reps)]
         per["crt"] = statistics.median(r[0] for r in rounds)  # paired with the next
         per["crt_row_per_thread"] = statistics.median(r[1] for r in rounds)
-    whole, cublas = [], []
-    others = {name: [] for name in variants}
-    for _ in range(reps):  # paired, interleaved
-        whole += _per_call(launch, burst)
-        for name, other in variants.items():
-            others[name] += _per_call(other, burst)
-        cublas += _per_call(lambda: torch.matmul(a, b, out=c), burst)
+    # paired, interleaved: each round runs the product, its variants and cuBLAS once, in an
+    # order drawn afresh (seeded by the shape): run in one fixed order, each one follows the
+    # same neighbour every round, and in bursts the board's power state after that
+    # neighbour moved a variant by more than the few percent an A/B must tell apart
+    runs = {"ozaki": launch, **variants, "cublas": lambda: torch.matmul(a, b, out=c)}
+    times = {name: [] for name in runs}
+    rng = random.Random(M * 1_000_003 + N * 1009 + K)
+    for _ in range(reps):
+        for name in rng.sample(list(runs), len(runs)):
+            times[name] += _per_call(runs[name], burst)
+    whole, cublas = times.pop("ozaki"), times.pop("cublas")
+    others = times
     same = {}
     for name, other in variants.items():  # the same bits but where a row's exponent sits
         other()                           # on a boundary that two sums' orders round apart
@@ -266,8 +272,9 @@ def main() -> None:
             records.append(rec)
             torch.cuda.empty_cache()
     write_json(args.out, "tools/ozaki_probe.py",
-               "paired within this run: ozaki_ms and cublas_ms interleaved, medians of "
-               f"{args.reps} samples of {args.burst} calls each, per call; errors "
+               "paired within this run: ozaki_ms, each variant's and cublas_ms "
+               "interleaved, in an order drawn afresh each round (seeded by the shape), "
+               f"medians of {args.reps} samples of {args.burst} calls each, per call; errors "
                "componentwise over |A||B|, normal inputs", records)
 
 
