@@ -282,7 +282,8 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
 
     def run(a, b, c, alpha=1.0, beta=0.0, count=COUNT, ta=False, tb=False, pad=(3, 5, 0),
             guard=None, sms=3, occupancy=2, fused=True, rows_r=None, order=0,
-            crt_int=False, merged=False, blocks_reversed=False, rows_k=None):
+            crt_int=False, merged=False, blocks_reversed=False, rows_k=None, early=False,
+            keep_scratch=False):
         """C = alpha A B + beta C through bind (NumPy float32 arrays: A read column-major
         when ta, B when tb, each stored with `pad` more elements a row or column); returns
         C. `guard` more rows of C past M hold NaN, and must still hold it. `sms` and
@@ -292,9 +293,11 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         `rows_k` ozaki.SCALE_ROWS_K (where k is);
         `order`: the threads' turns in every launch (Library.order); `crt_int`:
         ozaki.CRT_INT for it (oz_crt_int's integer sums); `merged`: ozaki.MERGED for it
-        (a pass both operands take in one launch); `blocks_reversed`: every grid's blocks
-        run last to first (Library.blocks_reversed). Checks that the workspace's zeroed
-        region is 0 again afterwards."""
+        (a pass both operands take in one launch), and `early` ozaki.FALLBACK_EARLY (the
+        fallback in the splits' launch); `blocks_reversed`: every grid's blocks
+        run last to first (Library.blocks_reversed); `keep_scratch`: the scratch region as
+        the last product left it (as a GPU's is), not NaN again. Checks that the
+        workspace's zeroed region is 0 again afterwards."""
         state.update(count=count, sms=sms, occupancy=occupancy)
         M, K = a.shape
         N = b.shape[1]
@@ -308,13 +311,15 @@ def ozaki_on_cpu(products: str = "numpy", gemm_cfg: dict | None = None):
         with mock.patch.object(ozaki, "FUSED", fused), mock.patch.object(
                 ozaki, "SCALE_ROWS_R", rows_r or ozaki.SCALE_ROWS_R), mock.patch.object(
                 ozaki, "CRT_INT", crt_int), mock.patch.object(ozaki, "MERGED", merged), \
-                mock.patch.object(ozaki, "SCALE_ROWS_K", rows_k or ozaki.SCALE_ROWS_K):
+                mock.patch.object(ozaki, "SCALE_ROWS_K", rows_k or ozaki.SCALE_ROWS_K), \
+                mock.patch.object(ozaki, "FALLBACK_EARLY", early):
             w = ozaki.bind(0, M, N, K, alpha, abuf.address, lda, bbuf.address, ldb, beta,
                            cbuf.address, ldc, stream, trans_a=ta, trans_b=tb, count=count,
                            cfg=cfg)
         # the scratch region as NaN again (0xFF bytes), so that nothing an earlier product
         # left there (its residues, its sums) can stand in for what this one must write
-        ctypes.memset(spaces[1].address, 0xFF, spaces[1].size)
+        if not keep_scratch:
+            ctypes.memset(spaces[1].address, 0xFF, spaces[1].size)
         libs = [x for x in (lib, gemm_lib) if x is not None]
         for x in libs:
             x.order(order)

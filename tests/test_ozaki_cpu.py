@@ -288,34 +288,40 @@ def _merged_cases():
 MERGED_CASES = _merged_cases()
 
 
+@pytest.mark.parametrize("early", [False, True])
 @pytest.mark.parametrize("blocks_reversed", [False, True])
 @pytest.mark.parametrize("case", range(len(MERGED_CASES)),
                          ids=[c[0] for c in MERGED_CASES])
-def test_merged_launches_give_the_same_bits(run, case, blocks_reversed):
-    """ozaki.MERGED (a pass both operands take in one launch; oz_ksums writes d) against the
-    separate launches, bit for bit, and each run with every grid's blocks first to last and
-    last to first: in oz_scale_ab, B's blocks then run before A's, find no refusal counted
-    yet and write their residues, which oz_split writes again with the scaling taken."""
+def test_merged_launches_give_the_same_bits(run, case, blocks_reversed, early):
+    """ozaki.MERGED (a pass both operands take in one launch; oz_ksums writes d), and with
+    FALLBACK_EARLY the fallback's wave in the splits' launch, against the separate launches,
+    bit for bit, and each run with every grid's blocks first to last and last to first: in
+    oz_scale_ab, B's blocks then run before A's, find no refusal counted yet and write their
+    residues, which oz_split writes again with the scaling taken; in oz_split_ab the
+    fallback's blocks run before the splits', and the last block out of either kind sets
+    the counts back (the run checks the zeroed region after each product)."""
     _, a, b, c, kw = MERGED_CASES[case]
     M, N = a.shape[0], b.shape[1]
     with np.errstate(invalid="ignore", over="ignore"):
         want = run(a, b, _nan(M, N) if c is None else c.copy(), **kw)
         got = run(a, b, _nan(M, N) if c is None else c.copy(), merged=True,
-                  blocks_reversed=blocks_reversed, **kw)
+                  blocks_reversed=blocks_reversed, early=early, **kw)
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("scale_a, scale_b, rows_r, names", [
-    (True, True, None,
+@pytest.mark.parametrize("scale_a, scale_b, rows_r, early, names", [
+    (True, True, None, False,
      ("scale_ab", "ksums", "norms2_ab", "split_ab", "gemm", "crt", "fallback")),
-    (False, False, None,
+    (False, False, None, False,
      ("norms_ab", "balance", "norms2_ab", "split_ab", "gemm", "crt", "fallback")),
-    (True, False, 8,
-     ("scale_a", "norms_b", "ksums", "norms2_ab", "split_ab", "gemm", "crt", "fallback"))])
-def test_merged_launches_by_name(run, scale_a, scale_b, rows_r, names):
+    (True, False, 8, False,
+     ("scale_a", "norms_b", "ksums", "norms2_ab", "split_ab", "gemm", "crt", "fallback")),
+    (True, True, None, True,
+     ("scale_ab", "ksums", "norms2_ab", "split_fallback_ab", "gemm", "crt"))])
+def test_merged_launches_by_name(run, scale_a, scale_b, rows_r, early, names):
     """What MERGED launches: seven kernels where both operands take the same pass (eleven
     with oz_scale, ten with the two passes, without it); eight where K = 6500 with 8 rows a
-    block of B^T fits oz_scale for A only."""
+    block of B^T fits oz_scale for A only; six with FALLBACK_EARLY."""
     from unittest import mock
 
     from sgemmlab.runtime import ozaki, packed
@@ -330,9 +336,24 @@ def test_merged_launches_by_name(run, scale_a, scale_b, rows_r, names):
     M, N, K = 70, 60, 6500
     a, b = _normal(M, K, 63), _normal(K, N, 64)
     with mock.patch.object(packed.Packed, "__init__", spy):
-        got = run(a, b, _nan(M, N), fused=scale_a, rows_r=rows_r, merged=True)
+        got = run(a, b, _nan(M, N), fused=scale_a, rows_r=rows_r, merged=True, early=early)
     np.testing.assert_array_equal(got, ref.matmul(a, b))
-    assert ozaki.steps_order(scale_a, scale_b, True) == names
+    assert ozaki.steps_order(scale_a, scale_b, True, early) == names
     kernel = {"gemm": "gemm", "crt": "oz_crt", "norms2_ab": "oz_norms_ab", "scale_a": "oz_scale",
-              "norms_b": "oz_norms"}
+              "norms_b": "oz_norms", "split_fallback_ab": "oz_split_ab"}
     assert [p.kernel.name for p in made] == [kernel.get(n, "oz_" + n) for n in names]
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_merged_a_balanced_product_then_a_plain_one_on_the_same_scratch(run, early):
+    """The scratch as a GPU leaves it (not NaN again): a product whose balanced scaling is
+    taken, then one with nothing refused. With FALLBACK_EARLY oz_crt reads the counts'
+    snapshot in scratch, which the second product must write (zeros) although its
+    splits' launch has nothing to set back; left as the first wrote it, the second would
+    take the first's second exponents."""
+    a, b = _outlier_features(300, 1500, 21), _normal(1500, 90, 22)
+    np.testing.assert_array_equal(run(a, b, _nan(300, 90), merged=True, early=early),
+                                  ref.matmul(a, b))
+    a, b = _normal(300, 1500, 23), _normal(1500, 90, 24)
+    np.testing.assert_array_equal(run(a, b, _nan(300, 90), merged=True, early=early,
+                                      keep_scratch=True), ref.matmul(a, b))

@@ -18,14 +18,15 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, rows_r=None,
-         gemm=None, crt_int=False, merged=False, scale_blocks=1, rows_k=4):
+         gemm=None, crt_int=False, merged=False, scale_blocks=1, rows_k=4, early=False):
     """C = alpha A B + beta C through runtime/ozaki.bind on torch tensors: A, B either layout
     (a transposed view is read as it lies), C row-major; `fused`: ozaki.FUSED for the call
     (oz_scale where the rows fit, or oz_norms then oz_split); `rows_r`: ozaki.SCALE_ROWS_R
     (oz_scale's rows a block where r is contiguous); `gemm`: rung 26's configuration over
     its seed; `crt_int`: ozaki.CRT_INT (oz_crt_int's integer sums); `merged`: ozaki.MERGED
     (a pass both operands take in one launch); `scale_blocks`: ozaki.SCALE_BLOCKS (oz_scale's
-    launch bounds); `rows_k`: ozaki.SCALE_ROWS_K (its rows a block where k is contiguous)."""
+    launch bounds); `rows_k`: ozaki.SCALE_ROWS_K (its rows a block where k is contiguous);
+    `early`: ozaki.FALLBACK_EARLY (with merged: the fallback in the splits' launch)."""
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -43,10 +44,11 @@ def _run(a, b, c, alpha=1.0, beta=0.0, count=ref.COUNT, cluster=1, fused=True, r
     N = b.shape[1]
     assert c.stride(1) == 1
     stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
-    names = ("FUSED", "SCALE_ROWS_R", "CRT_INT", "MERGED", "SCALE_BLOCKS", "SCALE_ROWS_K")
+    names = ("FUSED", "SCALE_ROWS_R", "CRT_INT", "MERGED", "SCALE_BLOCKS", "SCALE_ROWS_K",
+             "FALLBACK_EARLY")
     saved = [getattr(ozaki, n) for n in names]
     for n, v in zip(names, (fused, rows_r or ozaki.SCALE_ROWS_R, crt_int, merged, scale_blocks,
-                            rows_k)):
+                            rows_k, early)):
         setattr(ozaki, n, v)
     try:
         launch = ozaki.bind(0, M, N, K, alpha, a.data_ptr(), lda, b.data_ptr(), ldb, beta,
@@ -73,6 +75,11 @@ def _operand(rows, cols, trans, seed, ld_extra=0):
     return buf[:, :cols]
 
 
+#: the launches a product takes: separate, merged (ozaki.MERGED), and merged with the
+#: fallback in the splits' launch (ozaki.FALLBACK_EARLY)
+MODES = [{}, {"merged": True}, {"merged": True, "early": True}]
+MODE_IDS = ["separate", "merged", "merged_early"]
+
 SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
           (131, 257, 300), (263, 509, 1031), (64, 600, 33)]
 
@@ -88,7 +95,8 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
     (1, True, 4, None, {"crt_int": True}), (1, True, 4, None, {"merged": True}),
     (1, False, None, None, {"merged": True}), (1, True, 8, None, {"scale_blocks": 4}),
     (1, True, 4, None, {"merged": True, "scale_blocks": 3}), (1, True, 2, None, {"rows_k": 2}),
-    (1, True, 2, None, {"rows_k": 2, "scale_blocks": 3, "merged": True})])
+    (1, True, 2, None, {"rows_k": 2, "scale_blocks": 3, "merged": True}),
+    (1, True, 4, None, {"merged": True, "early": True})])
 def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm, extra):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
@@ -162,8 +170,8 @@ def test_scale_invariance_and_a_long_k(tb):
 
 
 @HOPPER
-@pytest.mark.parametrize("merged", [False, True])
-def test_inf_and_nan_rows_give_ieee_specials(merged):
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_inf_and_nan_rows_give_ieee_specials(mode):
     import torch
 
     M, N, K = 40, 50, 300
@@ -172,7 +180,7 @@ def test_inf_and_nan_rows_give_ieee_specials(merged):
     a[9, 2] = float("nan")
     b[100, 11] = float("-inf")
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, merged=merged)
+    _run(a, b, c, **mode)
     got = c.cpu().numpy()
     a64, b64 = a.double().cpu().numpy(), b.double().cpu().numpy()
     with np.errstate(invalid="ignore", over="ignore"):
@@ -228,9 +236,9 @@ def _spiky(rows, cols, trans, seed, every, ld_extra=0):
                          [(263, 509, 1031, 3, 7), (131, 257, 300, 1, 1), (300, 70, 257, 1, 5),
                           (1, 300, 97, 1, 2), (600, 1, 260, 2, 1), (1100, 1030, 200, 1, 50)])
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
-@pytest.mark.parametrize("merged", [False, True])
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, every_a,
-                                                                    every_b, ta, tb, merged):
+                                                                    every_b, ta, tb, mode):
     """Rows of A and columns of B refused everywhere (every one, or one in a few, scattered
     over the tiles): their outputs are the FP64 sums of the reference, the rest the scheme's,
     bit for bit; beta != 0 shows an output whose row and column are both refused is written
@@ -246,32 +254,34 @@ def test_many_refused_rows_and_columns_come_from_the_tiled_fallback(M, N, K, eve
     assert (ref.flatness(bn, 0) < ref.FLAT).sum() == len(range(0, N, every_b))
     c0 = torch.randn(M, N, device="cuda")
     c = c0.clone()
-    _run(a, b, c, alpha=1.0, beta=0.5, merged=merged)
+    _run(a, b, c, alpha=1.0, beta=0.5, **mode)
     got = c.cpu().numpy()
     want = ref.matmul(an, bn) + np.float32(0.5) * c0.cpu().numpy()
     terms = np.abs(ref.matmul(an, bn)) + np.abs(np.float32(0.5) * c0.cpu().numpy())
     assert (np.abs(got - want) <= 2**-22 * terms).all()
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, merged=merged)
+    _run(a, b, c, **mode)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
 
 
 @HOPPER
-def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product():
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_the_fallback_leaves_its_counts_at_zero_for_the_next_product(mode):
     """A product with many refused rows, then a smaller one with none on the same stream's
     workspace: had the refused counts stayed, the second would write the first's rows (past
-    its own M), or take its outputs from the fallback."""
+    its own M), or take its outputs from the fallback. (merged_early: the splits' launch
+    sets them back, and hands oz_crt a snapshot, which the second product writes again.)"""
     import torch
 
     big_a, big_b = _spiky(400, 300, False, 3, 2), _operand(300, 90, False, 4)
     c = torch.full((400, 90), float("nan"), device="cuda")
-    _run(big_a, big_b, c)
+    _run(big_a, big_b, c, **mode)
     np.testing.assert_array_equal(c.cpu().numpy(),
                                   ref.matmul(big_a.cpu().numpy(), big_b.cpu().numpy()))
     a, b = _operand(50, 300, False, 5), _operand(300, 90, False, 6)
     guard = torch.full((400, 90), float("nan"), device="cuda")
     small = guard[:50]
-    _run(a, b, small)
+    _run(a, b, small, **mode)
     np.testing.assert_array_equal(small.cpu().numpy(),
                                   ref.matmul(a.cpu().numpy(), b.cpu().numpy()))
     assert torch.isnan(guard[50:]).all()
@@ -287,8 +297,8 @@ def _outlier_features(M, K, trans, seed, features=4, times=1000.0):
 @HOPPER
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("M, N, K", [(300, 200, 1500), (131, 257, 4097)])
-@pytest.mark.parametrize("merged", [False, True])
-def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb, merged):
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb, mode):
     """The flatness rule refuses every row; balanced (oz_balance, the norms again on A D and
     D^-1 B) the scheme serves them: the outputs are the reference's, bit for bit, and the
     reference serves (nearly) all of them without the fallback."""
@@ -301,13 +311,13 @@ def test_outlier_features_are_balanced_and_served_by_the_scheme(M, N, K, ta, tb,
     _, _, refused = ref.served(an, bn, balanced=True)
     assert refused.mean() < 0.3
     c = torch.full((M, N), float("nan"), device="cuda")
-    _run(a, b, c, merged=merged)
+    _run(a, b, c, **mode)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn))
 
 
 @HOPPER
-@pytest.mark.parametrize("merged", [False, True])
-def test_balancing_is_not_taken_where_it_refuses_more(merged):
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_balancing_is_not_taken_where_it_refuses_more(mode):
     """Every 10th row of A holds one entry of 2^20: balancing would shrink those columns of
     A by 2^-9 and grow B's matching rows by 2^9, leaving A's rows as uneven and every column
     of B uneven too. It refuses more, so the first scaling stands; bit for bit as the
@@ -319,5 +329,5 @@ def test_balancing_is_not_taken_where_it_refuses_more(merged):
     an, bn = _spikes_balancing_would_spread(269)
     assert ref.refusals(an, bn).any() and ref.served(an, bn, balanced=True)[0] is an
     c = torch.full((200, 150), float("nan"), device="cuda")
-    _run(torch.from_numpy(an).cuda(), torch.from_numpy(bn).cuda(), c, merged=merged)
+    _run(torch.from_numpy(an).cuda(), torch.from_numpy(bn).cuda(), c, **mode)
     np.testing.assert_array_equal(c.cpu().numpy(), ref.matmul(an, bn, balanced=False))

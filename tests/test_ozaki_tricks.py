@@ -174,7 +174,7 @@ def test_the_workspace_layout_is_aligned_and_disjoint(M, N, K, count):
              "exps": 8 * (M + N), "list_a": 4 * M, "list_b": 4 * N, "list2_a": 4 * M,
              "list2_b": 4 * N, "kpart_a": 8 * tiles_a * K, "kpart_b": 8 * tiles_b * K,
              "d": 4 * K, "res_a": count * M * lay.kpad, "res_b": count * N * lay.kpad,
-             "res_c": count * M * lay.ldr}
+             "res_c": count * M * lay.ldr, "snap": 4 * 5}
     for (name, off), (_, nxt) in zip(spans, spans[1:] + [("end", lay.scratch_bytes)]):
         assert off + sizes[name] <= nxt, name
 
@@ -397,8 +397,20 @@ def test_merged_launches_take_both_operands_and_the_balance_goes_into_the_sums(m
     assert norms2.args[11] == 0x7000 and norms2.args[14:16] == (at("exps"), counts)
     # A: 32 groups of 16 k across, 300 rows down; B^T: 65 rows across, 32 groups down
     assert split.grid[0] == max(-(-32 // 32), -(-65 // 32)) and split.grid[2] == 2
-    assert split.args[-2:] == (1, 2)  # only the balanced scaling; B, also where A refused
+    # only the balanced scaling; B, also where A refused; no fallback wave in this launch
+    assert split.args[18:21] == (1, 2, 0) and split.pointer_slots == (0, 4)
     assert crt.args[12] == counts and fallback.args[18] == counts + 20
+    # FALLBACK_EARLY: the fallback's wave as z = 2 of the splits' launch (enough blocks
+    # along x and y for it), which reads A, B and C; oz_crt reads the counts' snapshot
+    monkeypatch.setattr(ozaki, "FALLBACK_EARLY", True)
+    w = ozaki.bind(0, M, N, K, 1.0, 0x1000, K, 0x2000, N, 0.0, 0x3000, N,
+                   types.SimpleNamespace(handle=0x20), cfg=ozaki.rung().seed)
+    assert len(w._steps) == 6
+    split, crt = w._steps[3], w._steps[5]
+    assert split.grid[2] == 3 and split.grid[0] * split.grid[1] >= blocks
+    assert split.pointer_slots == (0, 4, 23) and split.args[23] == 0x3000
+    assert split.args[20] == blocks and split.args[31] == at("snap")
+    assert crt.args[12] == at("snap")
 
 
 @pytest.mark.parametrize("trans, names, z0", [
@@ -485,10 +497,11 @@ def test_load_gives_bind_every_kernel_it_launches(monkeypatch):
     monkeypatch.setattr(ozaki, "load", lambda cfg, device_id=0: got)
     with pytest.raises(ConfigError, match="3 at most with 2 rows"):
         ozaki.steps_macros(4, rows2=True)
-    for fused, merged, crt_int, rows_r in itertools.product((False, True), (False, True),
-                                                            (False, True), (2, 4, 8)):
+    for fused, merged, crt_int, rows_r, early in itertools.product(
+            (False, True), (False, True), (False, True), (2, 4, 8), (False, True)):
         for name, value in (("FUSED", fused), ("MERGED", merged), ("CRT_INT", crt_int),
-                            ("SCALE_ROWS_R", rows_r), ("SCALE_ROWS_K", min(rows_r, 4))):
+                            ("SCALE_ROWS_R", rows_r), ("SCALE_ROWS_K", min(rows_r, 4)),
+                            ("FALLBACK_EARLY", early)):
             monkeypatch.setattr(ozaki, name, value)
         for K in (500, 6500):  # (both operands' rows fit oz_scale, or one only at 8 a block)
             ozaki.bind(0, 300, 65, K, 1.0, 0x1000, K, 0x2000, 65, 0.0, 0x3000, 65,

@@ -263,7 +263,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # second norms). Rung 26 also with its 16-byte stores and each warpgroup on its own tiles in
 # turn (both shapes), the launches overlapped (ozaki.OVERLAP), with the integer
 # recombination (ozaki.CRT_INT), with a pass both operands take in one launch (ozaki.MERGED:
-# with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off), and
+# with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off; in one,
+# the fallback in the splits' launch, ozaki.FALLBACK_EARLY), and
 # oz_scale built for four blocks an SM (ozaki.SCALE_BLOCKS), and staging 2 rows a block
 # (ozaki.SCALE_ROWS_K and _R)
 OZAKI_SCRIPT = f"""
@@ -279,6 +280,7 @@ for i, (over, overlap) in enumerate(configs):
     ozaki.OVERLAP = overlap  # (read when a product is bound)
     ozaki.CRT_INT = overlap  # the integer recombination with the overlapped launches
     ozaki.MERGED = i % 2 == 0  # with and without OVERLAP
+    ozaki.FALLBACK_EARLY = i == 2  # (with MERGED: the fallback in the splits' launch)
     ozaki.FUSED = i != len(configs) - 1
     ozaki.SCALE_BLOCKS = 4 if i == 1 else 1  # oz_scale's launch bounds (read when bound)
     ozaki.SCALE_ROWS_K = ozaki.SCALE_ROWS_R = 2 if i == 3 else 4  # its 2-row staging

@@ -141,8 +141,11 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         variants["rows_r8"] = bind(SCALE_ROWS_R=8)
     if crt_int:  # the recombination's sums in INT32 pieces (oz_crt_int)
         variants["crt_int"] = bind(CRT_INT=True)
-    if merged:  # a pass both operands take in one launch, or (where that is the default) not
+    if merged:  # a pass both operands take in one launch, or (where that is the default) not;
+        # and with the fallback's wave in the splits' launch
         variants["separate" if ozaki.MERGED else "merged"] = bind(MERGED=not ozaki.MERGED)
+        if not ozaki.FALLBACK_EARLY:
+            variants["merged_early"] = bind(MERGED=True, FALLBACK_EARLY=True)
     for n in scale_blocks:  # oz_scale's launch bounds: n blocks an SM
         variants[f"scale_blocks{n}"] = bind(SCALE_BLOCKS=n)
     if rows2:  # oz_scale's 2 rows a block, alone and with those launch bounds it is built for

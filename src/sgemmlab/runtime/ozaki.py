@@ -26,7 +26,8 @@ their arrays in the stream's workspace:
 
 With MERGED, a pass both operands take is one launch (oz_scale_ab, oz_norms_ab, oz_split_ab:
 blockIdx picks the operand), and oz_ksums writes d at its end (no oz_balance after it):
-seven launches where both operands take the same path.
+seven launches where both operands take the same path; six with FALLBACK_EARLY, whose
+fallback runs in the splits' launch (before the products, which it does not need).
 
 The operands are read where they lie, in either layout (a row of X is a row of A, or a
 column of B), so nothing is copied first. K is at most MAX_K (INT32 sums stay exact) and
@@ -222,7 +223,8 @@ def layout(M: int, N: int, K: int, count: int) -> Layout:
              "exps": 4 * 2 * (M + N), "list_a": 4 * M, "list_b": 4 * N, "list2_a": 4 * M,
              "list2_b": 4 * N, "kpart_a": 8 * tiles_a * K, "kpart_b": 8 * tiles_b * K,
              "d": 4 * K, "res_a": count * M * kpad,
-             "res_b": count * N * kpad, "res_c": count * M * ldr}
+             "res_b": count * N * kpad, "res_c": count * M * ldr,
+             "snap": 4 * 5}  # (FALLBACK_EARLY: the counts as oz_crt reads them)
     offsets, at = {}, 0
     for name, size in sizes.items():
         offsets[name] = at
@@ -277,7 +279,10 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     tiles_a, tiles_b = -(-M // TILE), -(-N // TILE)  # the norms' counters: one a tile
     crt = k["oz_crt_int"] if CRT_INT else k["oz_crt"]
     crt_blocks = sms * max(1, crt.max_active_blocks(256))  # oz_crt's wave
-    fallback_blocks = sms * max(1, k["oz_fallback"].max_active_blocks(256))
+    merged = MERGED
+    early = merged and FALLBACK_EARLY  # (the fallback's wave inside oz_split_ab's launch)
+    fallback_blocks = sms * max(1, k["oz_split_ab" if early else "oz_fallback"]
+                                .max_active_blocks(256))
     # oz_fallback's slices of K: an FP64 tile of sums a block, after the layout's scratch;
     # its tiles' counters after the norms' and the refusal counts
     partial_bytes = 8 * FALLBACK_TILE**2 * fallback_blocks
@@ -289,8 +294,7 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
     rows_per = {"a": scale_rows(a_sk == 1), "b": scale_rows(b_sk == 1)}
     one_wave = CRT_ONE_WAVE
     overlap = OVERLAP
-    merged = MERGED
-    order = steps_order(fused["a"], fused["b"], merged)
+    order = steps_order(fused["a"], fused["b"], merged, early)
     kst = scale_stride(K)
     # oz_ksums' groups of rows (kpart's tiles for the operands oz_scale takes)
     kgroups = min([KSUM_GROUPS] + [t for t, side in ((tiles_a, "a"), (tiles_b, "b"))
@@ -365,13 +369,22 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                            i32(M), i32(N), i32(gate)), pointer_slots=(0,))
 
         def split_ab() -> Packed:
-            # split() for both operands in one grid: blockIdx.z picks the operand
+            # split() for both operands in one grid: blockIdx.z picks the operand; early, the
+            # fallback's wave too (z = 2), which then leaves the counts to oz_crt in "snap"
             (xa, ya, gate_a), (xb, yb, gate_b) = split_grid("a"), split_grid("b")
-            return launch(k["oz_split_ab"], stream, (max(xa, xb), max(ya, yb), 2), (32, 8, 1),
+            x, y = max(xa, xb), max(ya, yb)
+            if early:
+                y = min(max(y, -(-fallback_blocks // x)), 65535)
+                assert x * y >= fallback_blocks  # (x <= N / 32 + 1 blocks: y is far below)
+            return launch(k["oz_split_ab"], stream, (x, y, 3 if early else 2), (32, 8, 1),
                           (a, i64(a_sr), i64(a_sk), i32(M), b, i64(b_sr), i64(b_sk), i32(N),
                            i32(K), exps, i32(count), sm_a, sm_b, o["res_a"], o["res_b"],
-                           i64(lay.kpad), o["d"], counts, i32(gate_a), i32(gate_b)),
-                          pointer_slots=(0, 4))
+                           i64(lay.kpad), o["d"], counts, i32(gate_a), i32(gate_b),
+                           i32(fallback_blocks if early else 0), f32(alpha), f32(beta),
+                           c if early else 0, i64(ldc), o["list_a"], o["list_b"],
+                           o["list2_a"], o["list2_b"], scratch + lay.scratch_bytes, sliced,
+                           o["snap"]),
+                          pointer_slots=(0, 4, 23) if early else (0, 4))
 
         if order[0] == "scale_ab":  # both operands' oz_scale in one launch
             ra, rb = rows_per["a"], rows_per["b"]
@@ -437,8 +450,11 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
         rows = max(1, min(M, 65535, wave))
         out.append(launch(crt, stream, (across, rows, 1), (256, 1, 1),
                           (o["res_c"], i64(lay.ldr), i64(M * lay.ldr), i32(M), i32(N),
-                           i32(count), cm, exps, f32(alpha), f32(beta), c, i64(ldc), counts),
+                           i32(count), cm, exps, f32(alpha), f32(beta), c, i64(ldc),
+                           o["snap"] if early else counts),
                           pointer_slots=(10,)))
+        if early:
+            return tuple(out)
         # one wave, walking the refused rows' and columns' tiles
         out.append(launch(k["oz_fallback"], stream, (fallback_blocks, 1, 1), (256, 1, 1),
                           (a, i64(a_sr), i64(a_sk), b, i64(b_sr), i64(b_sk), i32(M), i32(N),
@@ -455,22 +471,26 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
                            pointer_slots=POINTERS, bound_pointers=(a, b, c), roles=roles(order))
 
 
-def steps_order(scale_a: bool = False, scale_b: bool = False,
-                merged: bool | None = None) -> tuple[str, ...]:
+def steps_order(scale_a: bool = False, scale_b: bool = False, merged: bool | None = None,
+                early: bool | None = None) -> tuple[str, ...]:
     """bind's launches by name: oz_scale instead of the first oz_norms for an operand that
     use_scale takes, and then oz_ksums (empty unless something was refused); the splits of
     such an operand run only where the balanced scaling is taken. `merged` (MERGED unless
     given): a launch for both operands where they take the same pass (the _ab names), and
-    oz_ksums writes d where it runs (no oz_balance then)."""
+    oz_ksums writes d where it runs (no oz_balance then); with `early` too (FALLBACK_EARLY
+    unless given), the fallback's wave in the splits' launch ("split_fallback_ab"), none
+    after oz_crt."""
     merged = MERGED if merged is None else merged
+    early = merged and (FALLBACK_EARLY if early is None else early)
     if not merged:
         first = ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b")
         return first + ("ksums",) * (scale_a or scale_b) + (
             "balance", "norms2_a", "norms2_b", "split_a", "split_b", "gemm", "crt", "fallback")
     first = (("scale_ab",) if scale_a and scale_b else ("norms_ab",) if not (scale_a or scale_b)
              else ("scale_a" if scale_a else "norms_a", "scale_b" if scale_b else "norms_b"))
-    return first + (("ksums",) if scale_a or scale_b else ("balance",)) + (
-        "norms2_ab", "split_ab", "gemm", "crt", "fallback")
+    last = ("split_fallback_ab", "gemm", "crt") if early else (
+        "split_ab", "gemm", "crt", "fallback")
+    return first + (("ksums",) if scale_a or scale_b else ("balance",)) + ("norms2_ab",) + last
 
 
 #: which of the call's pointers (0 A, 1 B, 2 C) each launch's `pointer_slots` take: the
@@ -478,7 +498,8 @@ def steps_order(scale_a: bool = False, scale_b: bool = False,
 #: the column sums both; the balance and the products only the workspace; the
 #: recombination writes C (reading it when beta is not 0); the fallback writes C for the
 #: rows and columns the scaling refused, reading A and B there.
-_ROLES = {"ksums": (0, 1), "balance": (), "gemm": (), "crt": (2,), "fallback": (2, 0, 1)}
+_ROLES = {"ksums": (0, 1), "balance": (), "gemm": (), "crt": (2,), "fallback": (2, 0, 1),
+          "split_fallback_ab": (0, 1, 2)}
 
 
 def roles(order: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
@@ -546,6 +567,11 @@ def use_scale(K: int, k_contiguous: bool) -> bool:
 #: same outputs, bit for bit. False until the H200 has timed it (tools/ozaki_probe.py
 #: --merged).
 MERGED = False
+#: With MERGED: oz_fallback's wave in oz_split_ab's launch (blockIdx.z 2), before the
+#: products, which it does not need; that launch sets the counts back, and hands oz_crt a
+#: copy of them. Six launches a product. False until the H200 has timed it
+#: (tools/ozaki_probe.py --merged times both).
+FALLBACK_EARLY = False
 
 #: oz_crt_int instead of oz_crt: the recombination's sums in three INT32 pieces rather than
 #: in FP64 (the same bits; fewer instructions a residue). False until the H200 has timed it

@@ -33,7 +33,9 @@
 // nothing refused and a launch gap between oz_scale's two): about 8-12 us less at 2048^3
 // (three launches with nothing to do, 2-3 us each inside a product, and B's blocks filling
 // the SMs that A's last wave leaves idle), 1.84x to about 1.93x cuBLAS in single calls; a
-// few us at 4096^3 (under 1 %), nothing measurable at 8192^3.
+// few us at 4096^3 (under 1 %), nothing measurable at 8192^3. With FALLBACK_EARLY too,
+// oz_fallback's wave runs inside oz_split_ab's launch (six launches): another 2-3 us at
+// 2048^3.
 //
 // An operand is read as X(r, k) = x[r sr + k sk]: A is X with r = i; B is read as B^T, r = j.
 // The pass picks its threads' order from the strides, so that a warp reads consecutive words
@@ -510,35 +512,6 @@ SGEMM_KERNEL oz_split(const float* __restrict__ x, long long sr, long long sk, i
     griddep_launch_dependents();
     split_block(blockIdx.x, x, sr, sk, rows, K, e, count, mods, out, ldk, plane, e2, d, dsign,
                 counts, M, N, after_scale);
-}
-
-// oz_split for A and B in one launch (runtime/ozaki.MERGED): blockIdx.z picks the operand (0:
-// A; 1: B read as B^T, with its own moduli: its factors y_l), blockIdx.x its blocks along the
-// contiguous index (a block past them returns at once), blockIdx.y walks the other as in
-// oz_split. exps holds mu (M), nu (N), then the second norms' mu and nu; each operand's
-// `after_scale` as oz_split's (gate_a, gate_b).
-SGEMM_KERNEL oz_split_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
-                         const float* __restrict__ b, long long b_sr, long long b_sk, int N,
-                         int K, const int* __restrict__ exps, int count,
-                         const __grid_constant__ SplitModuli mods_a,
-                         const __grid_constant__ SplitModuli mods_b,
-                         signed char* __restrict__ res_a, signed char* __restrict__ res_b,
-                         long long ldk, const int* __restrict__ d,
-                         const unsigned* __restrict__ counts, int gate_a, int gate_b) {
-    griddep_wait();
-    griddep_launch_dependents();
-    // (two calls, not one on a chosen operand: each operand's moduli stay operands from the
-    // parameter bank)
-    const int groups = (K + SPAN - 1) / SPAN;
-    if (blockIdx.z == 0) {
-        if (static_cast<long long>(blockIdx.x) * 32 >= (a_sk == 1 ? groups : M)) return;
-        split_block(blockIdx.x, a, a_sr, a_sk, M, K, exps, count, mods_a, res_a, ldk, M * ldk,
-                    exps + M + N, d, 1, counts, M, N, gate_a);
-    } else {
-        if (static_cast<long long>(blockIdx.x) * 32 >= (b_sk == 1 ? groups : N)) return;
-        split_block(blockIdx.x, b, b_sr, b_sk, N, K, exps + M, count, mods_b, res_b, ldk,
-                    N * ldk, exps + 2 * M + N, d, -1, counts, M, N, gate_b);
-    }
 }
 
 // oz_norms and oz_split in one pass, for a K that fits on chip: a block stages `R` rows of X,
@@ -1029,17 +1002,17 @@ constexpr int FT = 64;          // a fallback tile's rows and columns
 constexpr int FK = 16;          // the k staged at a time
 constexpr int SLICE_MIN = 128;  // the shortest slice of K worth a block of its own
 
-SGEMM_KERNEL __launch_bounds__(256)
-oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
-            const float* __restrict__ b, long long b_sr, long long b_sk, int M, int N, int K,
-            float alpha, float beta, float* __restrict__ C, long long ldc,
-            const int* __restrict__ mu, unsigned* __restrict__ counts,
-            const int* __restrict__ rows, const int* __restrict__ cols,
-            double* __restrict__ partial, unsigned* __restrict__ done,
-            const int* __restrict__ mu2, const int* __restrict__ rows2,
-            const int* __restrict__ cols2) {
-    griddep_wait();
-    griddep_launch_dependents();
+// (tid, bx and gx stand for the thread's index in the block, the block's in the wave and the
+// wave's blocks: oz_split_ab runs it in blocks of 32 x 8 beside its splits, where `reset` is
+// false and that launch sets the counts back itself.)
+__device__ __forceinline__ void fallback_tiles(
+    unsigned tid_, unsigned bx, unsigned gx, const float* __restrict__ a, long long a_sr,
+    long long a_sk, const float* __restrict__ b, long long b_sr, long long b_sk, int M, int N,
+    int K, float alpha, float beta, float* __restrict__ C, long long ldc,
+    const int* __restrict__ mu, unsigned* __restrict__ counts, const int* __restrict__ rows,
+    const int* __restrict__ cols, double* __restrict__ partial, unsigned* __restrict__ done,
+    const int* __restrict__ mu2, const int* __restrict__ rows2, const int* __restrict__ cols2,
+    bool reset) {
     __shared__ double As[FK][FT + 1], Bs[FK][FT + 1];  // (+1: no bank conflict on the stores)
     __shared__ int ri[FT], cj[FT];  // the tile's rows and columns; -1: none
     __shared__ bool last;
@@ -1050,14 +1023,14 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
     if (second) mu = mu2, rows = rows2, cols = cols2;
     const long long nr = min(counts[second ? 3 : 0], static_cast<unsigned>(M));
     const long long nc = min(counts[second ? 4 : 1], static_cast<unsigned>(N));
-    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int tid = static_cast<int>(tid_), tx = tid % 16, ty = tid / 16;
     const long long across = (N + FT - 1) / FT, down = (M + FT - 1) / FT;
     const long long first = (nr + FT - 1) / FT * across;  // the listed rows' tiles
     const long long tiles = first + down * ((nc + FT - 1) / FT);
     // slices of K a tile: as many as the wave has blocks for, none shorter than SLICE_MIN
     // (no tiles: the balanced scaling refused nothing, and this block only counts itself)
-    const int slices = tiles == 0 || tiles >= gridDim.x ? 1 : static_cast<int>(
-        min(static_cast<long long>(gridDim.x) / tiles,
+    const int slices = tiles == 0 || tiles >= gx ? 1 : static_cast<int>(
+        min(static_cast<long long>(gx) / tiles,
             static_cast<long long>((K + SLICE_MIN - 1) / SLICE_MIN)));
     const int span = ((K + slices - 1) / slices + FK - 1) / FK * FK;  // k a slice
     // what this thread stages: element e = tid + 256 h of each operand's FT x FK, along k
@@ -1069,7 +1042,7 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
         ia[h] = a_sk == 1 ? e / FK : e % FT, ka[h] = a_sk == 1 ? e % FK : e / FT;
         ib[h] = b_sk == 1 ? e / FK : e % FT, kb[h] = b_sk == 1 ? e % FK : e / FT;
     }
-    for (long long item = blockIdx.x; item < tiles * slices; item += gridDim.x) {
+    for (long long item = bx; item < tiles * slices; item += gx) {
         const long long t = item / slices;
         const int slice = static_cast<int>(item % slices);
         const int kbeg = slice * span, kend = min(K, kbeg + span);
@@ -1161,11 +1134,93 @@ oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
                 }
             }
     }
+    if (!reset) return;
     // the last block out: every block has read the counts, so they go back to 0
     __syncthreads();
     if (tid == 0) {
         __threadfence();
-        if (atomicAdd(counts + 2, 1u) == gridDim.x - 1)
+        if (atomicAdd(counts + 2, 1u) == gx - 1)
             counts[0] = counts[1] = counts[2] = counts[3] = counts[4] = 0u;
+    }
+}
+
+SGEMM_KERNEL __launch_bounds__(256)
+oz_fallback(const float* __restrict__ a, long long a_sr, long long a_sk,
+            const float* __restrict__ b, long long b_sr, long long b_sk, int M, int N, int K,
+            float alpha, float beta, float* __restrict__ C, long long ldc,
+            const int* __restrict__ mu, unsigned* __restrict__ counts,
+            const int* __restrict__ rows, const int* __restrict__ cols,
+            double* __restrict__ partial, unsigned* __restrict__ done,
+            const int* __restrict__ mu2, const int* __restrict__ rows2,
+            const int* __restrict__ cols2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    fallback_tiles(threadIdx.x, blockIdx.x, gridDim.x, a, a_sr, a_sk, b, b_sr, b_sk, M, N, K,
+                   alpha, beta, C, ldc, mu, counts, rows, cols, partial, done, mu2, rows2,
+                   cols2, true);
+}
+
+// oz_split for A and B in one launch (runtime/ozaki.MERGED): blockIdx.z picks the operand (0:
+// A; 1: B read as B^T, with its own moduli: its factors y_l), blockIdx.x its blocks along the
+// contiguous index (a block past them has nothing to split), blockIdx.y walks the other as
+// in oz_split. exps holds mu (M), nu (N), then the second norms' mu and nu; each operand's
+// `after_scale` as oz_split's (gate_a, gate_b).
+//
+// With `fallback_blocks` (runtime/ozaki.FALLBACK_EARLY) the blocks of z = 2 are oz_fallback's
+// wave too (the first fallback_blocks of them, in blocks of 32 x 8 threads), one launch fewer
+// a product. oz_fallback needs nothing of the products: it runs before them. oz_crt, after
+// them, reads the counts that oz_fallback would have set back to 0; so here every block of
+// the launch counts itself out where something was refused (every one has read the counts
+// by then), and the last one copies them into `snapshot`, which oz_crt reads instead, and
+// sets them back; with nothing refused, the launch's first block writes a snapshot of zeros.
+SGEMM_KERNEL __launch_bounds__(256)
+oz_split_ab(const float* __restrict__ a, long long a_sr, long long a_sk, int M,
+            const float* __restrict__ b, long long b_sr, long long b_sk, int N, int K,
+            const int* __restrict__ exps, int count, const __grid_constant__ SplitModuli mods_a,
+            const __grid_constant__ SplitModuli mods_b, signed char* __restrict__ res_a,
+            signed char* __restrict__ res_b, long long ldk, const int* __restrict__ d,
+            unsigned* __restrict__ counts, int gate_a, int gate_b, int fallback_blocks,
+            float alpha, float beta, float* __restrict__ C, long long ldc,
+            const int* __restrict__ list_a, const int* __restrict__ list_b,
+            const int* __restrict__ list2_a, const int* __restrict__ list2_b,
+            double* __restrict__ partial, unsigned* __restrict__ sliced,
+            unsigned* __restrict__ snapshot) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const unsigned r1 = counts[0], c1 = counts[1], r2 = counts[3], c2 = counts[4];
+    const bool refused = (r1 | c1 | r2 | c2) != 0u;
+    const int tid = threadIdx.y * 32 + threadIdx.x;
+    // (two calls, not one on a chosen operand: each operand's moduli stay operands from the
+    // parameter bank)
+    const int groups = (K + SPAN - 1) / SPAN;
+    if (blockIdx.z == 0) {
+        if (static_cast<long long>(blockIdx.x) * 32 < (a_sk == 1 ? groups : M))
+            split_block(blockIdx.x, a, a_sr, a_sk, M, K, exps, count, mods_a, res_a, ldk,
+                        M * ldk, exps + M + N, d, 1, counts, M, N, gate_a);
+    } else if (blockIdx.z == 1) {
+        if (static_cast<long long>(blockIdx.x) * 32 < (b_sk == 1 ? groups : N))
+            split_block(blockIdx.x, b, b_sr, b_sk, N, K, exps + M, count, mods_b, res_b, ldk,
+                        N * ldk, exps + 2 * M + N, d, -1, counts, M, N, gate_b);
+    } else {
+        const unsigned w = blockIdx.y * gridDim.x + blockIdx.x;
+        if (w < static_cast<unsigned>(fallback_blocks))
+            fallback_tiles(tid, w, fallback_blocks, a, a_sr, a_sk, b, b_sr, b_sk, M, N, K,
+                           alpha, beta, C, ldc, exps, counts, list_a, list_b, partial, sliced,
+                           exps + M + N, list2_a, list2_b, false);
+    }
+    if (fallback_blocks == 0) return;  // (oz_fallback follows oz_crt, and sets them back)
+    if (!refused) {
+        if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && tid == 0)
+            snapshot[0] = snapshot[1] = snapshot[2] = snapshot[3] = snapshot[4] = 0u;
+        return;
+    }
+    __syncthreads();  // (every thread of the block has read the counts)
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(counts + 2, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
+            snapshot[0] = r1, snapshot[1] = c1, snapshot[2] = 0u, snapshot[3] = r2;
+            snapshot[4] = c2;
+            counts[0] = counts[1] = counts[2] = counts[3] = counts[4] = 0u;
+        }
     }
 }
