@@ -90,22 +90,30 @@ def test_the_split_refuses_an_even_modulus_but_256():
         ozaki.split_moduli((256, 254))
 
 
-@pytest.mark.parametrize("count", COUNTS)
-def test_recombination_finds_the_integer_exactly_in_fp64(count):
+def _recombination_cases(count: int, seed: int):
+    """What the recombination replays take: the moduli, oz_crt's constants, M, and each
+    integer X it must find (5,000 drawn with |X| within the radius squared, the extremes,
+    0 and +-1) with its bytes s_l, as the product planes hold them."""
     mods = ref.moduli(count)
-    cm = ozaki.crt_moduli(mods)
     big = ref.product_bound(count)
     r2 = int(ref.radius(count)) ** 2
     assert r2 < big // 2
-    rng = np.random.default_rng(20 + count)
+    rng = np.random.default_rng(seed)
     xs = [int(x) for x in rng.integers(-min(r2, 2**62), min(r2, 2**62), 5000)]
     xs += [r2, -r2, 0, 1, -1]
     ys = ozaki.crt_factors(mods)
+    cases = [(x, [int(_symmetric(np.int64(x % m * y), m)) for m, y in zip(mods, ys)])
+             for x in xs]
+    return mods, ozaki.crt_moduli(mods), big, cases
+
+
+@pytest.mark.parametrize("count", COUNTS)
+def test_recombination_finds_the_integer_exactly_in_fp64(count):
+    mods, cm, big, cases = _recombination_cases(count, 20 + count)
     magic = 6755399441055744.0
-    for x in xs:
+    for x, bytes_ in cases:
         hi, exact, lo = 0.0, 0, 0
-        for i, m in enumerate(mods):
-            s = int(_symmetric(np.int64(x % m * ys[i]), m))  # the product plane's byte
+        for i, (m, s) in enumerate(zip(mods, bytes_)):
             assert int(cm.w_hi[i]) + cm.w_lo[i] == big // m and 0 <= cm.w_lo[i] < 2**13
             hi, exact = hi + float(s) * cm.w_hi[i], exact + s * int(cm.w_hi[i])
             assert hi == exact  # every product and partial sum exact in FP64
@@ -123,20 +131,12 @@ def test_the_integer_recombination_finds_the_integer_exactly(count):
     """oz_crt_int: S = T2 2^38 + T1 2^19 + T0 from INT32 sums of s_l times W_l's 19-bit
     pieces, k from S in FP64, X = S - k M in 64-bit wrapping arithmetic. Every partial sum
     stays inside INT32, and X is the integer, for the extremes of |X| < M / 2 too."""
-    mods = ref.moduli(count)
-    cm = ozaki.crt_moduli(mods)
-    big = ref.product_bound(count)
+    mods, cm, big, cases = _recombination_cases(count, 30 + count)
     assert cm.m == big
-    r2 = int(ref.radius(count)) ** 2
-    rng = np.random.default_rng(30 + count)
-    xs = [int(x) for x in rng.integers(-min(r2, 2**62), min(r2, 2**62), 5000)]
-    xs += [r2, -r2, 0, 1, -1]
-    ys = ozaki.crt_factors(mods)
     magic = 6755399441055744.0
-    for x in xs:
+    for x, bytes_ in cases:
         t = [0, 0, 0]
-        for i, m in enumerate(mods):
-            s = int(_symmetric(np.int64(x % m * ys[i]), m))  # the product plane's byte
+        for i, (m, s) in enumerate(zip(mods, bytes_)):
             assert -128 <= s <= 127
             w = sum(cm.piece[c][i] << (19 * c) for c in range(3))
             assert w == big // m and all(0 <= cm.piece[c][i] < 2**19 for c in range(3))

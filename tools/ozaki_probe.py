@@ -149,7 +149,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     for n in scale_blocks:  # oz_scale's launch bounds: n blocks an SM
         variants[f"scale_blocks{n}"] = bind(SCALE_BLOCKS=n)
     if rows2:  # oz_scale's 2 rows a block, alone and with those launch bounds it is built for
-        for n in (1, *[n for n in scale_blocks if n <= 3]):
+        for n in (1, *[b for b in scale_blocks if b <= 3]):
             variants["rows2" + (f"_blocks{n}" if n != 1 else "")] = bind(
                 SCALE_ROWS_K=2, SCALE_ROWS_R=2, SCALE_BLOCKS=n)
     if overlap:  # every launch but the first overlapping the one before it, or (where
