@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,59 @@ def test_a_results_file_records_the_dispatch_settings_an_experiment_may_change(m
     assert got["plan.STAGE_SHARE"] == plan.STAGE_SHARE
     monkeypatch.setattr(lookup, "MODEL_TRANSFER", 0.5)
     assert results.dispatch_settings()["dispatch.lookup.MODEL_TRANSFER"] == 0.5
+
+
+def test_the_scheme_s_switches_are_recorded_and_set_only_by_name_and_type(monkeypatch):
+    """precision="fp32_emulated" changes with runtime.ozaki's switches: a bench run made with
+    one flipped (tools/h200.sh's SET) must say so in its file. apply_settings sets only the
+    recorded ones, each of its own type, and refuses anything else by name."""
+    from sgemmlab.runtime import ozaki
+
+    for name in ("MERGED", "FALLBACK_EARLY", "SCALE_BLOCKS", "SCALE_ROWS_K", "CRT_INT"):
+        monkeypatch.setattr(ozaki, name, getattr(ozaki, name))  # set back afterwards
+    done = results.apply_settings(["runtime.ozaki.MERGED=1", "runtime.ozaki.SCALE_BLOCKS=3",
+                                   "runtime.ozaki.CRT_INT=false"])
+    assert done == {"runtime.ozaki.MERGED": True, "runtime.ozaki.SCALE_BLOCKS": 3,
+                    "runtime.ozaki.CRT_INT": False}
+    assert ozaki.MERGED is True and ozaki.SCALE_BLOCKS == 3
+    got = results.dispatch_settings()
+    assert got["runtime.ozaki.MERGED"] is True and got["runtime.ozaki.SCALE_BLOCKS"] == 3
+    for bad, says in [("runtime.ozaki.MERGD=1", "not module.NAME=value"),
+                      ("runtime.ozaki.MERGED", "not module.NAME=value"),
+                      ("runtime.ozaki.KERNELS=1", "not module.NAME=value"),
+                      ("ozaki.MERGED=1", "not module.NAME=value"),
+                      ("runtime.ozaki.MERGED=yes", "1, 0, true or false"),
+                      ("runtime.ozaki.SCALE_BLOCKS=3.5", "of type int")]:
+        with pytest.raises(ValueError, match=says):
+            results.apply_settings([bad])
+    assert ozaki.MERGED is True  # a refusal sets nothing of its own
+
+
+def test_with_settings_runs_the_command_line_with_the_settings_or_refuses(tmp_path):
+    """tools/with_settings.py: the settings before "--", then sgemmlab's own arguments."""
+    import subprocess
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "with_settings.py"
+    ok = subprocess.run([sys.executable, str(tool), "runtime.ozaki.MERGED=1", "--", "--help"],
+                        capture_output=True, text=True, cwd=tmp_path)
+    assert ok.returncode == 0 and "Usage: sgemmlab" in ok.stdout
+    assert "runtime.ozaki.MERGED=True" in ok.stderr
+    bad = subprocess.run([sys.executable, str(tool), "runtime.ozaki.MERGED=2", "--", "--help"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode != 0 and "1, 0, true or false" in bad.stderr
+    assert "Usage" not in bad.stdout
+
+
+def test_the_ozaki_probe_splits_a_combination_into_switches_and_rung_26_s_configuration():
+    import importlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    try:
+        probe = importlib.import_module("ozaki_probe")
+    finally:
+        sys.path.pop(0)
+    switches, over = probe.combo("MERGED=1,FALLBACK_EARLY=1,SCALE_BLOCKS=3,GROUP_M=16")
+    assert switches == {"MERGED": True, "FALLBACK_EARLY": True, "SCALE_BLOCKS": 3}
+    assert over == {"GROUP_M": 16}
+    with pytest.raises(ValueError, match="1, 0, true or false"):
+        probe.combo("MERGED=2")

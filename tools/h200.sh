@@ -22,12 +22,13 @@ mkdir -p "$OUT" results/nvidia-h200/profile results/nvidia-h200/models  # by kin
 [ -n "${SGEMMLAB_GIT_COMMIT:-}" ] || echo "WARNING: SGEMMLAB_GIT_COMMIT is not set; results \
 files will name whatever commit this copy's .git says"
 sg() { python3 -m sgemmlab "$@"; }
-# sg with dispatch's lookup.MODEL_TRANSFER set to $TRANSFER where it is given
-transfer() {
-  if [ -n "${TRANSFER:-}" ]; then
-    python3 -c "import sys; from sgemmlab.dispatch import lookup
-lookup.MODEL_TRANSFER = float(sys.argv.pop(1)); from sgemmlab.cli import main; main()" \
-      "$TRANSFER" "$@"
+# sg with module settings changed (tools/with_settings.py; the results file records them):
+# SET="runtime.ozaki.MERGED=1 runtime.ozaki.SCALE_BLOCKS=3", and TRANSFER=x for
+# dispatch.lookup.MODEL_TRANSFER=x
+settings() {
+  local set=(${SET:-}); [ -n "${TRANSFER:-}" ] && set+=("dispatch.lookup.MODEL_TRANSFER=$TRANSFER")
+  if [ ${#set[@]} -gt 0 ]; then
+    python3 tools/with_settings.py "${set[@]}" -- "$@"
   else
     sg "$@"
   fi
@@ -127,9 +128,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
         --quiet || status=1 ;;
     mix)  # issue 34: COUNT log-uniform problems of every kind (layouts, misaligned, padded,
       # batched; --mix) through the API, in MODE (isolated or throughput); CONFIRM=1: 15 rounds;
-      # TRANSFER=x: dispatch's lookup.MODEL_TRANSFER set to x (the results file records it)
+      # TRANSFER=x, SET=...: module settings (settings(), above; the results file records them)
       rm -rf "$SGEMMLAB_CACHE_DIR/tables"
-      transfer bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix \
+      settings bench --random "${COUNT:-300}" --seed "${SEED:?the seed of the mix}" --mix \
         -k matmul -b none --mode "${MODE:-isolated}" \
         $([ "${CONFIRM:-0}" = 1 ] && echo --confirm) --quiet || status=1 ;;
     packpair)  # x @ W^T on a row-major copy of W^T and in place (tools/pack_pair.py;
@@ -155,8 +156,9 @@ torch.backends.cuda.matmul.allow_tf32=False; a=torch.rand(4096,4096,device='cuda
       fi ;;
     emulated)  # precision="fp32_emulated" through dispatch and the API against cuBLAS SGEMM
       # and the composed anchor (EMULATED_ARGS="--confirm" for 15 rounds; EMULATED_SIZES:
-      # the cubes' sides; 16384 takes about four minutes confirmed)
-      sg bench $(for n in ${EMULATED_SIZES:-2048 4096 8192 16384}; do echo "--shape ${n}x${n}x${n}"; done) \
+      # the cubes' sides; 16384 takes about four minutes confirmed; SET: the scheme's
+      # switches for this run, e.g. SET="runtime.ozaki.MERGED=1", recorded in the file)
+      settings bench $(for n in ${EMULATED_SIZES:-2048 4096 8192 16384}; do echo "--shape ${n}x${n}x${n}"; done) \
         -k auto -k matmul --precision fp32_emulated ${EMULATED_ARGS:-} --quiet || status=1 ;;
     emulatedpair)  # where fp32_emulated's dispatch turns: cuBLAS, ieee, fp32_emulated and
       # rung 26 forced, paired per shape (tools/emulated_pair.py; PAIR_ARGS="--check")

@@ -93,12 +93,26 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
             "power_limit_w": rows[0][2]} if rows else {"samples": 0}
 
 
+def combo(spec: str) -> tuple[dict, dict]:
+    """"MERGED=1,SCALE_BLOCKS=3,GROUP_M=16" -> (ozaki's switches, each of its own type, as a
+    results file records them: bench/results.SETTINGS; rung 26's configuration, ints)."""
+    from sgemmlab.bench.results import SETTINGS, parse_settings
+
+    pairs = [kv.strip() for kv in spec.split(",") if kv.strip()]
+    ours = [kv for kv in pairs if kv.split("=")[0] in SETTINGS["runtime.ozaki"]]
+    switches = {name: value for _, name, value in
+                parse_settings(f"runtime.ozaki.{kv}" for kv in ours)}
+    over = {k: int(v) for k, v in (kv.split("=") for kv in pairs if kv not in ours)}
+    return switches, over
+
+
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
             cluster: int = 1, smi: bool = False, stages: int = 4, group_m: int = 8,
             crt_rows: bool = False, two_pass: bool = False, rows_r8: bool = False,
             gemm_variants: tuple[str, ...] = (), overlap: bool = False,
             burst: int = 1, crt_int: bool = False, merged: bool = False,
-            scale_blocks: tuple[int, ...] = (), rows2: bool = False) -> dict:
+            scale_blocks: tuple[int, ...] = (), rows2: bool = False,
+            combos: tuple[str, ...] = ()) -> dict:
     import torch
 
     from sgemmlab.runtime import ozaki
@@ -158,6 +172,9 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
     for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
         over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
         variants[f"gemm[{spec}]"] = bind(over)
+    for spec in combos:  # several of ozaki's switches at once, and rung 26's configuration
+        switches, over = combo(spec)
+        variants[f"set[{spec}]"] = bind(over, **switches)
     for name, (other, other_order) in variants.items():
         other()
         torch.cuda.synchronize()
@@ -252,6 +269,10 @@ def main() -> None:
                    help="also the product with oz_scale staging 2 rows a block "
                         "(ozaki.SCALE_ROWS_K and _R), alone and with each --scale-blocks: "
                         "paired")
+    p.add_argument("--set", default="",
+                   help="also the product with several of ozaki's switches and rung 26's "
+                        "configuration at once, paired: '/'-separated, e.g. "
+                        "MERGED=1,FALLBACK_EARLY=1,SCALE_BLOCKS=3/MERGED=1,GROUP_M=16")
     p.add_argument("--burst", type=int, default=1,
                    help="each paired sample is this many calls back to back (40: as the "
                         "bench times, under sustained power)")
@@ -270,7 +291,7 @@ def main() -> None:
                           tuple(v for v in args.gemm.split("/") if v), args.overlap,
                           args.burst, args.crt_int, args.merged,
                           tuple(int(v) for v in args.scale_blocks.split(",") if v),
-                          args.rows2)
+                          args.rows2, tuple(v for v in args.set.split("/") if v))
             print(json.dumps(rec), flush=True)
             records.append(rec)
             torch.cuda.empty_cache()

@@ -3,6 +3,7 @@ for the trip (the H200's compile cache starts empty; NVRTC there would spend min
 
     python tools/prebuild.py [--since ISO-TIME [--until ISO-TIME]] [--out FILE.tar.xz]
     python tools/prebuild.py --compile-only --jobs 16   # on the GPU machine itself
+    python tools/prebuild.py --tensor                    # only what fp32_emulated loads
 
 Compiles every grid and layers candidate (tune/grid.py) and every rung's H200 default, in
 every layout the rung takes and both alignment variants, the tensor rungs' defaults and
@@ -190,6 +191,10 @@ def main() -> None:
                     help="--mix: with lookup.MODEL_TRANSFER at each of these values")
     ap.add_argument("--stage-pair", type=int, action="append", metavar="SEED",
                     help="only the plans tools/stage_pair.py --seed SEED makes")
+    ap.add_argument("--tensor", action="store_true",
+                    help="only the tensor rungs, rung 26's variants and the scheme's passes "
+                         "(what precision='fp32_emulated' and its tests, probe and bench "
+                         "load): some twenty builds, under a minute on two cores")
     args = ap.parse_args()
     # the device has no bundle (sgemmlab/data/cubins is built at packaging time, not carried):
     # a kernel the bundle here holds must still land in the cache that is packed
@@ -207,7 +212,7 @@ def main() -> None:
                     for M, N, K, layout, pad in mix_problems(args.stage_pair, 1)]
             items += plan_work(todo, ((False, True), (True, False), (True, True)), True)
     else:
-        items = work() + tensor_work()
+        items = (work() if not args.tensor else []) + tensor_work()
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         problems = [p for p in pool.map(_one, items) if p]

@@ -48,7 +48,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..runtime.files import write_atomic
 from .problems import Problem, key
@@ -129,11 +129,14 @@ def environment(gpu) -> dict[str, Any]:
 
 
 #: the module settings that change what matmul runs without changing a file: an experiment
-#: that sets one (tools/h200.sh's TRANSFER, a tool's packing gate) is told apart by them
+#: that sets one (`apply_settings`: tools/h200.sh's SET, a tool's packing gate) is told apart
+#: by them. runtime.ozaki's are the scheme's switches (precision="fp32_emulated").
 SETTINGS = {"dispatch.lookup": ("MODEL_TRANSFER",),
             "plan": ("STAGE", "STAGE_MIN_K", "STAGE_KEEP_A", "STAGE_KEEP_B", "STAGE_COPY_US",
                      "STAGE_COPY_US_PER_MB", "STAGE_RATE", "STAGE_SHARE", "PACK_B",
-                     "PACK_MIN_M", "PACK_MIN_OUTPUTS", "PACK_MIN_K")}
+                     "PACK_MIN_M", "PACK_MIN_OUTPUTS", "PACK_MIN_K"),
+            "runtime.ozaki": ("FUSED", "MERGED", "FALLBACK_EARLY", "CRT_INT", "CRT_ONE_WAVE",
+                              "OVERLAP", "SCALE_BLOCKS", "SCALE_ROWS_K", "SCALE_ROWS_R")}
 
 
 def dispatch_settings() -> dict[str, Any]:
@@ -144,6 +147,47 @@ def dispatch_settings() -> dict[str, Any]:
         mod = importlib.import_module(f"sgemmlab.{name}")
         out.update({f"{name}.{k}": getattr(mod, k) for k in keys})
     return out
+
+
+def parse_settings(specs: Iterable[str]) -> list[tuple[str, str, Any]]:
+    """"module.NAME=value" (a module of SETTINGS, e.g. runtime.ozaki.MERGED=1) -> (module,
+    NAME, value), the value of the setting's own type (bool: 1/0/true/false). Anything not
+    in SETTINGS is refused: a run's file records every setting it was made with."""
+    out = []
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        module, _, name = key.strip().rpartition(".")
+        if not sep or name not in SETTINGS.get(module, ()):
+            known = ", ".join(f"{m}.{k}" for m, keys in SETTINGS.items() for k in keys)
+            raise ValueError(f"{spec!r}: not module.NAME=value of a recorded setting ({known})")
+        out.append((module, name, _setting_value(module, name, text.strip())))
+    return out
+
+
+def _setting_value(module: str, name: str, text: str) -> Any:
+    import importlib
+
+    kind = type(getattr(importlib.import_module(f"sgemmlab.{module}"), name))
+    if kind is bool:
+        if text.lower() not in ("0", "1", "true", "false"):
+            raise ValueError(f"{module}.{name}={text!r}: a switch takes 1, 0, true or false")
+        return text.lower() in ("1", "true")
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{module}.{name}={text!r}: the setting is of type {kind.__name__}") \
+            from None
+
+
+def apply_settings(specs: Iterable[str]) -> dict[str, Any]:
+    """Set each "module.NAME=value" (parse_settings) for this process; what was set."""
+    import importlib
+
+    done = {}
+    for module, name, value in parse_settings(specs):
+        setattr(importlib.import_module(f"sgemmlab.{module}"), name, value)
+        done[f"{module}.{name}"] = value
+    return done
 
 
 def command_line() -> str:
