@@ -200,11 +200,11 @@ def test_with_settings_runs_the_command_line_with_the_settings_or_refuses(tmp_pa
 
     tool = Path(__file__).resolve().parents[1] / "tools" / "with_settings.py"
     ok = subprocess.run([sys.executable, str(tool), "runtime.ozaki.MERGED=1", "--", "--help"],
-                        capture_output=True, text=True, cwd=tmp_path)
+                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert ok.returncode == 0 and "Usage: sgemmlab" in ok.stdout
     assert "runtime.ozaki.MERGED=True" in ok.stderr
     bad = subprocess.run([sys.executable, str(tool), "runtime.ozaki.MERGED=2", "--", "--help"],
-                         capture_output=True, text=True, cwd=tmp_path)
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert bad.returncode != 0 and "1, 0, true or false" in bad.stderr
     assert "Usage" not in bad.stdout
 
