@@ -174,12 +174,14 @@ def test_the_scheme_s_switches_are_recorded_and_set_only_by_name_and_type(monkey
     recorded ones, each of its own type, and refuses anything else by name."""
     from sgemmlab.runtime import ozaki
 
-    for name in ("MERGED", "FALLBACK_EARLY", "SCALE_BLOCKS", "SCALE_ROWS_K", "CRT_INT"):
+    for name in ("MERGED", "FALLBACK_EARLY", "SCALE_BLOCKS", "SCALE_ROWS_K", "CRT_INT", "GEMM"):
         monkeypatch.setattr(ozaki, name, getattr(ozaki, name))  # set back afterwards
     done = results.apply_settings(["runtime.ozaki.MERGED=1", "runtime.ozaki.SCALE_BLOCKS=3",
-                                   "runtime.ozaki.CRT_INT=false"])
+                                   "runtime.ozaki.CRT_INT=false",
+                                   "runtime.ozaki.GEMM=EXACT_DIV=1,GROUP_M=16"])
     assert done == {"runtime.ozaki.MERGED": True, "runtime.ozaki.SCALE_BLOCKS": 3,
-                    "runtime.ozaki.CRT_INT": False}
+                    "runtime.ozaki.CRT_INT": False,
+                    "runtime.ozaki.GEMM": "EXACT_DIV=1,GROUP_M=16"}
     assert ozaki.MERGED is True and ozaki.SCALE_BLOCKS == 3
     got = results.dispatch_settings()
     assert got["runtime.ozaki.MERGED"] is True and got["runtime.ozaki.SCALE_BLOCKS"] == 3
@@ -188,7 +190,8 @@ def test_the_scheme_s_switches_are_recorded_and_set_only_by_name_and_type(monkey
                       ("runtime.ozaki.KERNELS=1", "not module.NAME=value"),
                       ("ozaki.MERGED=1", "not module.NAME=value"),
                       ("runtime.ozaki.MERGED=yes", "1, 0, true or false"),
-                      ("runtime.ozaki.SCALE_BLOCKS=3.5", "of type int")]:
+                      ("runtime.ozaki.SCALE_BLOCKS=3.5", "of type int"),
+                      ("runtime.ozaki.GEMM=EXACT_DIV=1,FOO=2", "'FOO=2' is not NAME=integer")]:
         with pytest.raises(ValueError, match=says):
             results.apply_settings([bad])
     assert ozaki.MERGED is True  # a refusal sets nothing of its own

@@ -96,7 +96,8 @@ SHAPES = [(1, 1, 1), (7, 13, 5), (1, 300, 97), (131, 1, 257), (128, 256, 128),
     (1, False, None, None, {"merged": True}), (1, True, 8, None, {"scale_blocks": 4}),
     (1, True, 4, None, {"merged": True, "scale_blocks": 3}), (1, True, 2, None, {"rows_k": 2}),
     (1, True, 2, None, {"rows_k": 2, "scale_blocks": 3, "merged": True}),
-    (1, True, 4, None, {"merged": True, "early": True})])
+    (1, True, 4, None, {"merged": True, "early": True}), (1, True, 4, {"EXACT_DIV": 1}, {}),
+    (1, True, 4, {"PINGPONG": 1, "STORE16": 1, "EXACT_DIV": 1}, {})])
 def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r, gemm, extra):
     """cluster 2: pairs of blocks share B's tiles by multicast (an odd count of row-tiles
     leaves one block of a pair computing zeros past M); fused False: oz_norms and oz_split
@@ -105,7 +106,8 @@ def test_bit_for_bit_with_the_reference(M, N, K, ta, tb, cluster, fused, rows_r,
     tile in turns; crt_int: the recombination's integer sums (oz_crt_int); merged: a pass
     both operands take in one launch (ozaki.MERGED), with oz_scale or the two passes;
     scale_blocks: oz_scale built for 3 or 4 blocks an SM (ozaki.SCALE_BLOCKS); rows 2: its
-    2-row staging (ozaki.SCALE_ROWS_K and _R)."""
+    2-row staging (ozaki.SCALE_ROWS_K and _R); EXACT_DIV: rung 26's residues by an exact
+    division."""
     import torch
 
     seed = M * 7919 + N * 31 + K + 2 * ta + tb

@@ -40,6 +40,69 @@ def test_epilogue_reduction_is_the_symmetric_residue(count):
         np.testing.assert_array_equal(r, _symmetric(s, m))
 
 
+def _exact(s: np.ndarray, m: int, magic39: int, lift: int) -> np.ndarray:
+    """residue_exact (kernels/hopper/26_ozaki_int8.cu) in 32-bit wrapping arithmetic."""
+    a = (s + lift + m // 2).astype(np.int64)
+    assert (a >= 0).all() and (a < 2**31).all()
+    q = (a.astype(np.uint64) * np.uint64(magic39)) >> np.uint64(39)  # umulhi, then >> 7
+    r = (q.astype(np.int64) * ((2**32 - m) % 2**32) + s + lift) % 2**32  # q (-m) + (s + lift)
+    return np.where(r >= 2**31, r - 2**32, r)  # as an int
+
+
+def test_the_exact_division_is_the_symmetric_residue_up_to_its_k():
+    """EXACT_DIV's reduction, for every modulus the kernels take, over the sums of K <=
+    EXACT_K terms (the extremes included): the symmetric residue, with no correction. Past
+    EXACT_K, exact_division says no, and does so at the first K where a modulus fails."""
+    mods = ref.moduli(ozaki.MAX_MODULI)
+    g = ozaki.gemm_moduli(mods)
+    rng = np.random.default_rng(26)
+    top = ozaki.EXACT_K * 2**14
+    s = np.concatenate([rng.integers(-top, top + 1, 200_000),
+                        np.array([-top, top, 0, 1, -1, 127, 128, -128, -129])]).astype(np.int64)
+    for i, m in enumerate(mods):
+        np.testing.assert_array_equal(_exact(s, m, g.magic39[i], g.lift[i]), _symmetric(s, m))
+    assert ozaki.exact_division(mods, ozaki.EXACT_K)
+    assert not ozaki.exact_division(mods, ozaki.EXACT_K + 1)
+    assert not ozaki.exact_division(mods[:1], ozaki.EXACT_K + 1)  # 256: a below 0
+    # the check is the arithmetic's: the multiply-high alone, without the shift, fails
+    i = mods.index(247)
+    a = np.arange(2**31 - 2**20, 2**31, dtype=np.int64) - g.lift[i] - 247 // 2
+    loose = -(-2**32 // 247)
+    q = (((a + g.lift[i] + 123).astype(np.uint64) * np.uint64(loose)) >> np.uint64(32))
+    assert (q.astype(np.int64) != (a + g.lift[i] + 123) // 247).any()
+
+
+@pytest.mark.parametrize("through", ["cfg", "GEMM"])
+def test_bind_builds_without_the_exact_division_past_its_k(monkeypatch, through):
+    """A configuration with EXACT_DIV at K past EXACT_K is loaded without it (the other
+    residue, exact for every K the scheme takes); at or below, as given: by the bound
+    configuration, or by ozaki.GEMM (an experiment's override, over any configuration)."""
+    import types
+
+    _stand_ins(monkeypatch)
+    got, stand_in = {}, ozaki.load
+
+    def load(cfg, device_id=0):
+        got["cfg"] = cfg
+        return stand_in(cfg, device_id)
+
+    monkeypatch.setattr(ozaki, "load", load)
+    seed = {**ozaki.rung().seed, "EXACT_DIV": 1}
+    if through == "GEMM":
+        monkeypatch.setattr(ozaki, "GEMM", "EXACT_DIV=1, GROUP_M=16")
+        seed = ozaki.rung().seed
+    for K, want in ((ozaki.EXACT_K, 1), (ozaki.EXACT_K + 1, 0)):
+        got.clear()
+        ozaki.bind(0, 3, 5, K, 1.0, 0x1000, K, 0x2000, 5, 0.0, 0x3000, 5,
+                   types.SimpleNamespace(handle=0x20), cfg=seed)
+        assert got["cfg"]["EXACT_DIV"] == want, K
+        assert got["cfg"]["GROUP_M"] == (16 if through == "GEMM" else seed["GROUP_M"])
+    monkeypatch.setattr(ozaki, "GEMM", "EXACT_DIV=1,SPLIT=2")
+    with pytest.raises(ConfigError, match="'SPLIT=2' is not NAME=integer"):
+        ozaki.bind(0, 3, 5, 7, 1.0, 0x1000, 7, 0x2000, 5, 0.0, 0x3000, 5,
+                   types.SimpleNamespace(handle=0x20), cfg=seed)
+
+
 def _low_word(d: np.ndarray) -> np.ndarray:
     return (d.view(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
 

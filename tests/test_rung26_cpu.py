@@ -2,12 +2,13 @@
 copy-engine boxes, INT8 wgmma and epilogue emulated (tests/cuda_cpu.h), bit for bit against
 NumPy's products of the same residue planes. Every configuration the probes time: the
 seed, 16-byte stores (STORE16), each warpgroup its own tile in turns (PINGPONG), BN 128,
-two stages, and clusters of two blocks sharing B by multicast (CLUSTER 2). Ragged shapes
-(1 and primes), K past the ring, one block walking every item and three sharing them; the
-output planes start as one poison and then another, so an element never written fails,
-and their padding past N must keep it. Each planted bug (a stage released before its wgmma
-retired, a wait left out, the turns dropped, two halves of a row swapped, a cluster's
-block leaving while its peer still writes to it) must fail: the emulator would prove
+two stages, clusters of two blocks sharing B by multicast (CLUSTER 2), and the residues by
+an exact division (EXACT_DIV). Ragged shapes (1 and primes), K past the ring, one block
+walking every item and three sharing them; the output planes start as one poison and then
+another, so an element never written fails, and their padding past N must keep it. Each
+planted bug (a stage released before its wgmma retired, a wait left out, the turns dropped,
+two halves of a row swapped, a cluster's block leaving while its peer still writes to it,
+the exact division's shift or half-modulus left out) must fail: the emulator would prove
 nothing if it let them through. The GPU tests (tests/test_ozaki_gpu.py) stay the judge of
 what it cannot see."""
 
@@ -32,6 +33,8 @@ CONFIGS = {
     "stages2": {"STAGES": 2, "STORE16": 1},
     "cluster2": {"CLUSTER": 2, "STORE16": 0},
     "cluster2_store16": {"CLUSTER": 2, "STORE16": 1, "BN": 128},
+    "exact_div": {"EXACT_DIV": 1},
+    "pingpong_exact_div": {"PINGPONG": 1, "STORE16": 0, "BN": 128, "STAGES": 3, "EXACT_DIV": 1},
 }
 # (k-tiles of 128: fewer than the ring's stages, as many (512 with 4), and more)
 SHAPES = [(1, 1, 1, 1), (17, 31, 64, 1), (131, 263, 301, 3), (129, 130, 257, 2),
@@ -71,7 +74,7 @@ def test_threads_taking_turns_in_drawn_orders(name, seed):
     _check(*_planes(300, 257, 700, 2, seed), 2, CONFIGS[name], order=seed)
 
 
-@pytest.mark.parametrize("name", ["seed", "pingpong_store16"])
+@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "exact_div"])
 def test_eight_moduli_and_a_long_k(name):
     _check(*_planes(70, 300, 1100, 8, 11), 8, CONFIGS[name])
 
@@ -104,6 +107,11 @@ BUGS = {
         CONFIGS["cluster2"]),
     "B's half multicast to one block of the pair": (
         [("full(stage), 0x3);", "full(stage), 0x1);")], CONFIGS["cluster2"]),
+    "the exact division's quotient not shifted": (
+        [("__umulhi(a, magic39) >> 7", "__umulhi(a, magic39)")], CONFIGS["exact_div"]),
+    "the exact division without its half-modulus": (
+        [("lift_half(EXACT_DIV ? mods.lift[l] + mods.m[l] / 2 : 0u)",
+          "lift_half(EXACT_DIV ? mods.lift[l] : 0u)")], CONFIGS["exact_div"]),
     "a block leaving while its peer may still write to it": (
         [("        cluster_sync();  // no block leaves while its peer may still write to it\n",
           ""), ("#if CLUSTER == 2\n    cluster_sync();\n#endif\n}", "}")],

@@ -266,7 +266,8 @@ def test_packed_plans_and_biases_in_the_epilogue_are_clean(tool):
 # with oz_scale, and in the last configuration with the two passes, ozaki.FUSED off; in one,
 # the fallback in the splits' launch, ozaki.FALLBACK_EARLY), and
 # oz_scale built for four blocks an SM (ozaki.SCALE_BLOCKS), and staging 2 rows a block
-# (ozaki.SCALE_ROWS_K and _R)
+# (ozaki.SCALE_ROWS_K and _R); in the last, rung 26's residues by an exact division
+# (EXACT_DIV)
 OZAKI_SCRIPT = f"""
 import torch
 from sgemmlab.runtime import ozaki
@@ -275,7 +276,7 @@ from sgemmlab.runtime.arrays import stream_for
 stream = stream_for(torch.cuda.current_stream().cuda_stream, 0)
 configs = [({{"CLUSTER": 1, "STORE16": 0}}, False), ({{"CLUSTER": 1}}, True),
            ({{"CLUSTER": 2}}, True), ({{"STORE16": 1, "PINGPONG": 1}}, True),
-           ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1}}, True)]
+           ({{"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1, "EXACT_DIV": 1}}, True)]
 for i, (over, overlap) in enumerate(configs):
     ozaki.OVERLAP = overlap  # (read when a product is bound)
     ozaki.CRT_INT = overlap  # the integer recombination with the overlapped launches

@@ -92,7 +92,9 @@ SCHEME_VARIANTS = ({"CLUSTER": 2}, {"STORE16": 0}, {"CLUSTER": 2, "STORE16": 0},
                    {"PINGPONG": 1, "STORE16": 1},
                    {"PINGPONG": 1, "BN": 128, "STAGES": 6},
                    {"PINGPONG": 1, "BN": 128, "STORE16": 1, "STAGES": 6},
-                   {"PINGPONG": 1, "STORE16": 1, "STAGES": 5}, {"GROUP_M": 16}, {"GROUP_M": 32})
+                   {"PINGPONG": 1, "STORE16": 1, "STAGES": 5}, {"GROUP_M": 16}, {"GROUP_M": 32},
+                   {"EXACT_DIV": 1}, {"PINGPONG": 1, "STORE16": 1, "EXACT_DIV": 1},
+                   {"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1, "EXACT_DIV": 1})
 
 
 def tensor_work() -> list[tuple[str, dict, str]]:

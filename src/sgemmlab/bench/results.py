@@ -136,7 +136,8 @@ SETTINGS = {"dispatch.lookup": ("MODEL_TRANSFER",),
                      "STAGE_COPY_US_PER_MB", "STAGE_RATE", "STAGE_SHARE", "PACK_B",
                      "PACK_MIN_M", "PACK_MIN_OUTPUTS", "PACK_MIN_K"),
             "runtime.ozaki": ("FUSED", "MERGED", "FALLBACK_EARLY", "CRT_INT", "CRT_ONE_WAVE",
-                              "OVERLAP", "SCALE_BLOCKS", "SCALE_ROWS_K", "SCALE_ROWS_R")}
+                              "OVERLAP", "SCALE_BLOCKS", "SCALE_ROWS_K", "SCALE_ROWS_R",
+                              "GEMM")}
 
 
 def dispatch_settings() -> dict[str, Any]:
@@ -167,16 +168,20 @@ def parse_settings(specs: Iterable[str]) -> list[tuple[str, str, Any]]:
 def _setting_value(module: str, name: str, text: str) -> Any:
     import importlib
 
-    kind = type(getattr(importlib.import_module(f"sgemmlab.{module}"), name))
+    mod = importlib.import_module(f"sgemmlab.{module}")
+    kind = type(getattr(mod, name))
     if kind is bool:
         if text.lower() not in ("0", "1", "true", "false"):
             raise ValueError(f"{module}.{name}={text!r}: a switch takes 1, 0, true or false")
         return text.lower() in ("1", "true")
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
         raise ValueError(f"{module}.{name}={text!r}: the setting is of type {kind.__name__}") \
             from None
+    if check := getattr(mod, "SETTING_CHECKS", {}).get(name):  # a value's own rules
+        check(value)
+    return value
 
 
 def apply_settings(specs: Iterable[str]) -> dict[str, Any]:

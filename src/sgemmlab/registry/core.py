@@ -23,7 +23,8 @@ MAX_STATIC_SMEM = 48 * 1024
 MAX_REGISTERS_PER_THREAD = 255
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 MAY_BE_ZERO = frozenset({"PAD", "PREFETCH", "TRANSPOSE_A", "REGPF", "FIXUP", "SPLIT",
-                         "REG_TRANSPOSE", "INFLIGHT", "TAIL", "ORDER", "STORE16", "PINGPONG"})
+                         "REG_TRANSPOSE", "INFLIGHT", "TAIL", "ORDER", "STORE16", "PINGPONG",
+                         "EXACT_DIV"})
 
 #: What a rung can do beyond the contract of kernels/common.cuh (row-major, one product):
 #:   "layouts"  A and/or B may be column-major (the launcher compiles SGEMM_TA / SGEMM_TB);

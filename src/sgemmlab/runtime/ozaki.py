@@ -78,7 +78,8 @@ def rung():
 
 class _GemmModuli(ctypes.Structure):
     _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("magic", ctypes.c_uint * MAX_MODULI),
-                ("offset", ctypes.c_uint * MAX_MODULI)]
+                ("offset", ctypes.c_uint * MAX_MODULI), ("magic39", ctypes.c_uint * MAX_MODULI),
+                ("lift", ctypes.c_uint * MAX_MODULI)]
 
 
 class _SplitModuli(ctypes.Structure):
@@ -93,13 +94,35 @@ class _CrtModuli(ctypes.Structure):
                 ("piece", (ctypes.c_int * MAX_MODULI) * 3)]
 
 
+#: rung 26's EXACT_DIV takes K up to this: its sums' |s| below 2^14 K (kernels/hopper/
+#: 26_ozaki_int8.cu, residue_exact)
+EXACT_K = 2**16 - 1
+
+
 def gemm_moduli(mods: tuple[int, ...]) -> _GemmModuli:
     """Rung 26's reduction constants: magic = ceil(2^32 / m), offset = the least multiple of
-    m at or above 2^31 (kernels/hopper/26_ozaki_int8.cu, residue)."""
+    m at or above 2^31 (kernels/hopper/26_ozaki_int8.cu, residue); for EXACT_DIV, magic39 =
+    ceil(2^39 / m) and lift = the least multiple of m at or above 2^14 EXACT_K
+    (residue_exact)."""
     s = _GemmModuli()
     for i, m in enumerate(mods):
         s.m[i], s.magic[i], s.offset[i] = m, -(-2**32 // m), m * -(-2**31 // m)
+        s.magic39[i], s.lift[i] = -(-2**39 // m), m * -(-(2**14 * EXACT_K) // m)
     return s
+
+
+def exact_division(mods: tuple[int, ...], K: int) -> bool:
+    """Whether rung 26's EXACT_DIV reduces every sum of K terms exactly, for every modulus:
+    a = s + lift + m / 2 (|s| <= 2^14 K) lies in [0, 2^31), and a (m magic39 - 2^39) <
+    2^39, so that magic39's excess over 2^39 / m never carries a / m past the next
+    integer: umulhi(a, magic39) >> 7 = floor(a / m)."""
+    g = gemm_moduli(mods)
+    for i, m in enumerate(mods):
+        top, base = 2**14 * K, g.lift[i] + m // 2
+        if base < top or base + top >= 2**31 or \
+                (base + top) * (m * g.magic39[i] - 2**39) >= 2**39:
+            return False
+    return True
 
 
 def crt_factors(mods: tuple[int, ...]) -> tuple[int, ...]:
@@ -258,10 +281,14 @@ def bind(device_id: int, M: int, N: int, K: int, alpha: float, a: int, lda: int,
 
     count = COUNT if count is None else count
     check(M, N, K, count)
+    mods = moduli(count)
     if cfg is None:
         cfg = rung().default(gpu_info(device_id).name)
+    if GEMM:
+        cfg = {**cfg, **gemm_overrides(GEMM)}
+    if cfg.get("EXACT_DIV") and not exact_division(mods, K):  # K past EXACT_K
+        cfg = {**cfg, "EXACT_DIV": 0}
     k = load(cfg, device_id)
-    mods = moduli(count)
     lay = layout(M, N, K, count)
     sms = gpu_info(device_id).sm_count
     i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
@@ -591,3 +618,24 @@ CRT_ONE_WAVE = True
 #: slower at 4096^3 in bursts of 40 calls, and even at 8192^3
 #: (ozaki-count8-burst40-20261205T0406Z.json): off.
 OVERLAP = False
+
+#: Rung 26's configuration over whatever a product is bound with, for an experiment
+#: ("EXACT_DIV=1,GROUP_M=16"; bench/results records it): empty in the library.
+GEMM = ""
+
+
+def gemm_overrides(spec: str) -> dict[str, int]:
+    """GEMM's "NAME=value,..." as rung 26's configuration keys, each one of its space."""
+    space = rung().space
+    out = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, _, value = item.partition("=")
+        if name not in space or not value.strip().lstrip("-").isdigit():
+            raise ConfigError(f"ozaki.GEMM: {item!r} is not NAME=integer for a key of rung "
+                              f"26's configuration ({', '.join(space)})")
+        out[name] = int(value)
+    return out
+
+
+#: what bench/results.apply_settings checks a setting's value by, before it is set
+SETTING_CHECKS = {"GEMM": gemm_overrides}

@@ -58,6 +58,15 @@
 // bursts at 8192^3, GROUP_M 16 is 1-2 % faster (some 2 GB of HBM reads, 10-15 W, given back
 // to the clock); 32 as much again or, if A's slab falls out of L2, slower. At 4096^3 B's
 // plane (16 MB) stays in L2: nothing.
+// EXACT_DIV (a switch, off until timed): the epilogue's residues by an exact division, a
+// multiply-high and a shift, with no correction steps (residue_exact). Exact for K < 2^16
+// (runtime/ozaki.EXACT_K; past it the host builds without it). The seed's SASS: 2,480
+// instructions; with EXACT_DIV, 1,848: five a residue fewer, 128 residues a thread an item.
+// Predicted, before any measurement: the epilogue runs while this block's tensor cores wait,
+// two consumer warps a scheduler issuing about 1,300 instructions fewer each an item, so
+// about 1,300 clocks an item an SM: 8 items an SM at 2048^3, about 5 us (of the products'
+// 114); 31 at 4096^3, about 20 us (of 734); 124 at 8192^3, about 0.1 ms (of 6), a little
+// more under the 700 W cap, where fewer instructions also draw less power.
 // Every launch of the scheme starts with griddep_wait (hopper/wgmma.cuh): with
 // runtime/ozaki.OVERLAP this kernel may start while the split before it finishes.
 #ifndef BN
@@ -74,6 +83,9 @@
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0  // 1: each consumer warpgroup its own tile, their main loops in turn
+#endif
+#ifndef EXACT_DIV
+#define EXACT_DIV 0  // 1: the epilogue's residues by an exact division (K < 2^16: the host)
 #endif
 #include "hopper/wgmma.cuh"
 
@@ -97,10 +109,14 @@ static_assert(SMEM_BYTES == SMEM_EXPECT, "the host's shared-memory size matches 
 // s, u = s + offset is positive (offset: a multiple of m at or above 2^31) and below 2^32;
 // q = umulhi(u, magic), magic = ceil(2^32 / m), is floor(u / m) or one more, so u - q m is
 // in [-m, m), and one correction puts it in [0, m).
+// EXACT_DIV's, after them: magic39 = ceil(2^39 / m), and lift, the least multiple of m at or
+// above 2^14 (2^16 - 1), the largest |s| of K < 2^16 terms.
 struct Moduli {
     int m[MAX_MODULI];
     unsigned magic[MAX_MODULI];
     unsigned offset[MAX_MODULI];
+    unsigned magic39[MAX_MODULI];
+    unsigned lift[MAX_MODULI];
 };
 
 // s mod m, symmetric: in [-(m / 2), m - 1 - m / 2] (what reference.residues returns).
@@ -110,6 +126,36 @@ __device__ __forceinline__ int residue(int s, int m, unsigned magic, unsigned of
     if (r < 0) r += m;
     return r > m - 1 - m / 2 ? r - m : r;
 }
+
+// EXACT_DIV: the same residue with no correction. a = s + lift + m / 2 lies in [0, 2^31);
+// q = umulhi(a, magic39) >> 7 is floor(a / m) exactly there (magic39's excess over 2^39 / m,
+// times a, stays below 2^39 / m: runtime/ozaki.exact_division checks it for every modulus).
+// Then s + lift - q m = (a - q m) - m / 2, in [-(m / 2), m - 1 - m / 2], in wrapping
+// arithmetic. Five instructions (an add, the multiply-high, a shift, an add, a multiply-add
+// by -m, which spares negating q), against about ten for residue.
+__device__ __forceinline__ int residue_exact(int s, unsigned minus_m, unsigned magic39,
+                                             unsigned lift, unsigned lift_half) {
+    const unsigned a = static_cast<unsigned>(s) + lift_half;
+    const unsigned q = __umulhi(a, magic39) >> 7;
+    return static_cast<int>(q * minus_m + (static_cast<unsigned>(s) + lift));
+}
+
+// Modulus l's reduction, as the epilogue applies it to a work item's sums.
+struct Reduce {
+    int m;
+    unsigned magic, offset, magic39, lift, lift_half;
+    __device__ __forceinline__ Reduce(const Moduli& mods, int l)
+        : m(mods.m[l]), magic(mods.magic[l]), offset(mods.offset[l]),
+          magic39(EXACT_DIV ? mods.magic39[l] : 0u), lift(EXACT_DIV ? mods.lift[l] : 0u),
+          lift_half(EXACT_DIV ? mods.lift[l] + mods.m[l] / 2 : 0u) {}
+    __device__ __forceinline__ int operator()(int s) const {
+#if EXACT_DIV
+        return residue_exact(s, 0u - static_cast<unsigned>(m), magic39, lift, lift_half);
+#else
+        return residue(s, m, magic, offset);
+#endif
+    }
+};
 
 #ifndef SGEMM_CPU_EMULATOR  // (tests/cuda_cpu.h has its own of these)
 // hopper/wgmma.cuh's tma_load3, multicast: the box lands at `dst` in every block of the
@@ -385,8 +431,7 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
         for (int r = 0; r < RM; ++r) pin(acc[r]);
         release(prev);
         // the residues (accumulator fragment: hopper/wgmma.cuh, store_tile)
-        const int m = mods.m[l];
-        const unsigned magic = mods.magic[l], offset = mods.offset[l];
+        const Reduce reduce(mods, l);
         signed char* out = R + l * plane;
 #pragma unroll
         for (int r = 0; r < RM; ++r) {
@@ -398,10 +443,10 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                     const int i = 4 * j + t;
-                    w[t] = pack4(residue(acc[r][4 * i], m, magic, offset),
-                                 residue(acc[r][4 * i + 1], m, magic, offset),
-                                 residue(acc[r][4 * i + 2], m, magic, offset),
-                                 residue(acc[r][4 * i + 3], m, magic, offset));
+                    w[t] = pack4(reduce(acc[r][4 * i]),
+                                 reduce(acc[r][4 * i + 1]),
+                                 reduce(acc[r][4 * i + 2]),
+                                 reduce(acc[r][4 * i + 3]));
                 }
                 store16(out, ldr, r0, tn * BN + 32 * j, M, N, lane, w);
             }
@@ -410,11 +455,11 @@ sgemm(const __grid_constant__ TensorMap tma_a, const __grid_constant__ TensorMap
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i) {
                 store_pair(out, ldr, r0, c0 + 8 * i, M, N,
-                           residue(acc[r][4 * i], m, magic, offset),
-                           residue(acc[r][4 * i + 1], m, magic, offset));
+                           reduce(acc[r][4 * i]),
+                           reduce(acc[r][4 * i + 1]));
                 store_pair(out, ldr, r0 + 8, c0 + 8 * i, M, N,
-                           residue(acc[r][4 * i + 2], m, magic, offset),
-                           residue(acc[r][4 * i + 3], m, magic, offset));
+                           reduce(acc[r][4 * i + 2]),
+                           reduce(acc[r][4 * i + 3]));
             }
 #endif
         }
