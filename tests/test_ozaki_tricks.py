@@ -40,13 +40,14 @@ def test_epilogue_reduction_is_the_symmetric_residue(count):
         np.testing.assert_array_equal(r, _symmetric(s, m))
 
 
-def _exact(s: np.ndarray, m: int, magic39: int, lift: int) -> np.ndarray:
-    """residue_exact (kernels/hopper/26_ozaki_int8.cu) in 32-bit wrapping arithmetic."""
-    a = (s + lift + m // 2).astype(np.int64)
+def _exact(s: np.ndarray, m: int, magic39: int, half: int, base: int) -> np.ndarray:
+    """residue_exact (kernels/hopper/26_ozaki_int8.cu) in 32-bit arithmetic."""
+    a = s + half
     assert (a >= 0).all() and (a < 2**31).all()
-    q = (a.astype(np.uint64) * np.uint64(magic39)) >> np.uint64(39)  # umulhi, then >> 7
-    r = (q.astype(np.int64) * ((2**32 - m) % 2**32) + s + lift) % 2**32  # q (-m) + (s + lift)
-    return np.where(r >= 2**31, r - 2**32, r)  # as an int
+    hi = (a.astype(np.uint64) * np.uint64(magic39)) >> np.uint64(32)  # umulhi
+    t = (hi.astype(np.int64) + base) % 2**32  # + base, wrapping
+    q = np.where(t >= 2**31, t - 2**32, t) >> 7  # as an int, shifted arithmetically
+    return q * -m + s  # (the kernel's int arithmetic: no overflow at these sizes)
 
 
 def test_the_exact_division_is_the_symmetric_residue_up_to_its_k():
@@ -60,16 +61,19 @@ def test_the_exact_division_is_the_symmetric_residue_up_to_its_k():
     s = np.concatenate([rng.integers(-top, top + 1, 200_000),
                         np.array([-top, top, 0, 1, -1, 127, 128, -128, -129])]).astype(np.int64)
     for i, m in enumerate(mods):
-        np.testing.assert_array_equal(_exact(s, m, g.magic39[i], g.lift[i]), _symmetric(s, m))
+        got = _exact(s, m, g.magic39[i], g.half[i], g.base[i])
+        assert (np.abs(got) < 2**31).all()
+        np.testing.assert_array_equal(got, _symmetric(s, m))
     assert ozaki.exact_division(mods, ozaki.EXACT_K)
     assert not ozaki.exact_division(mods, ozaki.EXACT_K + 1)
     assert not ozaki.exact_division(mods[:1], ozaki.EXACT_K + 1)  # 256: a below 0
     # the check is the arithmetic's: the multiply-high alone, without the shift, fails
     i = mods.index(247)
-    a = np.arange(2**31 - 2**20, 2**31, dtype=np.int64) - g.lift[i] - 247 // 2
-    loose = -(-2**32 // 247)
-    q = (((a + g.lift[i] + 123).astype(np.uint64) * np.uint64(loose)) >> np.uint64(32))
-    assert (q.astype(np.int64) != (a + g.lift[i] + 123) // 247).any()
+    a = np.arange(2**31 - 2**20, 2**31, dtype=np.int64)
+    q = (a.astype(np.uint64) * np.uint64(-(-2**32 // 247))) >> np.uint64(32)
+    assert (q.astype(np.int64) != a // 247).any()
+    assert (((a.astype(np.uint64) * np.uint64(g.magic39[i])) >> np.uint64(39)).astype(np.int64)
+            == a // 247).all()
 
 
 @pytest.mark.parametrize("through", ["cfg", "GEMM"])

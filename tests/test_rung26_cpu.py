@@ -8,9 +8,9 @@ walking every item and three sharing them; the output planes start as one poison
 another, so an element never written fails, and their padding past N must keep it. Each
 planted bug (a stage released before its wgmma retired, a wait left out, the turns dropped,
 two halves of a row swapped, a cluster's block leaving while its peer still writes to it,
-the exact division's shift or half-modulus left out) must fail: the emulator would prove
-nothing if it let them through. The GPU tests (tests/test_ozaki_gpu.py) stay the judge of
-what it cannot see."""
+the exact division's shift left out or its quotient one too large) must fail: the emulator
+would prove nothing if it let them through. The GPU tests (tests/test_ozaki_gpu.py) stay
+the judge of what it cannot see."""
 
 from __future__ import annotations
 
@@ -108,10 +108,13 @@ BUGS = {
     "B's half multicast to one block of the pair": (
         [("full(stage), 0x3);", "full(stage), 0x1);")], CONFIGS["cluster2"]),
     "the exact division's quotient not shifted": (
-        [("__umulhi(a, magic39) >> 7", "__umulhi(a, magic39)")], CONFIGS["exact_div"]),
-    "the exact division without its half-modulus": (
-        [("lift_half(EXACT_DIV ? mods.lift[l] + mods.m[l] / 2 : 0u)",
-          "lift_half(EXACT_DIV ? mods.lift[l] : 0u)")], CONFIGS["exact_div"]),
+        [("__umulhi(a, magic39) + base) >> 7", "__umulhi(a, magic39) + base)")],
+        CONFIGS["exact_div"]),
+    # (an error of a multiple of 256 leaves the stored byte as it is: leaving base out would
+    # pass at these two moduli, 256 and 255, whose lifts are multiples of 256)
+    "the exact division's quotient one too large": (
+        [("__umulhi(a, magic39) + base) >> 7", "__umulhi(a, magic39) + base + 128u) >> 7")],
+        CONFIGS["exact_div"]),
     "a block leaving while its peer may still write to it": (
         [("        cluster_sync();  // no block leaves while its peer may still write to it\n",
           ""), ("#if CLUSTER == 2\n    cluster_sync();\n#endif\n}", "}")],
@@ -133,7 +136,7 @@ def test_a_planted_bug_fails(bug, tmp_path):
         _check(ra, rb, 2, cfg, source=planted, order=order[0] if order else 0)
 
 
-@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "cluster2"])
+@pytest.mark.parametrize("name", ["seed", "pingpong_store16", "cluster2", "exact_div"])
 def test_the_scheme_with_rung26_emulated_matches_numpy_products(name):
     """The whole product through runtime/ozaki.bind, rung 26 emulated with the runtime's own
     tensor maps and arguments, against the same with NumPy's products."""

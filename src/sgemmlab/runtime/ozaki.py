@@ -79,7 +79,7 @@ def rung():
 class _GemmModuli(ctypes.Structure):
     _fields_ = [("m", ctypes.c_int * MAX_MODULI), ("magic", ctypes.c_uint * MAX_MODULI),
                 ("offset", ctypes.c_uint * MAX_MODULI), ("magic39", ctypes.c_uint * MAX_MODULI),
-                ("lift", ctypes.c_uint * MAX_MODULI)]
+                ("half", ctypes.c_uint * MAX_MODULI), ("base", ctypes.c_uint * MAX_MODULI)]
 
 
 class _SplitModuli(ctypes.Structure):
@@ -102,25 +102,27 @@ EXACT_K = 2**16 - 1
 def gemm_moduli(mods: tuple[int, ...]) -> _GemmModuli:
     """Rung 26's reduction constants: magic = ceil(2^32 / m), offset = the least multiple of
     m at or above 2^31 (kernels/hopper/26_ozaki_int8.cu, residue); for EXACT_DIV, magic39 =
-    ceil(2^39 / m) and lift = the least multiple of m at or above 2^14 EXACT_K
-    (residue_exact)."""
+    ceil(2^39 / m), half = lift + m / 2 and base = -128 lift / m mod 2^32, lift the least
+    multiple of m at or above 2^14 EXACT_K (residue_exact)."""
     s = _GemmModuli()
     for i, m in enumerate(mods):
         s.m[i], s.magic[i], s.offset[i] = m, -(-2**32 // m), m * -(-2**31 // m)
-        s.magic39[i], s.lift[i] = -(-2**39 // m), m * -(-(2**14 * EXACT_K) // m)
+        lift = m * -(-(2**14 * EXACT_K) // m)
+        s.magic39[i], s.half[i] = -(-2**39 // m), lift + m // 2
+        s.base[i] = -128 * (lift // m) % 2**32
     return s
 
 
 def exact_division(mods: tuple[int, ...], K: int) -> bool:
     """Whether rung 26's EXACT_DIV reduces every sum of K terms exactly, for every modulus:
-    a = s + lift + m / 2 (|s| <= 2^14 K) lies in [0, 2^31), and a (m magic39 - 2^39) <
-    2^39, so that magic39's excess over 2^39 / m never carries a / m past the next
-    integer: umulhi(a, magic39) >> 7 = floor(a / m)."""
+    a = s + half (|s| <= 2^14 K) lies in [0, 2^31), and a (m magic39 - 2^39) < 2^39, so
+    that magic39's excess over 2^39 / m never carries a / m past the next integer:
+    umulhi(a, magic39) >> 7 = floor(a / m)."""
     g = gemm_moduli(mods)
     for i, m in enumerate(mods):
-        top, base = 2**14 * K, g.lift[i] + m // 2
-        if base < top or base + top >= 2**31 or \
-                (base + top) * (m * g.magic39[i] - 2**39) >= 2**39:
+        top, half = 2**14 * K, g.half[i]
+        if half < top or half + top >= 2**31 or \
+                (half + top) * (m * g.magic39[i] - 2**39) >= 2**39:
             return False
     return True
 

@@ -61,12 +61,13 @@
 // EXACT_DIV (a switch, off until timed): the epilogue's residues by an exact division, a
 // multiply-high and a shift, with no correction steps (residue_exact). Exact for K < 2^16
 // (runtime/ozaki.EXACT_K; past it the host builds without it). The seed's SASS: 2,480
-// instructions; with EXACT_DIV, 1,848: five a residue fewer, 128 residues a thread an item.
+// instructions; with EXACT_DIV, 1,768: 712 fewer, over 128 residues a thread an item (four
+// instructions a residue, against about ten).
 // Predicted, before any measurement: the epilogue runs while this block's tensor cores wait,
-// two consumer warps a scheduler issuing about 1,300 instructions fewer each an item, so
-// about 1,300 clocks an item an SM: 8 items an SM at 2048^3, about 5 us (of the products'
-// 114); 31 at 4096^3, about 20 us (of 734); 124 at 8192^3, about 0.1 ms (of 6), a little
-// more under the 700 W cap, where fewer instructions also draw less power.
+// two consumer warps a scheduler issuing 712 instructions fewer each an item, so about 1,400
+// clocks an item an SM: 8 items an SM at 2048^3, about 6 us (of the products' 114); 31 at
+// 4096^3, about 22 us (of 734); 124 at 8192^3, about 0.12 ms (of 6), a little more under the
+// 700 W cap, where fewer instructions also draw less power.
 // Every launch of the scheme starts with griddep_wait (hopper/wgmma.cuh): with
 // runtime/ozaki.OVERLAP this kernel may start while the split before it finishes.
 #ifndef BN
@@ -109,14 +110,16 @@ static_assert(SMEM_BYTES == SMEM_EXPECT, "the host's shared-memory size matches 
 // s, u = s + offset is positive (offset: a multiple of m at or above 2^31) and below 2^32;
 // q = umulhi(u, magic), magic = ceil(2^32 / m), is floor(u / m) or one more, so u - q m is
 // in [-m, m), and one correction puts it in [0, m).
-// EXACT_DIV's, after them: magic39 = ceil(2^39 / m), and lift, the least multiple of m at or
-// above 2^14 (2^16 - 1), the largest |s| of K < 2^16 terms.
+// EXACT_DIV's, after them: magic39 = ceil(2^39 / m); half = lift + m / 2 and base = -128 lift / m
+// (mod 2^32), with lift the least multiple of m at or above 2^14 (2^16 - 1), the largest |s|
+// of K < 2^16 terms.
 struct Moduli {
     int m[MAX_MODULI];
     unsigned magic[MAX_MODULI];
     unsigned offset[MAX_MODULI];
     unsigned magic39[MAX_MODULI];
-    unsigned lift[MAX_MODULI];
+    unsigned half[MAX_MODULI];
+    unsigned base[MAX_MODULI];
 };
 
 // s mod m, symmetric: in [-(m / 2), m - 1 - m / 2] (what reference.residues returns).
@@ -127,30 +130,30 @@ __device__ __forceinline__ int residue(int s, int m, unsigned magic, unsigned of
     return r > m - 1 - m / 2 ? r - m : r;
 }
 
-// EXACT_DIV: the same residue with no correction. a = s + lift + m / 2 lies in [0, 2^31);
-// q = umulhi(a, magic39) >> 7 is floor(a / m) exactly there (magic39's excess over 2^39 / m,
-// times a, stays below 2^39 / m: runtime/ozaki.exact_division checks it for every modulus).
-// Then s + lift - q m = (a - q m) - m / 2, in [-(m / 2), m - 1 - m / 2], in wrapping
-// arithmetic. Five instructions (an add, the multiply-high, a shift, an add, a multiply-add
-// by -m, which spares negating q), against about ten for residue.
-__device__ __forceinline__ int residue_exact(int s, unsigned minus_m, unsigned magic39,
-                                             unsigned lift, unsigned lift_half) {
-    const unsigned a = static_cast<unsigned>(s) + lift_half;
-    const unsigned q = __umulhi(a, magic39) >> 7;
-    return static_cast<int>(q * minus_m + (static_cast<unsigned>(s) + lift));
+// EXACT_DIV: the same residue with no correction. a = s + half = s + lift + m / 2 lies in
+// [0, 2^31), where umulhi(a, magic39) >> 7 is q = floor(a / m) exactly (magic39's excess over
+// 2^39 / m, times a, stays below 2^39 / m: runtime/ozaki.exact_division checks it for every
+// modulus). Adding base before the (arithmetic) shift takes lift / m off q, so
+// s - (q - lift / m) m = (a - q m) - m / 2, in [-(m / 2), m - 1 - m / 2]. Four instructions:
+// an add, the multiply-high with base as its addend, a shift, a multiply-add by -m.
+__device__ __forceinline__ int residue_exact(int s, int minus_m, unsigned magic39,
+                                             unsigned half, unsigned base) {
+    const unsigned a = static_cast<unsigned>(s) + half;
+    const int q = static_cast<int>(__umulhi(a, magic39) + base) >> 7;
+    return q * minus_m + s;
 }
 
 // Modulus l's reduction, as the epilogue applies it to a work item's sums.
 struct Reduce {
     int m;
-    unsigned magic, offset, magic39, lift, lift_half;
+    unsigned magic, offset, magic39, half, base;
     __device__ __forceinline__ Reduce(const Moduli& mods, int l)
         : m(mods.m[l]), magic(mods.magic[l]), offset(mods.offset[l]),
-          magic39(EXACT_DIV ? mods.magic39[l] : 0u), lift(EXACT_DIV ? mods.lift[l] : 0u),
-          lift_half(EXACT_DIV ? mods.lift[l] + mods.m[l] / 2 : 0u) {}
+          magic39(EXACT_DIV ? mods.magic39[l] : 0u), half(EXACT_DIV ? mods.half[l] : 0u),
+          base(EXACT_DIV ? mods.base[l] : 0u) {}
     __device__ __forceinline__ int operator()(int s) const {
 #if EXACT_DIV
-        return residue_exact(s, 0u - static_cast<unsigned>(m), magic39, lift, lift_half);
+        return residue_exact(s, -m, magic39, half, base);
 #else
         return residue(s, m, magic, offset);
 #endif
