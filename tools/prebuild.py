@@ -86,14 +86,15 @@ def work() -> list[tuple[str, dict]]:
     return out
 
 
-#: Rung 26's configurations over its seed that the GPU tests and tools/ozaki_probe.py --gemm
-#: run, besides the defaults.
+#: Rung 26's configurations over its seed that the GPU tests, tools/ozaki_probe.py --gemm and
+#: --set, and a run with ozaki.GEMM set take, besides the defaults.
 SCHEME_VARIANTS = ({"CLUSTER": 2}, {"STORE16": 0}, {"CLUSTER": 2, "STORE16": 0},
                    {"PINGPONG": 1, "STORE16": 1},
                    {"PINGPONG": 1, "BN": 128, "STAGES": 6},
                    {"PINGPONG": 1, "BN": 128, "STORE16": 1, "STAGES": 6},
                    {"PINGPONG": 1, "STORE16": 1, "STAGES": 5}, {"GROUP_M": 16}, {"GROUP_M": 32},
-                   {"EXACT_DIV": 1}, {"PINGPONG": 1, "STORE16": 1, "EXACT_DIV": 1},
+                   {"EXACT_DIV": 1}, {"EXACT_DIV": 1, "GROUP_M": 16},
+                   {"EXACT_DIV": 1, "GROUP_M": 32}, {"PINGPONG": 1, "STORE16": 1, "EXACT_DIV": 1},
                    {"PINGPONG": 1, "BN": 128, "STAGES": 6, "STORE16": 1, "EXACT_DIV": 1})
 
 
