@@ -197,7 +197,7 @@ def main() -> None:
     ap.add_argument("--tensor", action="store_true",
                     help="only the tensor rungs, rung 26's variants and the scheme's passes "
                          "(what precision='fp32_emulated' and its tests, probe and bench "
-                         "load): some twenty builds, under a minute on two cores")
+                         "load): some thirty builds, under a minute on two cores")
     args = ap.parse_args()
     # the device has no bundle (sgemmlab/data/cubins is built at packaging time, not carried):
     # a kernel the bundle here holds must still land in the cache that is packed
