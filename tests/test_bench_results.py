@@ -225,3 +225,5 @@ def test_the_ozaki_probe_splits_a_combination_into_switches_and_rung_26_s_config
     assert over == {"GROUP_M": 16}
     with pytest.raises(ValueError, match="1, 0, true or false"):
         probe.combo("MERGED=2")
+    with pytest.raises(ValueError, match="'SPLIT=2' is not NAME=integer"):  # not rung 26's
+        probe.combo("MERGED=1,SPLIT=2")

@@ -95,15 +95,16 @@ def under_smi(fn, seconds: float = 3.0) -> dict:
 
 def combo(spec: str) -> tuple[dict, dict]:
     """"MERGED=1,SCALE_BLOCKS=3,GROUP_M=16" -> (ozaki's switches, each of its own type, as a
-    results file records them: bench/results.SETTINGS; rung 26's configuration, ints)."""
+    results file records them: bench/results.SETTINGS; rung 26's configuration, as
+    ozaki.gemm_overrides reads it)."""
     from sgemmlab.bench.results import SETTINGS, parse_settings
+    from sgemmlab.runtime.ozaki import gemm_overrides
 
     pairs = [kv.strip() for kv in spec.split(",") if kv.strip()]
     ours = [kv for kv in pairs if kv.split("=")[0] in SETTINGS["runtime.ozaki"]]
     switches = {name: value for _, name, value in
                 parse_settings(f"runtime.ozaki.{kv}" for kv in ours)}
-    over = {k: int(v) for k, v in (kv.split("=") for kv in pairs if kv not in ours)}
-    return switches, over
+    return switches, gemm_overrides(",".join(kv for kv in pairs if kv not in ours))
 
 
 def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
@@ -170,8 +171,7 @@ def measure(M: int, N: int, K: int, count: int, reps: int, b_cols: bool = False,
         # that is the default) none
         variants["plain" if ozaki.OVERLAP else "overlap"] = bind(OVERLAP=not ozaki.OVERLAP)
     for spec in gemm_variants:  # rung 26 in another configuration ("STORE16=1,PINGPONG=1")
-        over = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
-        variants[f"gemm[{spec}]"] = bind(over)
+        variants[f"gemm[{spec}]"] = bind(ozaki.gemm_overrides(spec))
     for spec in combos:  # several of ozaki's switches at once, and rung 26's configuration
         switches, over = combo(spec)
         variants[f"set[{spec}]"] = bind(over, **switches)
